@@ -1,0 +1,46 @@
+package zones
+
+import (
+	"strings"
+	"syscall"
+)
+
+// MaxNameLen is the longest entry name, in bytes (NAME_MAX).
+const MaxNameLen = 255
+
+// MaxPrincipalLen is the longest user or group name, in bytes.
+const MaxPrincipalLen = 64
+
+// CheckName validates one entry name (one path component) and returns 0 if
+// it may be created: EINVAL for "", ".", ".." or a name containing '/' or
+// NUL; ENAMETOOLONG for more than MaxNameLen bytes. Any other byte,
+// including invalid UTF-8, is allowed, as on Linux.
+func CheckName(name string) syscall.Errno {
+	switch {
+	case name == "" || name == "." || name == "..":
+		return syscall.EINVAL
+	case len(name) > MaxNameLen:
+		return syscall.ENAMETOOLONG
+	case strings.ContainsAny(name, "/\x00"):
+		return syscall.EINVAL
+	}
+	return 0
+}
+
+// CheckPrincipal validates a user or group name against
+// [a-z0-9][a-z0-9_-]{0,63} and returns 0 or EINVAL.
+func CheckPrincipal(name string) syscall.Errno {
+	if name == "" || len(name) > MaxPrincipalLen {
+		return syscall.EINVAL
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case (c == '_' || c == '-') && i > 0:
+		default:
+			return syscall.EINVAL
+		}
+	}
+	return 0
+}
