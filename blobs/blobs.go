@@ -184,3 +184,6 @@ func (d *Dir) SyncDir(ino uint64) error {
 	}
 	return nil
 }
+
+// Root is the blob directory, for statfs of the disk that holds it.
+func (d *Dir) Root() string { return d.root }

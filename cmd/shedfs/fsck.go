@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/shedfs/shedfs/daemon"
+)
+
+func fsckCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "fsck",
+		Usage: "check the store and repair what is wrong (the daemon must not run)",
+		Flags: []cli.Flag{
+			storeFlag(),
+			&cli.BoolFlag{Name: "dry-run", Usage: "report only, change nothing"},
+		},
+		Action: runFsck,
+	}
+}
+
+func runFsck(c *cli.Context) error {
+	log, err := logger(c)
+	if err != nil {
+		return err
+	}
+	st, err := daemon.OpenStore(c.String("store"), daemon.OpenOptions{NoRecover: true, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	var progress func(done, total int)
+	if f, ok := c.App.ErrWriter.(*os.File); ok && isTerminal(f) {
+		last := time.Now()
+		progress = func(done, total int) {
+			if time.Since(last) > 200*time.Millisecond || done == total {
+				fmt.Fprintf(f, "\rfsck: %d/%d", done, total)
+				last = time.Now()
+			}
+		}
+	}
+	rep, err := st.Meta.Check(st.Blobs, !c.Bool("dry-run"), progress)
+	if progress != nil {
+		fmt.Fprintln(c.App.ErrWriter)
+	}
+	if err != nil {
+		return fmt.Errorf("fsck: %w", err)
+	}
+	w := c.App.Writer
+	for _, p := range rep.Problems {
+		state := "repaired"
+		if !p.Repaired {
+			state = "NOT repaired"
+		}
+		fmt.Fprintf(w, "%-14s ino %-10d %s (%s)\n", p.Kind, p.Ino, p.Detail, state)
+	}
+	summary := fmt.Sprintf("%d inodes, %d entries, %d blobs in %s", rep.Inodes, rep.Entries, rep.Blobs, rep.Duration.Round(time.Millisecond))
+	switch {
+	case len(rep.Problems) == 0:
+		fmt.Fprintf(w, "fsck: clean: %s\n", summary)
+	case rep.Unrepaired() == 0:
+		fmt.Fprintf(w, "fsck: repaired %d problems: %s\n", len(rep.Problems), summary)
+	default:
+		return cli.Exit(fmt.Sprintf("fsck: %d of %d problems not repaired: %s", rep.Unrepaired(), len(rep.Problems), summary), 1)
+	}
+	return nil
+}
+
+// isTerminal reports whether progress lines would reach a person.
+func isTerminal(f *os.File) bool {
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/shedfs/shedfs/daemon"
+	"github.com/shedfs/shedfs/fusefs"
+)
+
+func mountCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "mount",
+		Usage:     "mount one user's view in the foreground",
+		ArgsUsage: "MOUNTPOINT",
+		Flags: []cli.Flag{
+			storeFlag(),
+			&cli.StringFlag{Name: "user", Usage: "the user whose view this is", Required: true},
+			&cli.IntFlag{Name: "uid", Value: -1, Usage: "present every entry as owned by this uid"},
+			&cli.IntFlag{Name: "gid", Value: -1, Usage: "present every entry as owned by this gid"},
+			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
+		},
+		Action: runMount,
+	}
+}
+
+func runMount(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return errors.New("mount: give exactly one MOUNTPOINT")
+	}
+	mnt := c.Args().First()
+	log, err := logger(c)
+	if err != nil {
+		return err
+	}
+	if err := daemon.CheckFuse(); err != nil {
+		return err
+	}
+	if err := daemon.CheckMountpoint(mnt); err != nil {
+		return err
+	}
+	viewOpts, err := forcedOwner(c)
+	if err != nil {
+		return err
+	}
+	viewOpts.Debug = c.Bool("debug")
+	st, err := daemon.OpenStore(c.String("store"), daemon.OpenOptions{Create: true, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := daemon.EnsureUser(st, c.String("user")); err != nil {
+		return err
+	}
+	fsys := fusefs.New(st.Meta, st.Blobs, fusefs.Options{Logger: log})
+	view, err := fsys.Mount(c.String("user"), mnt, viewOpts)
+	if err != nil {
+		return err
+	}
+	log.Info("view mounted", "user", c.String("user"), "mountpoint", mnt, "store", st.Dir)
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		log.Info("unmounting", "signal", sig.String())
+		if err := view.Unmount(); err != nil {
+			log.Error("unmount", "err", err)
+		}
+	}()
+	view.Wait()
+	signal.Stop(sigs)
+	fsys.Shutdown()
+	log.Info("view unmounted", "mountpoint", mnt)
+	return nil
+}
+
+// forcedOwner reads --uid and --gid: both or neither.
+func forcedOwner(c *cli.Context) (fusefs.ViewOptions, error) {
+	uid, gid := c.Int("uid"), c.Int("gid")
+	if (uid < 0) != (gid < 0) {
+		return fusefs.ViewOptions{}, errors.New("--uid and --gid go together")
+	}
+	if uid < 0 {
+		return fusefs.ViewOptions{}, nil
+	}
+	if uid > 1<<31 || gid > 1<<31 {
+		return fusefs.ViewOptions{}, fmt.Errorf("--uid %d / --gid %d out of range", uid, gid)
+	}
+	return fusefs.ViewOptions{ForceOwner: true, Uid: uint32(uid), Gid: uint32(gid)}, nil
+}

@@ -1,0 +1,121 @@
+// Package daemon is the process-level life of one shedfs store: opening it
+// (and repairing it after an unclean stop), mounting and unmounting views,
+// and answering the admin API. It exists because this wiring belongs to
+// neither the callback path (fusefs) nor the command line, which only
+// parses flags and prints.
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/shedfs/shedfs/blobs"
+	"github.com/shedfs/shedfs/metadata"
+)
+
+// Store is an opened store directory: its metadata and its blobs.
+type Store struct {
+	Dir   string
+	Meta  *metadata.Store
+	Blobs *blobs.Dir
+	// Recovery is the repair report when the previous stop was unclean,
+	// nil otherwise.
+	Recovery *metadata.Report
+}
+
+// OpenOptions tunes OpenStore.
+type OpenOptions struct {
+	// Create makes the directory when it does not exist yet.
+	Create bool
+	// NoRecover skips the automatic repair after an unclean stop (fsck
+	// does its own).
+	NoRecover bool
+	Logger    *slog.Logger
+}
+
+// OpenStore opens the store in dir. After an unclean stop it checks and
+// repairs the store before returning, and logs what it fixed.
+func OpenStore(dir string, opts OpenOptions) (*Store, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if dir == "" {
+		return nil, errors.New("no store given: use --store DIR or set SHEDFS_STORE")
+	}
+	st, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && opts.Create:
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("create store: %w", err)
+		}
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("store %s does not exist", dir)
+	case err != nil:
+		return nil, fmt.Errorf("store %s: %w", dir, err)
+	case !st.IsDir():
+		return nil, fmt.Errorf("store %s is not a directory", dir)
+	}
+	meta, err := metadata.Open(filepath.Join(dir, "meta"), metadata.Options{Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", dir, err)
+	}
+	bl, err := blobs.OpenDir(filepath.Join(dir, "blobs"))
+	if err != nil {
+		meta.Close()
+		return nil, fmt.Errorf("store %s: %w", dir, err)
+	}
+	s := &Store{Dir: dir, Meta: meta, Blobs: bl}
+	if !meta.WasClean() && !opts.NoRecover {
+		log.Warn("store was not closed cleanly; checking it", "store", dir)
+		rep, err := meta.Check(bl, true, nil)
+		if err != nil {
+			meta.Close()
+			return nil, fmt.Errorf("recover store %s: %w", dir, err)
+		}
+		for _, p := range rep.Problems {
+			log.Warn("recovery", "kind", p.Kind, "ino", p.Ino, "detail", p.Detail, "repaired", p.Repaired)
+		}
+		log.Info("recovery done", "problems", len(rep.Problems), "unrepaired", rep.Unrepaired(), "took", rep.Duration)
+		s.Recovery = rep
+	}
+	if err := s.reclaimOrphans(log); err != nil {
+		meta.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the metadata, marking the stop clean.
+func (s *Store) Close() error {
+	if err := s.Meta.Close(); err != nil {
+		return fmt.Errorf("close store %s: %w", s.Dir, err)
+	}
+	return nil
+}
+
+// reclaimOrphans deletes inodes that were unlinked while open when the
+// previous process stopped: nothing can hold them open any more.
+func (s *Store) reclaimOrphans(log *slog.Logger) error {
+	orphans, err := s.Meta.Orphans()
+	if err != nil {
+		return fmt.Errorf("list orphans: %w", err)
+	}
+	for _, ino := range orphans {
+		n, err := s.Meta.Reclaim(ino)
+		if err != nil {
+			return fmt.Errorf("reclaim orphan %d: %w", ino, err)
+		}
+		if n.IsRegular() {
+			if err := s.Blobs.Remove(ino); err != nil {
+				return fmt.Errorf("reclaim orphan %d: %w", ino, err)
+			}
+		}
+		log.Info("reclaimed inode unlinked while open", "ino", ino)
+	}
+	return nil
+}

@@ -1,0 +1,75 @@
+package fusefs
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// dirHandle is one opendir(3). It reads a snapshot of the directory on the
+// first readdir and again after a rewind, so telldir/seekdir offsets stay
+// valid while the directory changes underneath.
+type dirHandle struct {
+	node    *node
+	entries []fuse.DirEntry
+	loaded  bool
+	pos     int
+}
+
+var (
+	_ fs.FileReaddirenter = (*dirHandle)(nil)
+	_ fs.FileSeekdirer    = (*dirHandle)(nil)
+	_ fs.FileFsyncdirer   = (*dirHandle)(nil)
+	_ fs.FileReleasedirer = (*dirHandle)(nil)
+)
+
+func (d *dirHandle) load(ctx context.Context) syscall.Errno {
+	list, e := d.node.v.list(ctx, d.node)
+	if e != 0 {
+		return e
+	}
+	d.entries = list
+	d.loaded = true
+	return 0
+}
+
+// Readdirent implements fs.FileReaddirenter.
+func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	if !d.loaded {
+		if e := d.load(ctx); e != 0 {
+			return nil, e
+		}
+	}
+	if d.pos >= len(d.entries) {
+		return nil, 0
+	}
+	e := d.entries[d.pos]
+	d.pos++
+	e.Off = uint64(d.pos)
+	return &e, 0
+}
+
+// Seekdir implements fs.FileSeekdirer. Offset 0 is a rewind and reads the
+// directory afresh, as rewinddir(3) promises.
+func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	if off == 0 {
+		d.loaded = false
+		d.pos = 0
+		return 0
+	}
+	if off > uint64(len(d.entries)) {
+		return syscall.EINVAL
+	}
+	d.pos = int(off)
+	return 0
+}
+
+// Fsyncdir implements fs.FileFsyncdirer.
+func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
+	return d.node.Fsync(ctx, nil, flags)
+}
+
+// Releasedir implements fs.FileReleasedirer.
+func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {}

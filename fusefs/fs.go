@@ -1,0 +1,169 @@
+// Package fusefs is the kernel callback path of shedfs: go-fuse nodes and
+// file handles for every view, the data path to blobs, and the bookkeeping
+// that keeps several views of one store coherent. It asks zones and acl for
+// every decision and never re-implements a rule; it returns errnos and never
+// panics on what a caller sends.
+package fusefs
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/shedfs/shedfs/blobs"
+	"github.com/shedfs/shedfs/metadata"
+)
+
+// Options are the settings shared by every view of one daemon.
+type Options struct {
+	// EntryTimeout and AttrTimeout are how long the kernel may cache names
+	// and attributes. Views stay coherent through invalidation, so these
+	// can be long; zero means the defaults below.
+	EntryTimeout time.Duration
+	AttrTimeout  time.Duration
+	// Logger receives errors the kernel cannot be told about in detail.
+	Logger *slog.Logger
+}
+
+const (
+	defaultEntryTimeout = time.Second
+	defaultAttrTimeout  = time.Second
+)
+
+// FS is the state every view of one store shares: the metadata store, the
+// blob store, and the table of open inodes whose size and times may be
+// ahead of what is persisted.
+type FS struct {
+	store *metadata.Store
+	blobs *blobs.Dir
+	opts  Options
+	log   *slog.Logger
+
+	mu   sync.Mutex
+	open map[uint64]*openInode
+}
+
+// New prepares the shared state for views of one store. The caller keeps
+// ownership of store and blob directory and closes them after every view is
+// unmounted.
+func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
+	if opts.EntryTimeout == 0 {
+		opts.EntryTimeout = defaultEntryTimeout
+	}
+	if opts.AttrTimeout == 0 {
+		opts.AttrTimeout = defaultAttrTimeout
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &FS{
+		store: store,
+		blobs: blobDir,
+		opts:  opts,
+		log:   log,
+		open:  make(map[uint64]*openInode),
+	}
+}
+
+// OpenFiles is the number of inodes with at least one open handle.
+func (f *FS) OpenFiles() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.open)
+}
+
+// errno turns an error from the store or the host into what the kernel
+// understands. Anything without an errno is logged and becomes EIO, so a
+// caller never sees a raw internal error and the operator sees the cause.
+func (f *FS) errno(op string, err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return syscall.ENOENT
+	case errors.Is(err, fs.ErrExist):
+		return syscall.EEXIST
+	case errors.Is(err, fs.ErrPermission):
+		return syscall.EACCES
+	}
+	f.log.Error("internal error", "op", op, "err", err)
+	return syscall.EIO
+}
+
+// reclaimIfUnused deletes an inode whose last link went away, unless a
+// handle still holds it open; then the last release reclaims it.
+func (f *FS) reclaimIfUnused(n *metadata.Inode) {
+	if n == nil || n.Nlink > 0 {
+		return
+	}
+	f.mu.Lock()
+	oi := f.open[n.Ino]
+	if oi != nil {
+		oi.unlinked = true
+		f.mu.Unlock()
+		return
+	}
+	f.mu.Unlock()
+	f.reclaim(n.Ino)
+}
+
+// reclaim removes an unlinked inode and its blob. The blob goes after the
+// metadata: a crash in between leaves a stray blob, which fsck removes,
+// never an inode without its content.
+func (f *FS) reclaim(ino uint64) {
+	n, err := f.store.Reclaim(ino)
+	if err != nil {
+		if !errors.Is(err, syscall.ENOENT) {
+			f.log.Error("reclaim inode", "ino", ino, "err", err)
+		}
+		return
+	}
+	if n.IsRegular() {
+		if err := f.blobs.Remove(ino); err != nil {
+			f.log.Error("remove blob", "ino", ino, "err", err)
+		}
+	}
+}
+
+// Statfs figures for a zone are filled from the backing disk until the
+// quota holder has a limit.
+func statfsDisk(path string, out *syscall.Statfs_t) error {
+	if err := syscall.Statfs(path, out); err != nil {
+		return fmt.Errorf("statfs %s: %w", path, err)
+	}
+	return nil
+}
+
+// Shutdown persists and closes whatever is still open once every view is
+// unmounted, and reclaims inodes that were unlinked while open.
+func (f *FS) Shutdown() {
+	f.mu.Lock()
+	left := make([]*openInode, 0, len(f.open))
+	for _, oi := range f.open {
+		left = append(left, oi)
+	}
+	f.open = make(map[uint64]*openInode)
+	f.mu.Unlock()
+	for _, oi := range left {
+		oi.mu.Lock()
+		if !oi.unlinked {
+			f.persistLocked(oi)
+		}
+		oi.blob.Close()
+		unlinked := oi.unlinked
+		oi.mu.Unlock()
+		if unlinked {
+			f.reclaim(oi.ino)
+		}
+	}
+}

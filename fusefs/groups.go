@@ -1,0 +1,154 @@
+package fusefs
+
+import (
+	"context"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// groupsDir is the view's groups/ folder. It has no record in the store:
+// its entries are the user's groups at the moment of asking, so a change of
+// membership shows without a remount.
+type groupsDir struct {
+	fs.Inode
+	v *View
+}
+
+var (
+	_ fs.NodeLookuper   = (*groupsDir)(nil)
+	_ fs.NodeGetattrer  = (*groupsDir)(nil)
+	_ fs.NodeReaddirer  = (*groupsDir)(nil)
+	_ fs.NodeStatfser   = (*groupsDir)(nil)
+	_ fs.NodeCreater    = (*groupsDir)(nil)
+	_ fs.NodeMkdirer    = (*groupsDir)(nil)
+	_ fs.NodeMknoder    = (*groupsDir)(nil)
+	_ fs.NodeSymlinker  = (*groupsDir)(nil)
+	_ fs.NodeLinker     = (*groupsDir)(nil)
+	_ fs.NodeUnlinker   = (*groupsDir)(nil)
+	_ fs.NodeRmdirer    = (*groupsDir)(nil)
+	_ fs.NodeRenamer    = (*groupsDir)(nil)
+	_ fs.NodeSetattrer  = (*groupsDir)(nil)
+	_ fs.NodeSetxattrer = (*groupsDir)(nil)
+)
+
+var startTime = time.Now()
+
+func (g *groupsDir) fillAttr(out *fuse.Attr) {
+	out.Ino = groupsIno
+	out.Mode = syscall.S_IFDIR | 0o555
+	out.Nlink = 2
+	out.Blksize = 4096
+	if g.v.opts.ForceOwner {
+		out.Owner = fuse.Owner{Uid: g.v.opts.Uid, Gid: g.v.opts.Gid}
+	}
+	out.SetTimes(&startTime, &startTime, &startTime)
+}
+
+func (g *groupsDir) member(name string) bool {
+	groups, err := g.v.fs.store.GroupsOf(g.v.user)
+	if err != nil {
+		g.v.fs.log.Error("groups of user", "user", g.v.user, "err", err)
+		return false
+	}
+	return slices.Contains(groups, name)
+}
+
+// Lookup implements fs.NodeLookuper: only the user's current groups.
+func (g *groupsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if !g.member(name) {
+		return nil, syscall.ENOENT
+	}
+	grp, err := g.v.fs.store.GetGroup(name)
+	if err != nil {
+		return nil, g.v.fs.errno("lookup group", err)
+	}
+	rec, err := g.v.fs.store.GetInode(grp.Root)
+	if err != nil {
+		return nil, g.v.fs.errno("lookup group", err)
+	}
+	return g.v.root.entryUnder(ctx, &g.Inode, rec, out), 0
+}
+
+// Getattr implements fs.NodeGetattrer.
+func (g *groupsDir) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	g.fillAttr(&out.Attr)
+	out.SetTimeout(g.v.fs.opts.AttrTimeout)
+	return 0
+}
+
+// Readdir implements fs.NodeReaddirer.
+func (g *groupsDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
+	groups, err := g.v.fs.store.GroupsOf(g.v.user)
+	if err != nil {
+		return nil, g.v.fs.errno("readdir groups", err)
+	}
+	list := []fuse.DirEntry{
+		{Name: ".", Ino: groupsIno, Mode: syscall.S_IFDIR},
+		{Name: "..", Ino: g.v.roots.Private, Mode: syscall.S_IFDIR},
+	}
+	for _, name := range groups {
+		grp, err := g.v.fs.store.GetGroup(name)
+		if err != nil {
+			continue
+		}
+		list = append(list, fuse.DirEntry{Name: name, Ino: grp.Root, Mode: syscall.S_IFDIR})
+	}
+	return fs.NewListDirStream(list), 0
+}
+
+// Statfs implements fs.NodeStatfser.
+func (g *groupsDir) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	return g.v.statfs(g.v.root, out)
+}
+
+// groups/ is read-only itself: nothing is created, removed or changed in it.
+
+// Create implements fs.NodeCreater.
+func (g *groupsDir) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	return nil, nil, 0, syscall.EACCES
+}
+
+// Mkdir implements fs.NodeMkdirer.
+func (g *groupsDir) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, syscall.EACCES
+}
+
+// Mknod implements fs.NodeMknoder.
+func (g *groupsDir) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, syscall.EACCES
+}
+
+// Symlink implements fs.NodeSymlinker.
+func (g *groupsDir) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, syscall.EACCES
+}
+
+// Link implements fs.NodeLinker.
+func (g *groupsDir) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, syscall.EACCES
+}
+
+// Unlink implements fs.NodeUnlinker.
+func (g *groupsDir) Unlink(ctx context.Context, name string) syscall.Errno { return syscall.EACCES }
+
+// Rmdir implements fs.NodeRmdirer.
+func (g *groupsDir) Rmdir(ctx context.Context, name string) syscall.Errno { return syscall.EACCES }
+
+// Rename implements fs.NodeRenamer.
+func (g *groupsDir) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+	return syscall.EACCES
+}
+
+// Setattr implements fs.NodeSetattrer.
+func (g *groupsDir) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	return syscall.EPERM
+}
+
+// Setxattr implements fs.NodeSetxattrer.
+func (g *groupsDir) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	return syscall.EPERM
+}
