@@ -1,0 +1,49 @@
+// Package metadata is the namespace of a shedfs store, kept in an embedded
+// badger database: inodes, directory entries, extended attributes,
+// principals, quotas and usage, and the store's own state.
+//
+// It exists so that nothing else ever derives a host path from a name a user
+// chose: file contents live in blobs named by inode number, and every name,
+// link, owner, mode and zone lives here. Every multi-key change (create,
+// link, unlink, rename, reclaim, principal changes, usage charges) is one
+// transaction, so a crash leaves either the old or the new state. Badger is
+// reached only through the narrow KV/Txn seam (kv.go), so a distributed KV
+// can hold the same schema later.
+//
+// # Key schema (version 1)
+//
+// One prefix byte per record kind; inode numbers are 8-byte big-endian, so
+// one directory's entries (or one inode's xattrs) are a single prefix scan
+// in name order.
+//
+//	key                          value
+//	'V'                          schema version, uint64 BE (1); Open refuses others (ErrSchema)
+//	'I' ino                      inode, binary: version byte 1, mode uid gid nlink rdev (u32),
+//	                             size parent (u64), atime mtime ctime (i64 sec + u32 nsec),
+//	                             zone kind, own mode (u8), then uvarint-length strings
+//	                             target, zone principal, owner
+//	'D' parent name              child ino (u64 BE) + file type byte (S_IFMT >> 12)
+//	'X' ino name                 xattr value (raw bytes)
+//	'O' ino                      empty: inode has Nlink 0 and awaits Reclaim
+//	'U' name                     User, JSON
+//	'G' name                     Group (with members), JSON
+//	'Q' holder                   Limit: bytes, inodes (i64 BE each)
+//	'C' holder                   Usage: bytes, inodes (i64 BE each)
+//	'N'                          next unleased inode number, u64 BE
+//	'S' "clean"                  1 byte: 1 closed cleanly, 0 open (dirty)
+//	'S' "lastcheck"              CheckRecord, JSON
+//	'S' "shareroot"              inode of the share root, u64 BE
+//
+// Holders are "user:<name>", "group:<name>" and "share". Zone roots are
+// directories with Parent 0 that no entry names; the share root is found
+// through 'S' "shareroot", the others through their principal's record.
+//
+// Inode numbers start at FirstIno and are leased in ranges of 1024 (one
+// small transaction on 'N' per range), then handed out from memory, so
+// creates never contend on one counter key. Numbers of a lease unused at a
+// crash are skipped.
+//
+// Usage counts every inode of a holder's zones (roots included) and
+// Charge(size) bytes per regular file; a hard-linked inode counts once.
+// It changes in the same transaction as the inode change that causes it.
+package metadata

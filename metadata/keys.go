@@ -1,0 +1,70 @@
+package metadata
+
+import "encoding/binary"
+
+// Key prefixes, one byte per record kind. doc.go documents the layout.
+const (
+	pVersion = 'V'
+	pInode   = 'I'
+	pEntry   = 'D'
+	pXattr   = 'X'
+	pOrphan  = 'O'
+	pUser    = 'U'
+	pGroup   = 'G'
+	pLimit   = 'Q'
+	pUsage   = 'C'
+	pNextIno = 'N'
+	pState   = 'S'
+)
+
+// schemaVersion is the layout this code reads and writes.
+const schemaVersion = 1
+
+// State record names under pState.
+const (
+	stateClean     = "clean"
+	stateLastCheck = "lastcheck"
+	stateShareRoot = "shareroot"
+)
+
+func inoKey(prefix byte, ino uint64) []byte {
+	k := make([]byte, 9)
+	k[0] = prefix
+	binary.BigEndian.PutUint64(k[1:], ino)
+	return k
+}
+
+func inoNameKey(prefix byte, ino uint64, name string) []byte {
+	k := make([]byte, 9, 9+len(name))
+	k[0] = prefix
+	binary.BigEndian.PutUint64(k[1:], ino)
+	return append(k, name...)
+}
+
+func strKey(prefix byte, s string) []byte {
+	k := make([]byte, 1, 1+len(s))
+	k[0] = prefix
+	return append(k, s...)
+}
+
+func inodeKey(ino uint64) []byte                 { return inoKey(pInode, ino) }
+func entryKey(parent uint64, name string) []byte { return inoNameKey(pEntry, parent, name) }
+func entryPrefix(parent uint64) []byte           { return inoKey(pEntry, parent) }
+func xattrKey(ino uint64, name string) []byte    { return inoNameKey(pXattr, ino, name) }
+func xattrPrefix(ino uint64) []byte              { return inoKey(pXattr, ino) }
+func orphanKey(ino uint64) []byte                { return inoKey(pOrphan, ino) }
+func userKey(name string) []byte                 { return strKey(pUser, name) }
+func groupKey(name string) []byte                { return strKey(pGroup, name) }
+func limitKey(h Holder) []byte                   { return strKey(pLimit, string(h)) }
+func usageKey(h Holder) []byte                   { return strKey(pUsage, string(h)) }
+func stateKey(name string) []byte                { return strKey(pState, name) }
+func versionKey() []byte                         { return []byte{pVersion} }
+func nextInoKey() []byte                         { return []byte{pNextIno} }
+
+// keyIno reads the inode number that follows the prefix byte of a key.
+func keyIno(k []byte) uint64 {
+	if len(k) < 9 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(k[1:9])
+}

@@ -1,0 +1,564 @@
+package metadata
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+)
+
+// ValidName checks a name for a new directory entry: ENAMETOOLONG over
+// MaxNameLen bytes, EINVAL for "", ".", "..", or a name containing '/' or
+// NUL. The names a user chooses never reach the host file system, but they
+// must still be names a POSIX tool can handle.
+func ValidName(name string) error {
+	switch {
+	case len(name) > MaxNameLen:
+		return syscall.ENAMETOOLONG
+	case name == "", name == ".", name == "..":
+		return syscall.EINVAL
+	case strings.ContainsAny(name, "/\x00"):
+		return syscall.EINVAL
+	}
+	return nil
+}
+
+// lookupName checks a name that is only looked up: too long is
+// ENAMETOOLONG, anything else is simply not found if it is not there.
+func lookupName(name string) error {
+	if len(name) > MaxNameLen {
+		return syscall.ENAMETOOLONG
+	}
+	return nil
+}
+
+// GetInode returns the inode record, ENOENT if it does not exist.
+func (s *Store) GetInode(ino uint64) (*Inode, error) {
+	var n *Inode
+	err := s.kv.View(func(tx Txn) error {
+		var err error
+		n, err = getInode(tx, ino)
+		return err
+	})
+	return n, err
+}
+
+// Lookup returns the inode named name in directory parent. ENOENT if there is
+// no such entry, ENOTDIR if parent is not a directory.
+func (s *Store) Lookup(parent uint64, name string) (*Inode, error) {
+	if err := lookupName(name); err != nil {
+		return nil, err
+	}
+	var n *Inode
+	err := s.view(func(o *op) error {
+		child, _, err := o.entry(parent, name)
+		if errors.Is(err, syscall.ENOENT) {
+			// Only a miss pays for reading the parent, to tell ENOTDIR.
+			if _, err := o.dir(parent); err != nil {
+				return err
+			}
+			return syscall.ENOENT
+		}
+		if err != nil {
+			return err
+		}
+		n, err = getInode(o.tx, child)
+		if errors.Is(err, syscall.ENOENT) {
+			return fmt.Errorf("entry %d/%q points at missing inode %d: %w", parent, name, child, syscall.EIO)
+		}
+		return err
+	})
+	return n, err
+}
+
+// ReadDir lists a directory in name order (not including . and ..).
+func (s *Store) ReadDir(dir uint64) ([]DirEntry, error) {
+	var out []DirEntry
+	err := s.view(func(o *op) error {
+		d, err := o.inode(dir)
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return syscall.ENOTDIR
+		}
+		return o.tx.Scan(entryPrefix(dir), nil, func(k, v []byte) error {
+			ino, mode, err := decodeEntry(v)
+			if err != nil {
+				return fmt.Errorf("directory %d: %w", dir, err)
+			}
+			out = append(out, DirEntry{Name: string(k[9:]), Ino: ino, Mode: mode})
+			return nil
+		})
+	})
+	return out, err
+}
+
+// Create adds a new inode named name in directory parent. From tmpl it takes
+// Mode, Uid, Gid, Rdev, Target, Zone, Owner and OwnMode; it assigns Ino,
+// Nlink (1, or 2 for a directory), all three times (now), Parent (for a
+// directory) and Size (len(Target) for a symlink, else 0). The parent's
+// mtime and ctime become now, and its Nlink grows by one for a directory.
+// The zone holder's inode usage grows by one in the same transaction.
+// Errors: EEXIST, ENOTDIR (parent), ENOENT (parent gone or unlinked),
+// ENAMETOOLONG (> MaxNameLen bytes), EINVAL (empty, ".", "..", '/' or NUL).
+// admit, when not nil, is called inside the transaction with the holder's
+// current usage and limit; an error it returns aborts the create unchanged.
+//
+// A zero tmpl.Zone means the parent's zone; a different zone than the
+// parent's is EXDEV, since an inode's zone is that of its directory.
+func (s *Store) Create(parent uint64, name string, tmpl *Inode, admit func(Usage, Limit) error) (*Inode, error) {
+	if err := ValidName(name); err != nil {
+		return nil, err
+	}
+	if tmpl == nil {
+		return nil, fmt.Errorf("create %q: no template: %w", name, syscall.EINVAL)
+	}
+	ino, err := s.allocIno()
+	if err != nil {
+		return nil, err
+	}
+	var created *Inode
+	err = s.update(func(o *op) error {
+		p, err := o.dir(parent)
+		if err != nil {
+			return err
+		}
+		if _, _, err := o.entry(parent, name); err == nil {
+			return syscall.EEXIST
+		} else if !errors.Is(err, syscall.ENOENT) {
+			return err
+		}
+		zone := tmpl.Zone
+		if zone.Kind == ZoneNone {
+			zone = p.Zone
+		} else if zone != p.Zone {
+			return fmt.Errorf("create %q in zone %s with zone %s: %w", name, p.Zone, zone, syscall.EXDEV)
+		}
+		h := HolderOf(zone)
+		if admit != nil {
+			u, err := o.usage(h)
+			if err != nil {
+				return err
+			}
+			l, err := readLimit(o.tx, h)
+			if err != nil {
+				return err
+			}
+			if err := admit(u, l); err != nil {
+				return err
+			}
+		}
+		n := &Inode{
+			Ino: ino, Mode: tmpl.Mode, Uid: tmpl.Uid, Gid: tmpl.Gid, Nlink: 1, Rdev: tmpl.Rdev,
+			Atime: o.now, Mtime: o.now, Ctime: o.now,
+			Zone: zone, Owner: tmpl.Owner, OwnMode: tmpl.OwnMode,
+		}
+		switch n.Mode & syscall.S_IFMT {
+		case syscall.S_IFDIR:
+			n.Nlink = 2
+			n.Parent = parent
+			p.Nlink++
+		case syscall.S_IFLNK:
+			n.Target = tmpl.Target
+			n.Size = uint64(len(tmpl.Target))
+		}
+		o.touchDir(p)
+		o.put(n)
+		if err := o.setEntry(parent, name, n); err != nil {
+			return err
+		}
+		if err := o.charge(h, 0, 1); err != nil {
+			return err
+		}
+		created = n
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return created, nil
+}
+
+// Update applies fn to the inode in one read-modify-write transaction and
+// returns the result. If fn changes Size of a regular file, the holder's
+// byte usage moves by Charge(new)-Charge(old) in the same transaction, and
+// admit (when not nil) is consulted first with the usage, the limit and
+// that delta. fn must not change Ino, Zone, Nlink or Parent.
+//
+// fn may run more than once (on a commit conflict), each time on a fresh
+// copy. Changing a field fn must not change, or the file type, is EINVAL.
+func (s *Store) Update(ino uint64, fn func(n *Inode) error, admit func(u Usage, l Limit, delta int64) error) (*Inode, error) {
+	var out *Inode
+	err := s.update(func(o *op) error {
+		n, err := o.inode(ino)
+		if err != nil {
+			return err
+		}
+		before := *n
+		if err := fn(n); err != nil {
+			return err
+		}
+		if n.Ino != before.Ino || n.Zone != before.Zone || n.Nlink != before.Nlink ||
+			n.Parent != before.Parent || n.Mode&syscall.S_IFMT != before.Mode&syscall.S_IFMT {
+			return fmt.Errorf("update inode %d: identity, zone, link count or type changed: %w", ino, syscall.EINVAL)
+		}
+		if delta := chargeOf(n) - chargeOf(&before); n.Size != before.Size && n.IsRegular() {
+			h := HolderOf(n.Zone)
+			if admit != nil {
+				u, err := o.usage(h)
+				if err != nil {
+					return err
+				}
+				l, err := readLimit(o.tx, h)
+				if err != nil {
+					return err
+				}
+				if err := admit(u, l, delta); err != nil {
+					return err
+				}
+			}
+			if err := o.charge(h, delta, 0); err != nil {
+				return err
+			}
+		}
+		o.put(n)
+		out = n
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Link adds name in newParent for the existing non-directory inode ino
+// (Nlink+1, ctime now; newParent mtime/ctime now). EPERM for a directory,
+// EEXIST if the name exists, EXDEV if newParent is in another zone.
+// An inode that has no names left (Nlink 0) cannot get one back: ENOENT.
+func (s *Store) Link(ino, newParent uint64, newName string) (*Inode, error) {
+	if err := ValidName(newName); err != nil {
+		return nil, err
+	}
+	var out *Inode
+	err := s.update(func(o *op) error {
+		n, err := o.inode(ino)
+		if err != nil {
+			return err
+		}
+		if n.IsDir() {
+			return syscall.EPERM
+		}
+		if n.Nlink == 0 {
+			return syscall.ENOENT
+		}
+		p, err := o.dir(newParent)
+		if err != nil {
+			return err
+		}
+		if p.Zone != n.Zone {
+			return syscall.EXDEV
+		}
+		if _, _, err := o.entry(newParent, newName); err == nil {
+			return syscall.EEXIST
+		} else if !errors.Is(err, syscall.ENOENT) {
+			return err
+		}
+		n.Nlink++
+		n.Ctime = o.now
+		o.put(n)
+		o.touchDir(p)
+		out = n
+		return o.setEntry(newParent, newName, n)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Unlink removes name from parent. With dir set it behaves as rmdir
+// (ENOTDIR if not a directory, ENOTEMPTY if it has entries), else as unlink
+// (EISDIR for a directory). The inode's Nlink drops (a removed directory
+// goes to 0); at 0 it is kept with an orphan record so open handles keep
+// working, and the caller calls Reclaim once nothing holds it open. The
+// parent's mtime/ctime become now and its Nlink drops for a directory.
+// Returns the inode as it is after the change.
+func (s *Store) Unlink(parent uint64, name string, dir bool) (*Inode, error) {
+	if err := lookupName(name); err != nil {
+		return nil, err
+	}
+	var out *Inode
+	err := s.update(func(o *op) error {
+		p, err := o.dir(parent)
+		if err != nil {
+			return err
+		}
+		child, _, err := o.entry(parent, name)
+		if err != nil {
+			return err
+		}
+		n, err := o.inode(child)
+		if err != nil {
+			return fmt.Errorf("entry %d/%q points at missing inode %d: %w", parent, name, child, syscall.EIO)
+		}
+		if dir {
+			if !n.IsDir() {
+				return syscall.ENOTDIR
+			}
+			empty, err := o.isEmptyDir(child)
+			if err != nil {
+				return err
+			}
+			if !empty {
+				return syscall.ENOTEMPTY
+			}
+			p.Nlink--
+		} else if n.IsDir() {
+			return syscall.EISDIR
+		}
+		if err := o.tx.Delete(entryKey(parent, name)); err != nil {
+			return err
+		}
+		o.touchDir(p)
+		out = n
+		return o.dropLink(n)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Rename moves oldParent/oldName to newParent/newName as renameat2 does,
+// with flags RenameNoReplace (EEXIST if the target exists) or
+// RenameExchange (both must exist; swapped atomically). A plain rename
+// replaces an existing target of a compatible type (EISDIR/ENOTDIR
+// otherwise, ENOTEMPTY for a non-empty directory) and returns it, with its
+// Nlink dropped and an orphan record at 0, for the caller to Reclaim. EINVAL
+// when a directory would move into its own subtree; EXDEV when the two
+// parents are in different zones. Renaming an entry onto itself (or onto
+// another link of the same inode) succeeds and changes nothing.
+func (s *Store) Rename(oldParent uint64, oldName string, newParent uint64, newName string, flags uint32) (replaced *Inode, err error) {
+	if flags&^(RenameNoReplace|RenameExchange) != 0 || flags == RenameNoReplace|RenameExchange {
+		return nil, fmt.Errorf("rename flags %#x: %w", flags, syscall.EINVAL)
+	}
+	if err := lookupName(oldName); err != nil {
+		return nil, err
+	}
+	if err := ValidName(newName); err != nil {
+		return nil, err
+	}
+	err = s.update(func(o *op) error {
+		replaced = nil
+		oldP, err := o.dir(oldParent)
+		if err != nil {
+			return err
+		}
+		newP, err := o.dir(newParent)
+		if err != nil {
+			return err
+		}
+		srcIno, _, err := o.entry(oldParent, oldName)
+		if err != nil {
+			return err
+		}
+		dstIno, _, err := o.entry(newParent, newName)
+		dstExists := err == nil
+		if err != nil && !errors.Is(err, syscall.ENOENT) {
+			return err
+		}
+		if oldP.Zone != newP.Zone {
+			return syscall.EXDEV
+		}
+		if flags&RenameNoReplace != 0 && dstExists {
+			return syscall.EEXIST
+		}
+		if flags&RenameExchange != 0 && !dstExists {
+			return syscall.ENOENT
+		}
+		if dstExists && dstIno == srcIno {
+			return nil
+		}
+		src, err := o.inode(srcIno)
+		if err != nil {
+			return fmt.Errorf("entry %d/%q points at missing inode %d: %w", oldParent, oldName, srcIno, syscall.EIO)
+		}
+		if src.IsDir() {
+			if inside, err := o.within(newParent, srcIno); err != nil {
+				return err
+			} else if inside {
+				return syscall.EINVAL
+			}
+		}
+		var dst *Inode
+		if dstExists {
+			if dst, err = o.inode(dstIno); err != nil {
+				return fmt.Errorf("entry %d/%q points at missing inode %d: %w", newParent, newName, dstIno, syscall.EIO)
+			}
+		}
+		if flags&RenameExchange != 0 {
+			return o.exchange(oldP, oldName, src, newP, newName, dst)
+		}
+		if dst != nil {
+			switch {
+			case src.IsDir() && !dst.IsDir():
+				return syscall.ENOTDIR
+			case !src.IsDir() && dst.IsDir():
+				return syscall.EISDIR
+			case dst.IsDir():
+				empty, err := o.isEmptyDir(dstIno)
+				if err != nil {
+					return err
+				}
+				if !empty {
+					return syscall.ENOTEMPTY
+				}
+				newP.Nlink-- // the replaced subdirectory goes away
+			}
+			if err := o.dropLink(dst); err != nil {
+				return err
+			}
+			replaced = dst
+		}
+		if err := o.tx.Delete(entryKey(oldParent, oldName)); err != nil {
+			return err
+		}
+		if err := o.setEntry(newParent, newName, src); err != nil {
+			return err
+		}
+		if src.IsDir() && oldParent != newParent {
+			src.Parent = newParent
+			oldP.Nlink--
+			newP.Nlink++
+		}
+		src.Ctime = o.now
+		o.put(src)
+		o.touchDir(oldP)
+		o.touchDir(newP)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return replaced, nil
+}
+
+// exchange swaps two entries (RENAME_EXCHANGE), moving Parent fields and
+// subdirectory counts when directories change parents.
+func (o *op) exchange(oldP *Inode, oldName string, src, newP *Inode, newName string, dst *Inode) error {
+	if dst.IsDir() {
+		if inside, err := o.within(oldP.Ino, dst.Ino); err != nil {
+			return err
+		} else if inside {
+			return syscall.EINVAL
+		}
+	}
+	if err := o.setEntry(oldP.Ino, oldName, dst); err != nil {
+		return err
+	}
+	if err := o.setEntry(newP.Ino, newName, src); err != nil {
+		return err
+	}
+	if oldP.Ino != newP.Ino {
+		if src.IsDir() {
+			src.Parent = newP.Ino
+			oldP.Nlink--
+			newP.Nlink++
+		}
+		if dst.IsDir() {
+			dst.Parent = oldP.Ino
+			newP.Nlink--
+			oldP.Nlink++
+		}
+	}
+	src.Ctime, dst.Ctime = o.now, o.now
+	o.put(src)
+	o.put(dst)
+	o.touchDir(oldP)
+	o.touchDir(newP)
+	return nil
+}
+
+// within reports whether directory ino is dir itself or lies below it,
+// walking Parent pointers up from ino to its zone root.
+func (o *op) within(ino, dir uint64) (bool, error) {
+	for steps := 0; ino != 0; steps++ {
+		if ino == dir {
+			return true, nil
+		}
+		if steps > 1<<16 {
+			return false, fmt.Errorf("parent chain of %d does not end: %w", ino, syscall.ELOOP)
+		}
+		n, err := o.inode(ino)
+		if err != nil {
+			return false, err
+		}
+		ino = n.Parent
+	}
+	return false, nil
+}
+
+// Reclaim deletes an inode whose Nlink is 0: its record, xattrs and orphan
+// record, and uncharges its holder (one inode and its bytes). It returns the
+// deleted inode so the caller removes its blob. ENOENT if already gone,
+// EBUSY if the inode has links again.
+func (s *Store) Reclaim(ino uint64) (*Inode, error) {
+	var out *Inode
+	err := s.update(func(o *op) error {
+		n, err := o.inode(ino)
+		if err != nil {
+			return err
+		}
+		if n.Nlink != 0 {
+			return syscall.EBUSY
+		}
+		if err := o.deleteInode(n); err != nil {
+			return err
+		}
+		out = n
+		return o.charge(HolderOf(n.Zone), -chargeOf(n), -1)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// deleteInode removes an inode's record, xattrs, orphan record and (for a
+// directory) its entries, without touching usage.
+func (o *op) deleteInode(n *Inode) error {
+	o.forget(n.Ino)
+	var keys [][]byte
+	collect := func(k, _ []byte) error {
+		keys = append(keys, append([]byte(nil), k...))
+		return nil
+	}
+	if err := o.tx.Scan(xattrPrefix(n.Ino), nil, collect); err != nil {
+		return err
+	}
+	if n.IsDir() {
+		if err := o.tx.Scan(entryPrefix(n.Ino), nil, collect); err != nil {
+			return err
+		}
+	}
+	keys = append(keys, inodeKey(n.Ino), orphanKey(n.Ino))
+	for _, k := range keys {
+		if err := o.tx.Delete(k); err != nil {
+			return fmt.Errorf("delete inode %d: %w", n.Ino, err)
+		}
+	}
+	return nil
+}
+
+// Orphans lists the inodes with Nlink 0 kept for open handles.
+func (s *Store) Orphans() ([]uint64, error) {
+	var out []uint64
+	err := s.kv.View(func(tx Txn) error {
+		return tx.Scan([]byte{pOrphan}, nil, func(k, _ []byte) error {
+			out = append(out, keyIno(k))
+			return nil
+		})
+	})
+	return out, err
+}

@@ -1,0 +1,225 @@
+package metadata
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+)
+
+// op is the state of one attempt of one read-write transaction: the inodes
+// it has read (so that two roles of the same inode share one copy, as when
+// a parent is also the replaced entry's parent) and which of them to write
+// back. A fresh op is made for every retry.
+type op struct {
+	tx     Txn
+	now    time.Time
+	inodes map[uint64]*Inode
+	dirty  []uint64
+}
+
+// update runs fn as one read-write transaction and writes back every inode
+// fn marked dirty.
+func (s *Store) update(fn func(o *op) error) error {
+	if s.readOnly {
+		return syscall.EROFS
+	}
+	return s.kv.Update(func(tx Txn) error {
+		o := &op{tx: tx, now: time.Now(), inodes: make(map[uint64]*Inode, 4)}
+		if err := fn(o); err != nil {
+			return err
+		}
+		return o.flush()
+	})
+}
+
+// view runs fn in a read-only snapshot.
+func (s *Store) view(fn func(o *op) error) error {
+	return s.kv.View(func(tx Txn) error {
+		return fn(&op{tx: tx, inodes: make(map[uint64]*Inode, 2)})
+	})
+}
+
+// inode reads an inode (once per op), ENOENT if it does not exist.
+func (o *op) inode(ino uint64) (*Inode, error) {
+	if n, ok := o.inodes[ino]; ok {
+		if n == nil {
+			return nil, syscall.ENOENT
+		}
+		return n, nil
+	}
+	n, err := getInode(o.tx, ino)
+	if err != nil {
+		return nil, err
+	}
+	o.inodes[ino] = n
+	return n, nil
+}
+
+// getInode reads one inode record from a transaction.
+func getInode(tx Txn, ino uint64) (*Inode, error) {
+	v, err := tx.Get(inodeKey(ino))
+	if errors.Is(err, ErrNotFound) {
+		return nil, syscall.ENOENT
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read inode %d: %w", ino, err)
+	}
+	return decodeInode(ino, v)
+}
+
+// dir reads a live directory: ENOENT if missing or already removed, ENOTDIR
+// if it is something else.
+func (o *op) dir(ino uint64) (*Inode, error) {
+	n, err := o.inode(ino)
+	if err != nil {
+		return nil, err
+	}
+	if !n.IsDir() {
+		return nil, syscall.ENOTDIR
+	}
+	if n.Nlink == 0 {
+		return nil, syscall.ENOENT
+	}
+	return n, nil
+}
+
+// put records a new or changed inode for write-back at commit.
+func (o *op) put(n *Inode) {
+	if _, ok := o.inodes[n.Ino]; !ok {
+		o.inodes[n.Ino] = n
+	}
+	for _, d := range o.dirty {
+		if d == n.Ino {
+			return
+		}
+	}
+	o.dirty = append(o.dirty, n.Ino)
+}
+
+// forget drops an inode from write-back (it was deleted).
+func (o *op) forget(ino uint64) {
+	o.inodes[ino] = nil
+	for i, d := range o.dirty {
+		if d == ino {
+			o.dirty = append(o.dirty[:i], o.dirty[i+1:]...)
+			return
+		}
+	}
+}
+
+func (o *op) flush() error {
+	for _, ino := range o.dirty {
+		if err := o.tx.Set(inodeKey(ino), encodeInode(o.inodes[ino])); err != nil {
+			return fmt.Errorf("write inode %d: %w", ino, err)
+		}
+	}
+	o.dirty = nil
+	return nil
+}
+
+// entry looks up a directory entry: child inode and file type.
+func (o *op) entry(parent uint64, name string) (uint64, uint32, error) {
+	v, err := o.tx.Get(entryKey(parent, name))
+	if errors.Is(err, ErrNotFound) {
+		return 0, 0, syscall.ENOENT
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("read entry %d/%q: %w", parent, name, err)
+	}
+	return decodeEntry(v)
+}
+
+func (o *op) setEntry(parent uint64, name string, child *Inode) error {
+	return o.tx.Set(entryKey(parent, name), entryValue(child.Ino, child.Mode))
+}
+
+// isEmptyDir reports whether a directory has no entries.
+func (o *op) isEmptyDir(ino uint64) (bool, error) {
+	empty := true
+	err := o.tx.Scan(entryPrefix(ino), nil, func(_, _ []byte) error {
+		empty = false
+		return errStopScan
+	})
+	return empty, err
+}
+
+// usage reads a holder's usage counters.
+func (o *op) usage(h Holder) (Usage, error) {
+	return readUsage(o.tx, h)
+}
+
+func readUsage(tx Txn, h Holder) (Usage, error) {
+	v, err := tx.Get(usageKey(h))
+	if errors.Is(err, ErrNotFound) {
+		return Usage{}, nil
+	}
+	if err != nil {
+		return Usage{}, fmt.Errorf("read usage of %s: %w", h, err)
+	}
+	b, i, err := decodePair(v)
+	if err != nil {
+		return Usage{}, fmt.Errorf("usage of %s: %w", h, err)
+	}
+	return Usage{Bytes: b, Inodes: i}, nil
+}
+
+func readLimit(tx Txn, h Holder) (Limit, error) {
+	v, err := tx.Get(limitKey(h))
+	if errors.Is(err, ErrNotFound) {
+		return Limit{}, nil
+	}
+	if err != nil {
+		return Limit{}, fmt.Errorf("read limit of %s: %w", h, err)
+	}
+	b, i, err := decodePair(v)
+	if err != nil {
+		return Limit{}, fmt.Errorf("limit of %s: %w", h, err)
+	}
+	return Limit{Bytes: b, Inodes: i}, nil
+}
+
+// charge moves a holder's usage by the given deltas.
+func (o *op) charge(h Holder, bytes, inodes int64) error {
+	if bytes == 0 && inodes == 0 {
+		return nil
+	}
+	u, err := o.usage(h)
+	if err != nil {
+		return err
+	}
+	u.Bytes += bytes
+	u.Inodes += inodes
+	return o.tx.Set(usageKey(h), encodePair(u.Bytes, u.Inodes))
+}
+
+// chargeOf is what an inode costs its holder in bytes: only regular files
+// have contents.
+func chargeOf(n *Inode) int64 {
+	if n.IsRegular() {
+		return Charge(n.Size)
+	}
+	return 0
+}
+
+// dropLink removes one name of n (all of them for a directory, whose only
+// name is going) and leaves an orphan record when none remain.
+func (o *op) dropLink(n *Inode) error {
+	if n.IsDir() || n.Nlink <= 1 {
+		n.Nlink = 0
+	} else {
+		n.Nlink--
+	}
+	n.Ctime = o.now
+	o.put(n)
+	if n.Nlink == 0 {
+		return o.tx.Set(orphanKey(n.Ino), []byte{})
+	}
+	return nil
+}
+
+// touchDir sets a directory's mtime and ctime to now.
+func (o *op) touchDir(d *Inode) {
+	d.Mtime, d.Ctime = o.now, o.now
+	o.put(d)
+}
