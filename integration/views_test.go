@@ -1,0 +1,158 @@
+package integration
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// reservedNames are the entries every view root shows.
+var reservedNames = []string{"groups", "output", "share", "uploads"}
+
+// TestSeveralViews runs three views (three stores, three daemons) at once,
+// one of them presenting every entry as owned by --uid/--gid, and checks
+// that each shows its own files and the reserved folders.
+func TestSeveralViews(t *testing.T) {
+	t.Parallel()
+	users := []string{"alice", "bob", "carol"}
+	views := make([]*View, len(users))
+	var wg sync.WaitGroup
+	// Start all three daemons before waiting for any mount.
+	for i, u := range users {
+		args := []string{"mount", "--store", newStore(t), "--user", u}
+		if u == "bob" {
+			args = append(args, "--uid", "1000", "--gid", "1001")
+		}
+		views[i] = launchView(t, newMountpoint(t), nil, args)
+		views[i].Store, views[i].User = args[2], u
+	}
+	for _, v := range views {
+		v.waitMounted()
+	}
+	for i, v := range views {
+		wg.Add(1)
+		go func(i int, v *View) {
+			defer wg.Done()
+			for j := 0; j < 50; j++ {
+				name := v.Path(fmt.Sprintf("%s-%d", v.User, j))
+				if err := os.WriteFile(name, []byte(v.User), 0o640); err != nil {
+					t.Errorf("%s: %v", v.User, err)
+					return
+				}
+			}
+		}(i, v)
+	}
+	wg.Wait()
+	for _, v := range views {
+		entries, err := os.ReadDir(v.Dir)
+		if err != nil {
+			t.Fatalf("readdir %s: %v", v.Dir, err)
+		}
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		sort.Strings(names)
+		var want []string
+		want = append(want, reservedNames...)
+		for j := 0; j < 50; j++ {
+			want = append(want, fmt.Sprintf("%s-%d", v.User, j))
+		}
+		sort.Strings(want)
+		if strings.Join(names, " ") != strings.Join(want, " ") {
+			t.Errorf("view of %s lists %v, want %v", v.User, names, want)
+		}
+		if got := string(mustRead(t, v.Path(v.User+"-7"))); got != v.User {
+			t.Errorf("view of %s: file content %q", v.User, got)
+		}
+	}
+	// bob's view presents every entry as 1000:1001.
+	bob := views[1]
+	for _, p := range []string{bob.Dir, bob.Path("bob-3"), bob.Path("share"), bob.Path("output")} {
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			t.Errorf("lstat %s: %v", p, err)
+		} else if st.Uid != 1000 || st.Gid != 1001 {
+			t.Errorf("%s in a view mounted with --uid 1000 --gid 1001: owner %d:%d", p, st.Uid, st.Gid)
+		}
+	}
+	// alice's view shows the ids that created the files: root here.
+	var st unix.Stat_t
+	if err := unix.Lstat(views[0].Path("alice-3"), &st); err != nil {
+		t.Errorf("lstat: %v", err)
+	} else if st.Uid != 0 || st.Gid != 0 {
+		t.Errorf("file created by root in alice's view shows owner %d:%d, want 0:0", st.Uid, st.Gid)
+	}
+	for _, v := range views {
+		v.Stop()
+	}
+	for _, v := range views {
+		fsckClean(t, v.Store)
+	}
+}
+
+// TestViewLayout checks the reserved folders of a view root: they exist,
+// cannot be removed or renamed (EPERM), creating one gives EEXIST, and the
+// root lists nothing else when fresh.
+func TestViewLayout(t *testing.T) {
+	t.Parallel()
+	v := startView(t, newStore(t), "alice")
+	entries, err := os.ReadDir(v.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+		if !e.IsDir() {
+			t.Errorf("%s in a fresh view root is not a directory", e.Name())
+		}
+	}
+	if strings.Join(names, " ") != strings.Join(reservedNames, " ") {
+		t.Errorf("fresh view root lists %v, want %v", names, reservedNames)
+	}
+	for _, name := range reservedNames {
+		p := v.Path(name)
+		if err := os.Remove(p); !isErrno(err, unix.EPERM) {
+			t.Errorf("rmdir %s: %v, want EPERM", name, err)
+		}
+		if err := os.Rename(p, v.Path(name+"-moved")); !isErrno(err, unix.EPERM) {
+			t.Errorf("rename %s: %v, want EPERM", name, err)
+		}
+		if err := os.Mkdir(p, 0o755); !isErrno(err, unix.EEXIST) {
+			t.Errorf("mkdir %s: %v, want EEXIST", name, err)
+		}
+	}
+	v.Stop()
+}
+
+// TestStoreEnv mounts with the store given by SHEDFS_STORE instead of
+// --store.
+func TestStoreEnv(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	v := launchView(t, newMountpoint(t), []string{"SHEDFS_STORE=" + store}, []string{"mount", "--user", "alice"})
+	v.Store, v.User = store, "alice"
+	v.waitMounted()
+	mustWrite(t, v.Path("f"), []byte("via env"), 0o644)
+	v.Stop()
+	if _, err := os.Stat(filepath.Join(store, "meta")); err != nil {
+		t.Errorf("SHEDFS_STORE=%s: no meta/ in it after a mount: %v", store, err)
+	}
+	out, errOut, code := runCLIEnv(t, []string{"SHEDFS_STORE=" + store}, "fsck", "--dry-run")
+	if code != 0 || !hasCleanLine(out+errOut) {
+		t.Errorf("SHEDFS_STORE=%s shedfs fsck --dry-run: exit %d\nstdout:\n%s\nstderr:\n%s", store, code, out, errOut)
+	}
+}
+
+// isErrno reports whether err wraps errno.
+func isErrno(err error, errno unix.Errno) bool {
+	return errors.Is(err, errno)
+}
