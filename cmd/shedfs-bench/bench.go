@@ -1,0 +1,409 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// bench is one run of shedfs-bench: its configuration, work directory,
+// started targets and collected samples.
+type bench struct {
+	cfg  *config
+	work string // temporary work directory, removed at the end
+
+	tarball   string // tar of the tree, made once at start
+	treeLabel string
+	treeFiles int
+	treeBytes int64
+
+	started []*mounted // every FUSE child started, stopped by stopAll
+
+	dropped, notDropped int // page cache drops that worked / did not
+}
+
+// row holds the samples of one metric for every target.
+type row struct {
+	Metric  metric
+	Samples map[string][]float64
+}
+
+// run does a whole benchmark: prepare, start targets, run workloads, stop
+// targets, report. Targets are always stopped and the work directory is
+// always removed, including on error and on SIGINT/SIGTERM.
+func run(ctx context.Context, cfg *config) (err error) {
+	targets := selectTargets(cfg.targets)
+	workloads := selectWorkloads(cfg.workloads)
+	for _, t := range targets {
+		if t.Name != "native" && os.Geteuid() != 0 {
+			return fmt.Errorf("target %q mounts FUSE and needs root (run as root, or use -targets native)", t.Name)
+		}
+	}
+	if len(targets) > 1 || targets[0].Name != "native" {
+		if _, err := os.Stat("/dev/fuse"); err != nil {
+			return fmt.Errorf("FUSE targets need /dev/fuse: %w (try `modprobe fuse`)", err)
+		}
+	}
+
+	parent, err := filepath.Abs(cfg.parentDir)
+	if err != nil {
+		return fmt.Errorf("work dir parent: %w", err)
+	}
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return fmt.Errorf("work dir parent: %w", err)
+	}
+	work, err := os.MkdirTemp(parent, "shedfs-bench-")
+	if err != nil {
+		return fmt.Errorf("work dir: %w", err)
+	}
+	if work, err = filepath.EvalSymlinks(work); err != nil {
+		return fmt.Errorf("work dir: %w", err)
+	}
+	b := &bench{cfg: cfg, work: work}
+	defer func() {
+		if cerr := b.cleanup(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+	}()
+	slog.Info("work directory", "dir", work)
+
+	if containsWorkload(workloads, "untar") {
+		if err := b.prepareTree(ctx); err != nil {
+			return err
+		}
+	}
+
+	var mounts []*mounted
+	for _, t := range targets {
+		m, err := t.Start(ctx, b, t.Name)
+		if err != nil {
+			return fmt.Errorf("start target %s: %w", t.Name, err)
+		}
+		mounts = append(mounts, m)
+	}
+
+	var rows []*row
+	type span struct{ first, n int }
+	spans := make([]span, len(workloads))
+	for i, w := range workloads {
+		ms := w.Metrics(b)
+		spans[i] = span{len(rows), len(ms)}
+		for _, m := range ms {
+			rows = append(rows, &row{Metric: m, Samples: map[string][]float64{}})
+		}
+	}
+
+	// The workloads run in their own goroutine: if a FUSE daemon hangs, that
+	// goroutine is stuck in the kernel, and the signal path below must still
+	// be able to kill the daemon and unmount.
+	done := make(chan error, 1)
+	go func() {
+		done <- func() error {
+			for rep := 0; rep < cfg.reps; rep++ {
+				for wi, w := range workloads {
+					for _, m := range mounts {
+						if m.cmd != nil && m.exited() {
+							return fmt.Errorf("target %s: FUSE server exited (%s); its output:\n%s", m.name, m.cmd.ProcessState, tail(m.log, 20))
+						}
+						dir := filepath.Join(m.dir, fmt.Sprintf("%s-%d", w.Name, rep))
+						if err := os.Mkdir(dir, 0o755); err != nil {
+							return fmt.Errorf("target %s: %w", m.name, err)
+						}
+						vals, err := w.Run(ctx, b, dir)
+						if err != nil {
+							return fmt.Errorf("workload %s on %s (repetition %d): %w", w.Name, m.name, rep+1, err)
+						}
+						if err := os.RemoveAll(dir); err != nil {
+							return fmt.Errorf("target %s: clean up: %w", m.name, err)
+						}
+						syncAll()
+						attrs := []any{"rep", fmt.Sprintf("%d/%d", rep+1, cfg.reps), "workload", w.Name, "target", m.name}
+						for i, v := range vals {
+							r := rows[spans[wi].first+i]
+							r.Samples[m.name] = append(r.Samples[m.name], v)
+							attrs = append(attrs, shortName(r.Metric.Name), fmt.Sprintf("%s %s", formatValue(v, r.Metric.Unit), r.Metric.Unit))
+						}
+						slog.Info("measured", attrs...)
+					}
+				}
+			}
+			return nil
+		}()
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			return err
+		}
+	case <-ctx.Done():
+		slog.Warn("interrupted: stopping targets and removing the work directory")
+		if cerr := b.stopAll(); cerr != nil {
+			slog.Error("stop targets", "err", cerr)
+		}
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+		}
+		return fmt.Errorf("interrupted: %w", ctx.Err())
+	}
+
+	rss := map[string]int64{}
+	for _, m := range mounts {
+		if v := m.peakRSS(); v > 0 {
+			rss[m.name] = v
+		}
+	}
+	if err := b.stopAll(); err != nil {
+		return err
+	}
+	rep := buildReport(b, targets, rows, rss)
+	rep.print(os.Stdout)
+	if cfg.jsonPath != "" {
+		if err := rep.writeJSON(cfg.jsonPath); err != nil {
+			return err
+		}
+		slog.Info("wrote raw numbers", "file", cfg.jsonPath)
+	}
+	return nil
+}
+
+// selectTargets returns the targets named, in allTargets order.
+func selectTargets(names []string) []target {
+	var out []target
+	for _, t := range allTargets() {
+		if containsString(names, t.Name) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// selectWorkloads returns the workloads named, in allWorkloads order.
+func selectWorkloads(names []string) []workload {
+	var out []workload
+	for _, w := range allWorkloads() {
+		if containsString(names, w.Name) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func containsWorkload(ws []workload, name string) bool {
+	for _, w := range ws {
+		if w.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// shortName is the first word of a metric name, for progress lines.
+func shortName(name string) string {
+	if strings.HasPrefix(name, "rm -rf") {
+		return "rm"
+	}
+	if strings.HasPrefix(name, "seq ") {
+		f := strings.Fields(name)
+		return "seq" + f[1]
+	}
+	f := strings.Fields(name)
+	return f[0]
+}
+
+// prepareTree tars the source tree once into the work directory.
+func (b *bench) prepareTree(ctx context.Context) error {
+	tree := b.cfg.tree
+	if tree == "" {
+		goroot, err := goEnv(ctx, "GOROOT")
+		if err != nil {
+			return err
+		}
+		tree = filepath.Join(goroot, "src")
+		b.treeLabel = "$GOROOT/src"
+		if b.cfg.quick {
+			tree = filepath.Join(tree, "net")
+			b.treeLabel = "$GOROOT/src/net"
+		}
+	} else {
+		b.treeLabel = tree
+	}
+	tree, err := filepath.Abs(tree)
+	if err != nil {
+		return fmt.Errorf("tree: %w", err)
+	}
+	err = filepath.WalkDir(tree, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.Type().IsRegular() {
+			b.treeFiles++
+			if info, err := d.Info(); err == nil {
+				b.treeBytes += info.Size()
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("tree %s: %w", tree, err)
+	}
+	b.tarball = filepath.Join(b.work, "tree.tar")
+	slog.Info("making tarball", "tree", tree, "files", b.treeFiles, "bytes", humanBytes(b.treeBytes))
+	if _, err := timeCommand(ctx, "tar", "-cf", b.tarball, "-C", filepath.Dir(tree), filepath.Base(tree)); err != nil {
+		return fmt.Errorf("tar the tree: %w", err)
+	}
+	return nil
+}
+
+// goEnv asks the go command for one variable.
+func goEnv(ctx context.Context, name string) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", name).Output()
+	if err != nil {
+		return "", fmt.Errorf("go env %s: %w (or pass -tree)", name, err)
+	}
+	v := strings.TrimSpace(string(out))
+	if v == "" {
+		return "", fmt.Errorf("go env %s is empty (pass -tree)", name)
+	}
+	return v, nil
+}
+
+// noteDrop counts whether a page cache drop worked.
+func (b *bench) noteDrop(ok bool) {
+	if ok {
+		b.dropped++
+	} else {
+		b.notDropped++
+	}
+}
+
+// stopAll stops every started FUSE child, last started first.
+func (b *bench) stopAll() error {
+	var errs []error
+	for i := len(b.started) - 1; i >= 0; i-- {
+		if err := b.started[i].stop(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	b.started = nil
+	return errors.Join(errs...)
+}
+
+// cleanup stops the targets and removes the work directory, unless a mount
+// is still inside it (removing through a live mount would hang or reach the
+// wrong files).
+func (b *bench) cleanup() error {
+	var left []string
+	for _, m := range b.started {
+		left = append(left, m.mnt)
+	}
+	if err := b.stopAll(); err != nil {
+		return fmt.Errorf("%w: %v", errStillMounted, err)
+	}
+	for _, mnt := range left {
+		if ok, _ := isFUSEMount(mnt); ok {
+			return fmt.Errorf("%w at %s; remove %s by hand after `umount -l`", errStillMounted, mnt, b.work)
+		}
+	}
+	if err := os.RemoveAll(b.work); err != nil {
+		return fmt.Errorf("remove work dir: %w", err)
+	}
+	return nil
+}
+
+// machineInfo describes where the numbers were measured.
+type machineInfo struct {
+	Date       string `json:"date"`
+	Hostname   string `json:"hostname"`
+	NumCPU     int    `json:"nproc"`
+	CPU        string `json:"cpu"`
+	Kernel     string `json:"kernel"`
+	MemTotal   string `json:"mem_total"`
+	GoVersion  string `json:"go"`
+	WorkFS     string `json:"work_fs"`
+	WorkDir    string `json:"work_dir"`
+	ShedfsInfo string `json:"shedfs_version,omitempty"`
+}
+
+// readMachineInfo gathers machineInfo; missing pieces stay empty.
+func readMachineInfo(b *bench) machineInfo {
+	mi := machineInfo{
+		Date:      time.Now().Format(time.RFC3339),
+		NumCPU:    runtime.NumCPU(),
+		GoVersion: runtime.Version(),
+		WorkDir:   filepath.Dir(b.work),
+	}
+	mi.Hostname, _ = os.Hostname()
+	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		mi.Kernel = strings.TrimSpace(string(data))
+	}
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				mi.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+				var kb int64
+				if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d", &kb); err == nil {
+					mi.MemTotal = humanBytes(kb << 10)
+				}
+			}
+		}
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(filepath.Dir(b.work), &st); err == nil {
+		mi.WorkFS = fsTypeName(int64(st.Type))
+	}
+	if containsString(b.cfg.targets, "shedfs") {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if out, err := exec.CommandContext(ctx, b.cfg.shedfsBin, "version").Output(); err == nil {
+			mi.ShedfsInfo = strings.SplitN(strings.TrimSpace(string(out)), "\n", 2)[0]
+		}
+	}
+	return mi
+}
+
+// fsTypeName names the common statfs magic numbers.
+func fsTypeName(magic int64) string {
+	switch magic {
+	case 0xEF53:
+		return "ext4"
+	case 0x58465342:
+		return "xfs"
+	case 0x9123683E:
+		return "btrfs"
+	case 0x01021994:
+		return "tmpfs"
+	case 0x794c7630:
+		return "overlayfs"
+	case 0x2FC12FC1:
+		return "zfs"
+	case 0x65735546:
+		return "fuse"
+	}
+	return fmt.Sprintf("0x%x", magic)
+}

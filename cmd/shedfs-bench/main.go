@@ -1,0 +1,205 @@
+// Command shedfs-bench measures shedfs against a plain directory and a plain
+// go-fuse loopback mount on the same machine, in the same run, and prints
+// medians and ratios.
+//
+// It is a separate command rather than a set of Go benchmarks because
+// benchmarks are not tests (DESIGN.md section 7): they do not pass or fail on
+// their own, they need root, /dev/fuse, a built shedfs binary, a gigabyte of
+// disk and minutes of wall time, and what they produce is a table of ratios
+// to read, not a verdict for `go test`. `make bench` builds bin/shedfs and
+// runs this command; `make test` never does.
+//
+// Every target is measured in one process run so that the ratios compare like
+// with like: the same disk, the same kernel, the same moment. Each workload is
+// repeated -reps times, targets interleaved within each repetition, and the
+// median is reported. The FUSE targets are served by child processes (serving
+// and using a mount from one process can deadlock, DESIGN.md section 9); the
+// loopback child is this binary re-executed with the hidden first argument
+// -serve-loopback SRC MNT.
+//
+// Usage:
+//
+//	shedfs-bench [-quick] [-reps N] [-shedfs bin/shedfs] [-json FILE] ...
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// serveLoopbackArg is the hidden first argument that turns this binary into
+// the loopback FUSE server used as a baseline.
+const serveLoopbackArg = "-serve-loopback"
+
+func main() {
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	if len(os.Args) > 1 && (os.Args[1] == serveLoopbackArg || os.Args[1] == "-"+serveLoopbackArg) {
+		if len(os.Args) != 4 {
+			fmt.Fprintf(os.Stderr, "shedfs-bench: usage: shedfs-bench %s SRC MNT\n", serveLoopbackArg)
+			os.Exit(2)
+		}
+		if err := serveLoopback(os.Args[2], os.Args[3]); err != nil {
+			fmt.Fprintf(os.Stderr, "shedfs-bench: serve loopback: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
+
+	cfg, err := parseFlags(os.Args[1:])
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintf(os.Stderr, "shedfs-bench: %v\n", err)
+		os.Exit(2)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "shedfs-bench: %v\n", err)
+		if ctx.Err() != nil {
+			os.Exit(130)
+		}
+		os.Exit(1)
+	}
+}
+
+// config is everything the flags decide.
+type config struct {
+	reps         int
+	files        int
+	fileSize     int
+	seqSize      int64
+	tree         string
+	parentDir    string
+	shedfsBin    string
+	targets      []string
+	workloads    []string
+	jsonPath     string
+	quick        bool
+	mountTimeout time.Duration
+}
+
+// parseFlags reads the command line into a config; -quick lowers the sizes
+// that were not set explicitly.
+func parseFlags(args []string) (*config, error) {
+	fset := flag.NewFlagSet("shedfs-bench", flag.ContinueOnError)
+	cfg := &config{}
+	var seqSize, targets, workloads string
+	fset.IntVar(&cfg.reps, "reps", 3, "repetitions of each workload per target; the median is reported")
+	fset.IntVar(&cfg.files, "files", 10000, "number of small files in the create/stat/read/delete workload")
+	fset.IntVar(&cfg.fileSize, "file-size", 4096, "size of each small file in bytes")
+	fset.StringVar(&seqSize, "seq-size", "1GiB", "size of the sequential write/read file (e.g. 1GiB, 256MiB)")
+	fset.StringVar(&cfg.tree, "tree", "", "directory tree to tar once and untar per run (default: $(go env GOROOT)/src; -quick: its net/ subtree)")
+	fset.StringVar(&cfg.parentDir, "dir", "/var/tmp", "parent of the temporary work directory; native dir, loopback source and shedfs store all live there, on one filesystem")
+	fset.StringVar(&cfg.shedfsBin, "shedfs", "bin/shedfs", "path of the shedfs binary")
+	fset.StringVar(&targets, "targets", strings.Join(targetNames(allTargets()), ","), "comma-separated targets to measure")
+	fset.StringVar(&workloads, "workloads", strings.Join(workloadNames(allWorkloads()), ","), "comma-separated workloads to run")
+	fset.StringVar(&cfg.jsonPath, "json", "", "also write the raw numbers as JSON to this file")
+	fset.BoolVar(&cfg.quick, "quick", false, "smoke run: 1 repetition, 1000 files, 64MiB sequential file, small tree")
+	fset.DurationVar(&cfg.mountTimeout, "mount-timeout", 30*time.Second, "how long to wait for a FUSE target to appear mounted")
+	if err := fset.Parse(args); err != nil {
+		return nil, err
+	}
+	if fset.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (all options are flags; see -h)", fset.Arg(0))
+	}
+	set := map[string]bool{}
+	fset.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if cfg.quick {
+		if !set["reps"] {
+			cfg.reps = 1
+		}
+		if !set["files"] {
+			cfg.files = 1000
+		}
+		if !set["seq-size"] {
+			seqSize = "64MiB"
+		}
+	}
+	n, err := parseSize(seqSize)
+	if err != nil {
+		return nil, fmt.Errorf("-seq-size: %w", err)
+	}
+	cfg.seqSize = n
+	if cfg.reps < 1 {
+		return nil, fmt.Errorf("-reps must be at least 1, got %d", cfg.reps)
+	}
+	if cfg.files < 1 {
+		return nil, fmt.Errorf("-files must be at least 1, got %d", cfg.files)
+	}
+	if cfg.fileSize < 0 {
+		return nil, fmt.Errorf("-file-size must not be negative, got %d", cfg.fileSize)
+	}
+	if cfg.seqSize < 1<<20 {
+		return nil, fmt.Errorf("-seq-size must be at least 1MiB, got %d bytes", cfg.seqSize)
+	}
+	if cfg.targets, err = pickNames("-targets", targets, targetNames(allTargets())); err != nil {
+		return nil, err
+	}
+	if cfg.workloads, err = pickNames("-workloads", workloads, workloadNames(allWorkloads())); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// pickNames splits a comma-separated list and checks each name against known.
+func pickNames(flagName, list string, known []string) ([]string, error) {
+	var out []string
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		ok := false
+		for _, k := range known {
+			if k == name {
+				ok = true
+			}
+		}
+		if !ok {
+			return nil, fmt.Errorf("%s: unknown name %q (known: %s)", flagName, name, strings.Join(known, ", "))
+		}
+		out = append(out, name)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: empty list", flagName)
+	}
+	return out, nil
+}
+
+// parseSize reads a byte size such as 4096, 64MiB, 1GiB, 500M or 2G
+// (K/M/G without "iB" are taken as binary units too, like dd).
+func parseSize(s string) (int64, error) {
+	t := strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mult   int64
+	}{
+		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30},
+		{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1},
+	}
+	mult := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(strings.ToUpper(t), strings.ToUpper(u.suffix)) {
+			t = strings.TrimSpace(t[:len(t)-len(u.suffix)])
+			mult = u.mult
+			break
+		}
+	}
+	var n int64
+	if _, err := fmt.Sscanf(t, "%d", &n); err != nil || fmt.Sprint(n) != t || n < 0 {
+		return 0, fmt.Errorf("bad size %q (want e.g. 4096, 64MiB, 1GiB)", s)
+	}
+	return n * mult, nil
+}

@@ -1,0 +1,329 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strings"
+	"unicode/utf8"
+)
+
+// report is everything printed at the end of a run, and what -json writes.
+type report struct {
+	Machine     machineInfo      `json:"machine"`
+	Config      reportConfig     `json:"config"`
+	CacheDrop   string           `json:"page_cache_dropped_before_seq_read"`
+	Targets     []string         `json:"targets"`
+	RatioCols   []ratioCol       `json:"ratio_columns"`
+	Rows        []reportRow      `json:"rows"`
+	Checks      []check          `json:"design_targets"`
+	PeakRSS     map[string]int64 `json:"peak_rss_bytes,omitempty"`
+	SpeedRatios string           `json:"ratio_meaning"`
+}
+
+// reportConfig is the part of the configuration that shapes the numbers.
+type reportConfig struct {
+	Reps      int    `json:"reps"`
+	Files     int    `json:"files"`
+	FileSize  int    `json:"file_size"`
+	SeqSize   int64  `json:"seq_size"`
+	Tree      string `json:"tree,omitempty"`
+	TreeFiles int    `json:"tree_files,omitempty"`
+	TreeBytes int64  `json:"tree_bytes,omitempty"`
+	Quick     bool   `json:"quick"`
+}
+
+// ratioCol is one ratio column: Target divided by Base, as a speed ratio.
+type ratioCol struct {
+	Target string `json:"target"`
+	Base   string `json:"base"`
+}
+
+// reportRow is one metric: raw samples, medians and ratios.
+type reportRow struct {
+	metric
+	Samples map[string][]float64 `json:"samples"`
+	Median  map[string]float64   `json:"median"`
+	Ratios  map[string]float64   `json:"ratios"` // key "target/base"
+}
+
+// check is one DESIGN.md section 8 target and whether this run met it.
+type check struct {
+	Target string  `json:"target"`
+	Result string  `json:"result"` // PASS, MISS or n/a
+	Value  float64 `json:"value,omitempty"`
+	Detail string  `json:"detail"`
+}
+
+// speedRatio compares a to base so that >1 always means a is faster.
+func speedRatio(m metric, a, base float64) float64 {
+	if a <= 0 || base <= 0 {
+		return math.NaN()
+	}
+	if m.HigherIsBetter {
+		return a / base
+	}
+	return base / a
+}
+
+// median returns the median of xs (the mean of the middle two for an even
+// count), or NaN for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// buildReport computes medians, ratios and target checks.
+func buildReport(b *bench, targets []target, rows []*row, rss map[string]int64) *report {
+	rep := &report{
+		Machine: readMachineInfo(b),
+		Config: reportConfig{
+			Reps: b.cfg.reps, Files: b.cfg.files, FileSize: b.cfg.fileSize, SeqSize: b.cfg.seqSize,
+			Tree: b.treeLabel, TreeFiles: b.treeFiles, TreeBytes: b.treeBytes, Quick: b.cfg.quick,
+		},
+		PeakRSS:     rss,
+		SpeedRatios: "speed ratios: >1 means the first target is faster than the second, for rates and durations alike",
+	}
+	switch {
+	case b.dropped+b.notDropped == 0:
+		rep.CacheDrop = "n/a (no sequential read)"
+	case b.notDropped == 0:
+		rep.CacheDrop = "yes"
+	case b.dropped == 0:
+		rep.CacheDrop = "no (not permitted: reads may come from the page cache)"
+	default:
+		rep.CacheDrop = fmt.Sprintf("partly (%d of %d runs)", b.dropped, b.dropped+b.notDropped)
+	}
+	names := targetNames(targets)
+	rep.Targets = names
+	for _, t := range targets {
+		for _, base := range t.Compare {
+			if containsString(names, base) {
+				rep.RatioCols = append(rep.RatioCols, ratioCol{Target: t.Name, Base: base})
+			}
+		}
+	}
+	for _, r := range rows {
+		rr := reportRow{metric: r.Metric, Samples: r.Samples, Median: map[string]float64{}, Ratios: map[string]float64{}}
+		for _, n := range names {
+			if s := r.Samples[n]; len(s) > 0 {
+				rr.Median[n] = median(s)
+			}
+		}
+		for _, c := range rep.RatioCols {
+			a, okA := rr.Median[c.Target]
+			base, okB := rr.Median[c.Base]
+			if okA && okB {
+				if v := speedRatio(r.Metric, a, base); !math.IsNaN(v) {
+					rr.Ratios[c.Target+"/"+c.Base] = v
+				}
+			}
+		}
+		rep.Rows = append(rep.Rows, rr)
+	}
+	rep.Checks = designChecks(rep.Rows, rss)
+	return rep
+}
+
+// designChecks evaluates the DESIGN.md section 8 targets on the shedfs
+// column: metadata work at least as fast as loopback, sequential read at
+// least 90% of native, sequential write at least 70% of native.
+func designChecks(rows []reportRow, rss map[string]int64) []check {
+	out := []check{
+		ratioCheck(rows, classMetadata, "shedfs/loopback", 1.0,
+			"metadata work (create/stat/read/delete small files, untar, rm -rf) ≥ loopback"),
+		ratioCheck(rows, classSeqRead, "shedfs/native", 0.90, "sequential read ≥ 90% of native"),
+		ratioCheck(rows, classSeqWrite, "shedfs/native", 0.70, "sequential write ≥ 70% of native"),
+	}
+	rssCheck := check{Target: "daemon RSS < 200MiB with 1M inodes", Result: "n/a",
+		Detail: "not measured by this run (needs a store with 1M inodes)"}
+	if v, ok := rss["shedfs"]; ok {
+		rssCheck.Detail += fmt.Sprintf("; peak RSS of shedfs in this run: %s", humanBytes(v))
+	}
+	return append(out, rssCheck)
+}
+
+// ratioCheck passes when every row of the class has ratio key ≥ min.
+func ratioCheck(rows []reportRow, class, key string, min float64, what string) check {
+	c := check{Target: what, Result: "n/a"}
+	worst, worstName, n := math.Inf(1), "", 0
+	logSum := 0.0
+	for _, r := range rows {
+		if r.Class != class {
+			continue
+		}
+		v, ok := r.Ratios[key]
+		if !ok {
+			continue
+		}
+		n++
+		logSum += math.Log(v)
+		if v < worst {
+			worst, worstName = v, r.Name
+		}
+	}
+	if n == 0 {
+		c.Detail = fmt.Sprintf("not measured (needs the %s ratio)", key)
+		return c
+	}
+	c.Value = worst
+	c.Result = "MISS"
+	if worst >= min {
+		c.Result = "PASS"
+	}
+	if n == 1 {
+		c.Detail = fmt.Sprintf("%s = %.2f (need ≥ %.2f)", key, worst, min)
+	} else {
+		c.Detail = fmt.Sprintf("worst %s = %.2f on %q, geometric mean %.2f over %d rows (need each ≥ %.2f)",
+			key, worst, r2s(worstName), math.Exp(logSum/float64(n)), n, min)
+	}
+	return c
+}
+
+// r2s shortens a metric name to its leading words for check details.
+func r2s(name string) string {
+	if i := strings.Index(name, " ("); i > 0 {
+		return name[:i]
+	}
+	return name
+}
+
+// formatValue prints a number with a precision that suits its unit.
+func formatValue(v float64, unit string) string {
+	switch {
+	case math.IsNaN(v):
+		return "n/a"
+	case unit == "s":
+		return fmt.Sprintf("%.2f", v)
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	default:
+		return fmt.Sprintf("%.1f", v)
+	}
+}
+
+// print writes the human-readable report.
+func (rep *report) print(w io.Writer) {
+	m := rep.Machine
+	fmt.Fprintf(w, "\nshedfs-bench  %s\n", m.Date)
+	fmt.Fprintf(w, "machine: %s, nproc %d, %s, mem %s, kernel %s, %s\n", m.Hostname, m.NumCPU, m.CPU, m.MemTotal, m.Kernel, m.GoVersion)
+	fmt.Fprintf(w, "work filesystem: %s (%s); native, loopback source and shedfs store all on it\n", m.WorkFS, m.WorkDir)
+	if m.ShedfsInfo != "" {
+		fmt.Fprintf(w, "shedfs: %s\n", m.ShedfsInfo)
+	}
+	quick := ""
+	if rep.Config.Quick {
+		quick = " (-quick smoke run: small sizes, not for comparing)"
+	}
+	fmt.Fprintf(w, "medians of %d run(s)%s; page cache dropped before each seq read: %s\n", rep.Config.Reps, quick, rep.CacheDrop)
+	fmt.Fprintf(w, "ratios are speed ratios: >1.00 means the first is faster (for durations, base/target)\n\n")
+
+	header := []string{"workload", "unit"}
+	header = append(header, rep.Targets...)
+	for _, c := range rep.RatioCols {
+		header = append(header, c.Target+"/"+c.Base)
+	}
+	table := [][]string{header}
+	for _, r := range rep.Rows {
+		cells := []string{r.Name, r.Unit}
+		for _, t := range rep.Targets {
+			if v, ok := r.Median[t]; ok {
+				cells = append(cells, formatValue(v, r.Unit))
+			} else {
+				cells = append(cells, "-")
+			}
+		}
+		for _, c := range rep.RatioCols {
+			if v, ok := r.Ratios[c.Target+"/"+c.Base]; ok {
+				cells = append(cells, fmt.Sprintf("%.2f", v))
+			} else {
+				cells = append(cells, "-")
+			}
+		}
+		table = append(table, cells)
+	}
+	writeTable(w, table)
+
+	if len(rep.PeakRSS) > 0 {
+		var parts []string
+		for _, t := range rep.Targets {
+			if v, ok := rep.PeakRSS[t]; ok {
+				parts = append(parts, fmt.Sprintf("%s %s", t, humanBytes(v)))
+			}
+		}
+		fmt.Fprintf(w, "\npeak RSS of FUSE servers: %s\n", strings.Join(parts, ", "))
+	}
+	fmt.Fprintf(w, "\nDESIGN.md section 8 targets:\n")
+	for _, c := range rep.Checks {
+		fmt.Fprintf(w, "  %-4s  %s: %s\n", c.Result, c.Target, c.Detail)
+	}
+}
+
+// writeJSON writes the report, samples included, to path.
+func (rep *report) writeJSON(path string) error {
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode JSON: %w", err)
+	}
+	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// writeTable prints rows as a Markdown table: the first column left-aligned,
+// the others right-aligned, padded to line up in a terminal too.
+func writeTable(w io.Writer, rows [][]string) {
+	if len(rows) == 0 {
+		return
+	}
+	widths := make([]int, len(rows[0]))
+	for _, r := range rows {
+		for i, c := range r {
+			widths[i] = max(widths[i], utf8.RuneCountInString(c))
+		}
+	}
+	line := func(cells []string) {
+		var sb strings.Builder
+		sb.WriteString("|")
+		for i, c := range cells {
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c))
+			if i == 0 {
+				sb.WriteString(" " + c + pad + " |")
+			} else {
+				sb.WriteString(" " + pad + c + " |")
+			}
+		}
+		fmt.Fprintln(w, sb.String())
+	}
+	line(rows[0])
+	sep := make([]string, len(widths))
+	for i, n := range widths {
+		if i == 0 {
+			sep[i] = strings.Repeat("-", n)
+		} else {
+			sep[i] = strings.Repeat("-", n-1) + ":"
+		}
+	}
+	fmt.Fprintln(w, "|"+strings.Join(func() []string {
+		out := make([]string, len(sep))
+		for i, s := range sep {
+			out[i] = " " + s + " "
+		}
+		return out
+	}(), "|")+"|")
+	for _, r := range rows[1:] {
+		line(r)
+	}
+}

@@ -1,0 +1,300 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// target is one place the workloads run in: a plain directory, a loopback
+// mount, or a shedfs view with some set of flags.
+type target struct {
+	// Name is the column header and the -targets name.
+	Name string
+	// Compare lists the targets this one is divided by in the ratio
+	// columns ("shedfs/native", "shedfs/loopback").
+	Compare []string
+	// Start prepares the target under work and returns where workloads run.
+	Start func(ctx context.Context, b *bench, name string) (*mounted, error)
+}
+
+// allTargets is the list of everything shedfs-bench can measure, in column
+// order. A new comparison — shedfs with quotas on, shedfs with metrics and
+// audit on — is one more entry here, for instance:
+//
+//	{Name: "shedfs-quota", Compare: []string{"shedfs"},
+//		Start: shedfsTarget([]string{"--some-flag"})},
+func allTargets() []target {
+	return []target{
+		{Name: "native", Start: startNative},
+		{Name: "loopback", Compare: []string{"native"}, Start: startLoopback},
+		{Name: "shedfs", Compare: []string{"native", "loopback"}, Start: shedfsTarget(nil)},
+	}
+}
+
+// targetNames lists the names of ts in order.
+func targetNames(ts []target) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.Name
+	}
+	return out
+}
+
+// mounted is a started target: the directory workloads use and, for FUSE
+// targets, the serving child process and its mount point.
+type mounted struct {
+	name string
+	dir  string // where workloads create their files
+	mnt  string // FUSE mount point, "" for a plain directory
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+	log  string        // the child's stderr+stdout
+}
+
+// startNative makes a plain directory on the work filesystem.
+func startNative(_ context.Context, b *bench, name string) (*mounted, error) {
+	dir := filepath.Join(b.work, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("native dir: %w", err)
+	}
+	return &mounted{name: name, dir: dir}, nil
+}
+
+// startLoopback mounts a go-fuse loopback of a directory on the work
+// filesystem, served by this binary re-executed as a child.
+func startLoopback(ctx context.Context, b *bench, name string) (*mounted, error) {
+	src := filepath.Join(b.work, name+"-src")
+	mnt := filepath.Join(b.work, name+"-mnt")
+	for _, d := range []string{src, mnt} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("loopback dirs: %w", err)
+		}
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own binary for the loopback child: %w", err)
+	}
+	return startFUSEChild(ctx, b, name, mnt, self, serveLoopbackArg, src, mnt)
+}
+
+// shedfsTarget returns a Start function that mounts a view of user "bench"
+// with `shedfs mount`, plus extra flags, on a store of its own.
+func shedfsTarget(extra []string) func(context.Context, *bench, string) (*mounted, error) {
+	return func(ctx context.Context, b *bench, name string) (*mounted, error) {
+		if _, err := os.Stat(b.cfg.shedfsBin); err != nil {
+			return nil, fmt.Errorf("shedfs binary: %w (build it with `make build`, or pass -shedfs, or leave %q out of -targets)", err, name)
+		}
+		store := filepath.Join(b.work, name+"-store")
+		mnt := filepath.Join(b.work, name+"-mnt")
+		for _, d := range []string{store, mnt} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return nil, fmt.Errorf("shedfs dirs: %w", err)
+			}
+		}
+		args := []string{"mount", "--store", store, "--user", "bench"}
+		args = append(args, extra...)
+		args = append(args, mnt)
+		return startFUSEChild(ctx, b, name, mnt, b.cfg.shedfsBin, args...)
+	}
+}
+
+// startFUSEChild runs a FUSE server as a child process in its own process
+// group (so a Ctrl-C reaches only the bench, which then stops the children in
+// order) and waits until mnt shows up as a FUSE mount.
+func startFUSEChild(ctx context.Context, b *bench, name, mnt, bin string, args ...string) (*mounted, error) {
+	logPath := filepath.Join(b.work, name+".log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, fmt.Errorf("child log: %w", err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	m := &mounted{name: name, dir: mnt, mnt: mnt, cmd: cmd, done: make(chan struct{}), log: logPath}
+	go func() {
+		_ = cmd.Wait()
+		close(m.done)
+	}()
+	b.started = append(b.started, m) // stopped by b.stopAll whatever happens next
+	slog.Info("starting FUSE target", "target", name, "cmd", strings.Join(append([]string{bin}, args...), " "))
+
+	deadline := time.Now().Add(b.cfg.mountTimeout)
+	for {
+		if ok, _ := isFUSEMount(mnt); ok {
+			return m, nil
+		}
+		select {
+		case <-m.done:
+			return nil, fmt.Errorf("%s exited before mounting (%s); its output:\n%s", name, cmd.ProcessState, tail(logPath, 20))
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for %s to mount: %w", name, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%s did not mount %s within %s; its output:\n%s", name, mnt, b.cfg.mountTimeout, tail(logPath, 20))
+		}
+	}
+}
+
+// peakRSS reports the child's peak resident set size in bytes (VmHWM), or 0.
+func (m *mounted) peakRSS() int64 {
+	if m.cmd == nil || m.cmd.Process == nil {
+		return 0
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", m.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			f := strings.Fields(rest)
+			if len(f) >= 1 {
+				kb, _ := strconv.ParseInt(f[0], 10, 64)
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
+
+// exited reports whether the child process has exited.
+func (m *mounted) exited() bool {
+	if m.done == nil {
+		return true
+	}
+	select {
+	case <-m.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop ends a FUSE target: SIGTERM (the server unmounts itself), then
+// umount, then a lazy umount and SIGKILL if it is hung. It never returns
+// with the mount still in place unless even `umount -l` failed.
+func (m *mounted) stop() error {
+	if m.cmd == nil {
+		return nil
+	}
+	if !m.exited() {
+		_ = m.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-m.done:
+		case <-time.After(15 * time.Second):
+			slog.Warn("FUSE child did not exit on SIGTERM", "target", m.name)
+		}
+	}
+	if ok, _ := isFUSEMount(m.mnt); ok {
+		if err := syscall.Unmount(m.mnt, 0); err != nil {
+			slog.Warn("umount failed, detaching", "target", m.name, "mnt", m.mnt, "err", err)
+			if err := syscall.Unmount(m.mnt, syscall.MNT_DETACH); err != nil {
+				if out, err2 := exec.Command("umount", "-l", m.mnt).CombinedOutput(); err2 != nil {
+					return fmt.Errorf("unmount %s: %v; umount -l: %v: %s", m.mnt, err, err2, bytes.TrimSpace(out))
+				}
+			}
+		}
+	}
+	if !m.exited() {
+		_ = m.cmd.Process.Kill()
+		select {
+		case <-m.done:
+		case <-time.After(5 * time.Second):
+			return fmt.Errorf("%s child (pid %d) did not exit after SIGKILL", m.name, m.cmd.Process.Pid)
+		}
+	}
+	if ok, _ := isFUSEMount(m.mnt); ok {
+		if err := syscall.Unmount(m.mnt, syscall.MNT_DETACH); err != nil {
+			return fmt.Errorf("%s still mounted at %s: %w", m.name, m.mnt, err)
+		}
+	}
+	if st := m.cmd.ProcessState; st != nil && !st.Success() {
+		if ws, ok := st.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() {
+			slog.Warn("FUSE child exited with an error", "target", m.name, "state", st.String(), "output", tail(m.log, 10))
+		}
+	}
+	return nil
+}
+
+// isFUSEMount reports whether dir is the mount point of a FUSE filesystem
+// in this process's mount namespace.
+func isFUSEMount(dir string) (bool, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return false, fmt.Errorf("read mountinfo: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		// id parent major:minor root mountpoint opts [optional...] - fstype source superopts
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 10 || unescapeMountinfo(fields[4]) != dir {
+			continue
+		}
+		for i := 6; i < len(fields)-1; i++ {
+			if fields[i] == "-" {
+				fstype := fields[i+1]
+				if fstype == "fuse" || strings.HasPrefix(fstype, "fuse.") || fstype == "fuseblk" {
+					return true, nil
+				}
+			}
+		}
+	}
+	return false, sc.Err()
+}
+
+// unescapeMountinfo undoes the octal escapes (\040 for space) of mountinfo.
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var out strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				out.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		out.WriteByte(s[i])
+	}
+	return out.String()
+}
+
+// tail returns the last n lines of a file, for error messages.
+func tail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(no output: %v)", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	s := strings.Join(lines, "\n")
+	if s == "" {
+		return "(no output)"
+	}
+	return s
+}
+
+// errStillMounted is returned when cleanup could not remove a mount.
+var errStillMounted = errors.New("mount left behind")
