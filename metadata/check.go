@@ -152,7 +152,14 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 		}
 	}
 	rep.Blobs = len(blobSizes)
-	total := len(nodes) + len(blobSizes)
+	orphanBlobs := make([]uint64, 0)
+	for ino := range blobSizes {
+		if nodes[ino] == nil {
+			orphanBlobs = append(orphanBlobs, ino)
+		}
+	}
+	slices.Sort(orphanBlobs)
+	total := len(nodes) + len(orphanBlobs)
 	done := 0
 	tick := func() {
 		done++
@@ -301,13 +308,6 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 		}
 		usage[n.holder] = u
 	}
-	orphanBlobs := make([]uint64, 0)
-	for ino := range blobSizes {
-		if nodes[ino] == nil {
-			orphanBlobs = append(orphanBlobs, ino)
-		}
-	}
-	slices.Sort(orphanBlobs)
 	for _, ino := range orphanBlobs {
 		tick()
 		rep.Problems = append(rep.Problems, Problem{Kind: "orphan-blob", Ino: ino, Detail: "blob of no inode"})

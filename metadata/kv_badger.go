@@ -57,6 +57,8 @@ func openBadger(dir string, inMemory, readOnly bool, logger *slog.Logger) (kv KV
 		WithReadOnly(readOnly)
 	if inMemory {
 		opts = opts.WithDir("").WithValueDir("").WithInMemory(true)
+	} else if err := preflightTables(dir); err != nil {
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
 	}
 	// Badger panics on some kinds of corrupt input; a damaged store must be
 	// an error, never a crashed daemon.

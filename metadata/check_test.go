@@ -1,0 +1,158 @@
+package metadata
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+func kinds(r *Report) string {
+	var k []string
+	for _, p := range r.Problems {
+		k = append(k, p.Kind)
+	}
+	sort.Strings(k)
+	return strings.Join(k, ",")
+}
+
+func TestCheckRepairs(t *testing.T) {
+	base := t.TempDir()
+	bdir := filepath.Join(base, "blobs")
+	os.Mkdir(bdir, 0o700)
+	blobs := dirBlobs{bdir}
+	s := openTest(t, filepath.Join(base, "meta"))
+	root := s.ShareRoot()
+	u := must[*User](t)(s.AddUser("dan"))
+	g := must[*Group](t)(s.AddGroup("crew"))
+
+	mk := func(parent uint64, name string, size int64) *Inode {
+		t.Helper()
+		n := must[*Inode](t)(s.Create(parent, name, file(0o644), nil))
+		if size >= 0 {
+			must[error](t)(nil, blobs.Truncate(n.Ino, size))
+			n = must[*Inode](t)(s.Update(n.Ino, func(n *Inode) error { n.Size = uint64(size); return nil }, nil))
+		}
+		return n
+	}
+	d := must[*Inode](t)(s.Create(root, "d", dir(), nil))
+	sizeBad := mk(d.Ino, "size-bad", 100)
+	missing := mk(root, "missing", 5000)
+	emptyNoBlob := mk(u.Roots.Private, "empty", -1)
+	nlinkBad := mk(g.Root, "nlink-bad", 10)
+	victim := mk(root, "victim", 10)
+	mk(u.Roots.Output, "fine", 4097)
+	lost := must[*Inode](t)(s.Create(root, "lost", dir(), nil))
+	lostChild := mk(lost.Ino, "child", 3)
+	openUnlinked := mk(root, "open", 7)
+	must[*Inode](t)(s.Unlink(root, "open", false))
+
+	rep := must[*Report](t)(s.Check(blobs, false, nil))
+	// An unlinked inode is reclaimed by Check, and usage is compared with
+	// what remains after that.
+	if kinds(rep) != "orphan-inode,usage" || rep.Problems[0].Ino != openUnlinked.Ino {
+		t.Fatalf("healthy store: %+v", rep.Problems)
+	}
+	must[*Inode](t)(s.Reclaim(openUnlinked.Ino))
+	must[error](t)(nil, blobs.Remove(openUnlinked.Ino))
+	if rep = must[*Report](t)(s.Check(blobs, false, nil)); len(rep.Problems) != 0 {
+		t.Fatalf("healthy store: %+v", rep.Problems)
+	}
+	openUnlinked = mk(root, "open", 7)
+	must[*Inode](t)(s.Unlink(root, "open", false))
+
+	// Damage it.
+	must[error](t)(nil, blobs.Truncate(sizeBad.Ino, 9000)) // blob grew, metadata lost it
+	must[error](t)(nil, blobs.Remove(missing.Ino))
+	must[error](t)(nil, blobs.Truncate(99999, 10)) // stray blob
+	err := s.kv.Update(func(tx Txn) error {
+		n, _ := getInode(tx, nlinkBad.Ino)
+		n.Nlink = 5
+		if err := tx.Set(inodeKey(n.Ino), encodeInode(n)); err != nil {
+			return err
+		}
+		dn, _ := getInode(tx, d.Ino)
+		dn.Parent = 4242
+		if err := tx.Set(inodeKey(d.Ino), encodeInode(dn)); err != nil {
+			return err
+		}
+		if err := tx.Delete(inodeKey(victim.Ino)); err != nil { // entry now dangles
+			return err
+		}
+		if err := tx.Delete(entryKey(root, "lost")); err != nil { // lost + child unreachable
+			return err
+		}
+		return tx.Set(usageKey("user:dan"), encodePair(123, 456))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	want := "dangling-entry,missing-blob,nlink,nlink,orphan-blob,orphan-blob,orphan-inode,orphan-inode,orphan-inode,parent,size,usage,usage"
+	// nlink twice: nlink-bad, and root (lost its "lost" subdirectory);
+	// orphan-blob twice: the stray and the deleted victim's blob; usage for
+	// dan (drift) and share (victim, lost, child and sizes changed).
+	rep = must[*Report](t)(s.Check(blobs, false, nil))
+	if got := kinds(rep); got != want {
+		t.Fatalf("report:\n got  %s\n want %s\n%+v", got, want, rep.Problems)
+	}
+	if rep.Unrepaired() != len(rep.Problems) {
+		t.Fatal("report-only check repaired something")
+	}
+	var calls int
+	rep = must[*Report](t)(s.Check(blobs, true, func(done, total int) {
+		calls++
+		if done > total {
+			t.Errorf("progress %d/%d", done, total)
+		}
+	}))
+	if got := kinds(rep); got != want || rep.Unrepaired() != 0 || calls == 0 {
+		t.Fatalf("repair: %s unrepaired %d progress calls %d", got, rep.Unrepaired(), calls)
+	}
+	rep = must[*Report](t)(s.Check(blobs, false, nil))
+	if len(rep.Problems) != 0 {
+		t.Fatalf("after repair: %+v", rep.Problems)
+	}
+	if rec := must[CheckRecord](t)(s.LastCheck()); rec.At.IsZero() || rec.Problems != 0 {
+		t.Fatalf("last check %+v", rec)
+	}
+
+	// The repairs themselves.
+	if n := must[*Inode](t)(s.GetInode(sizeBad.Ino)); n.Size != 9000 {
+		t.Fatalf("size not taken from blob: %d", n.Size)
+	}
+	if n := must[*Inode](t)(s.GetInode(missing.Ino)); n.Size != 0 {
+		t.Fatalf("missing blob: size %d", n.Size)
+	}
+	if _, err := os.Stat(blobs.path(missing.Ino)); err != nil {
+		t.Fatalf("missing blob not recreated: %v", err)
+	}
+	if _, err := s.GetInode(emptyNoBlob.Ino); err != nil {
+		t.Fatal("empty file without blob touched")
+	}
+	if n := must[*Inode](t)(s.GetInode(nlinkBad.Ino)); n.Nlink != 1 {
+		t.Fatalf("nlink %d", n.Nlink)
+	}
+	if n := must[*Inode](t)(s.GetInode(d.Ino)); n.Parent != root {
+		t.Fatalf("parent %d", n.Parent)
+	}
+	for _, ino := range []uint64{lost.Ino, lostChild.Ino, openUnlinked.Ino} {
+		_, err := s.GetInode(ino)
+		wantErrno(t, err, syscall.ENOENT)
+	}
+	for _, ino := range []uint64{99999, lostChild.Ino, openUnlinked.Ino, victim.Ino} {
+		if _, err := os.Stat(blobs.path(ino)); !os.IsNotExist(err) {
+			t.Fatalf("blob %d kept: %v", ino, err)
+		}
+	}
+	_, err = s.Lookup(root, "victim")
+	wantErrno(t, err, syscall.ENOENT)
+	if got := must[Usage](t)(s.Usage("user:dan")); got != (Usage{Bytes: 8192, Inodes: 5}) {
+		t.Fatalf("dan usage %+v", got)
+	}
+	if o := must[[]uint64](t)(s.Orphans()); len(o) != 0 {
+		t.Fatalf("orphans %v", o)
+	}
+}
