@@ -1,0 +1,228 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"syscall"
+	"time"
+
+	"github.com/shedfs/shedfs/metadata"
+)
+
+// This file holds the vocabulary of the admin API: the operations, their
+// request and response types, and the error type. Both the HTTP server and
+// its client use these types, and so does the direct path the CLI takes
+// when no daemon runs, so the two ways cannot drift apart.
+
+// Admin is every administrative operation on a store. Local performs them
+// on an open store, Client asks a running daemon to perform them; the CLI
+// is written against this interface so it does not care which one it has.
+// Every error returned is an *Error.
+type Admin interface {
+	AddUser(ctx context.Context, req UserAddRequest) (*UserInfo, error)
+	ListUsers(ctx context.Context) ([]UserInfo, error)
+	ShowUser(ctx context.Context, name string) (*UserInfo, error)
+	RemoveUser(ctx context.Context, name string, force bool) (*RemoveResult, error)
+
+	AddGroup(ctx context.Context, req GroupAddRequest) (*GroupInfo, error)
+	ListGroups(ctx context.Context) ([]GroupInfo, error)
+	ShowGroup(ctx context.Context, name string) (*GroupInfo, error)
+	RemoveGroup(ctx context.Context, name string, force bool) (*RemoveResult, error)
+	AddMember(ctx context.Context, group string, req MemberRequest) (*GroupInfo, error)
+	RemoveMember(ctx context.Context, group, user string) (*GroupInfo, error)
+
+	SetQuota(ctx context.Context, holder string, req QuotaSetRequest) (*QuotaInfo, error)
+	// ShowQuota returns the quota of one holder, or of every holder when
+	// holder is empty.
+	ShowQuota(ctx context.Context, holder string) ([]QuotaInfo, error)
+
+	Status(ctx context.Context) (*Status, error)
+}
+
+// Amount is a number of bytes and inodes, used both for what a holder uses
+// and for its limit (where zero means unlimited).
+type Amount struct {
+	Bytes  int64 `json:"bytes"`
+	Inodes int64 `json:"inodes"`
+}
+
+// UserAddRequest creates a user. Uid and Gid, when both set, make the
+// user's view present every entry as owned by them; Quota, when non-zero,
+// is set in the same call so a new user never runs unlimited by accident.
+type UserAddRequest struct {
+	Name  string  `json:"name"`
+	Uid   *uint32 `json:"uid,omitempty"`
+	Gid   *uint32 `json:"gid,omitempty"`
+	Quota Amount  `json:"quota"`
+}
+
+// UserInfo is what the admin API tells about a user.
+type UserInfo struct {
+	Name    string    `json:"name"`
+	Created time.Time `json:"created"`
+	// Uid and Gid are the presented owner of the view; zero means the view
+	// shows the stored owners (or the daemon's default).
+	Uid    uint32   `json:"uid,omitempty"`
+	Gid    uint32   `json:"gid,omitempty"`
+	Groups []string `json:"groups"`
+	Used   Amount   `json:"used"`
+	Limit  Amount   `json:"limit"`
+	// View is the mountpoint of the user's view in the daemon that
+	// answered, empty when none is mounted.
+	View string `json:"view,omitempty"`
+}
+
+// RemoveResult says what a removal deleted: entries (files, directories,
+// links, not counting the zone roots) and bytes charged.
+type RemoveResult struct {
+	Name    string `json:"name"`
+	Entries int64  `json:"entries"`
+	Bytes   int64  `json:"bytes"`
+}
+
+// GroupAddRequest creates a group.
+type GroupAddRequest struct {
+	Name string `json:"name"`
+}
+
+// GroupInfo is what the admin API tells about a group.
+type GroupInfo struct {
+	Name    string    `json:"name"`
+	Created time.Time `json:"created"`
+	Members []string  `json:"members"`
+	Used    Amount    `json:"used"`
+	Limit   Amount    `json:"limit"`
+}
+
+// MemberRequest adds a user to a group.
+type MemberRequest struct {
+	User string `json:"user"`
+}
+
+// QuotaSetRequest changes a holder's limits. A nil field keeps the current
+// value, so bytes and inodes can be set independently; zero means
+// unlimited.
+type QuotaSetRequest struct {
+	Bytes  *int64 `json:"bytes,omitempty"`
+	Inodes *int64 `json:"inodes,omitempty"`
+}
+
+// QuotaInfo is one holder's usage against its limit.
+type QuotaInfo struct {
+	Holder string `json:"holder"`
+	Used   Amount `json:"used"`
+	Limit  Amount `json:"limit"`
+}
+
+// ViewInfo is one mounted view.
+type ViewInfo struct {
+	User       string `json:"user"`
+	Mountpoint string `json:"mountpoint"`
+}
+
+// CheckInfo is the record of the last fsck kept in the store.
+type CheckInfo struct {
+	At         time.Time `json:"at"`
+	Problems   int       `json:"problems"`
+	Unrepaired int       `json:"unrepaired"`
+}
+
+// Status is the state of a store and of the daemon serving it, if any.
+type Status struct {
+	// Daemon is true when a running daemon answered; false when the CLI
+	// read the store itself.
+	Daemon    bool       `json:"daemon"`
+	PID       int        `json:"pid,omitempty"`
+	Store     string     `json:"store"`
+	MountRoot string     `json:"mount_root,omitempty"`
+	Views     []ViewInfo `json:"views"`
+	OpenFiles int        `json:"open_files"`
+	Users     int        `json:"users"`
+	Groups    int        `json:"groups"`
+	LastCheck *CheckInfo `json:"last_check"`
+}
+
+// Error codes of the admin API, stable for scripts.
+const (
+	CodeNotFound  = "not_found"
+	CodeExists    = "exists"
+	CodeInvalid   = "invalid"
+	CodeHasData   = "has_data"
+	CodeBusy      = "busy"
+	CodeForbidden = "forbidden"
+	CodeTooLarge  = "too_large"
+	CodeMethod    = "method_not_allowed"
+	CodeMount     = "mount_failed"
+	CodeInternal  = "internal"
+)
+
+// Error is an admin operation's failure as the operator reads it: one line
+// of text and a stable code. It travels over the admin API as
+// {"error": ..., "code": ...} and is rebuilt on the client side, so the CLI
+// prints the same line whether it talked to a daemon or not.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"error"`
+}
+
+// Error returns the message.
+func (e *Error) Error() string { return e.Message }
+
+// HTTPStatus is the status code the admin API answers e with.
+func (e *Error) HTTPStatus() int {
+	switch e.Code {
+	case CodeNotFound:
+		return http.StatusNotFound
+	case CodeExists, CodeHasData, CodeBusy:
+		return http.StatusConflict
+	case CodeInvalid:
+		return http.StatusBadRequest
+	case CodeForbidden:
+		return http.StatusForbidden
+	case CodeTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case CodeMethod:
+		return http.StatusMethodNotAllowed
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// errorf builds an *Error.
+func errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// asError turns any error into an *Error, classifying store errors by
+// their errno; what is a sentence to an operator is given as msg, the
+// cause follows it for internal errors only.
+func asError(err error, msg string) *Error {
+	var e *Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &e):
+		return e
+	case errors.Is(err, syscall.ENOENT), errors.Is(err, fs.ErrNotExist):
+		return &Error{Code: CodeNotFound, Message: msg}
+	case errors.Is(err, syscall.EEXIST), errors.Is(err, fs.ErrExist):
+		return &Error{Code: CodeExists, Message: msg}
+	case errors.Is(err, syscall.EINVAL):
+		return &Error{Code: CodeInvalid, Message: msg}
+	case errors.Is(err, metadata.ErrLocked):
+		return &Error{Code: CodeBusy, Message: err.Error()}
+	}
+	return &Error{Code: CodeInternal, Message: fmt.Sprintf("%s: %v", msg, err)}
+}
+
+// ValidName checks a user or group name with the rule of DESIGN.md section
+// 1, giving the one line the operator reads when it is not one.
+func ValidName(kind, name string) error {
+	if metadata.ValidPrincipal(name) != nil {
+		return errorf(CodeInvalid, "invalid %s name %q: use 1 to 64 of a-z, 0-9, '_' and '-', starting with a letter or digit", kind, name)
+	}
+	return nil
+}

@@ -1,0 +1,272 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"time"
+)
+
+// ErrNoDaemon means no daemon answers on a store's admin socket: the
+// socket file is missing, or it is left over from a daemon that died
+// (connection refused). The CLI then opens the store itself.
+var ErrNoDaemon = errors.New("no daemon is running on this store")
+
+// Client performs admin operations by asking the daemon that serves a
+// store, over its admin socket.
+type Client struct {
+	path string
+	http *http.Client
+}
+
+var _ Admin = (*Client)(nil)
+
+// Dial connects to the daemon serving the store in dir. It returns
+// ErrNoDaemon when none runs, so the caller can fall back to NewLocal.
+func Dial(dir string) (*Client, error) {
+	path := SocketPath(dir)
+	if _, err := os.Lstat(path); err != nil {
+		return nil, ErrNoDaemon
+	}
+	c, err := net.DialTimeout("unix", path, 2*time.Second)
+	if err != nil {
+		if isConnRefused(err) {
+			return nil, ErrNoDaemon
+		}
+		return nil, fmt.Errorf("admin socket %s: %w", path, err)
+	}
+	c.Close()
+	return NewClient(path), nil
+}
+
+// NewClient returns a client of the admin socket at path, without
+// checking that anyone answers.
+func NewClient(path string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		},
+		MaxIdleConns:    2,
+		IdleConnTimeout: 30 * time.Second,
+	}
+	return &Client{path: path, http: &http.Client{Transport: tr, Timeout: 5 * time.Minute}}
+}
+
+// Close releases idle connections.
+func (c *Client) Close() error {
+	c.http.CloseIdleConnections()
+	return nil
+}
+
+// do sends one request and decodes the answer into out, or the API's
+// error into an *Error.
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return errorf(CodeInternal, "encode request: %v", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://shedfs"+path, body)
+	if err != nil {
+		return errorf(CodeInternal, "admin request: %v", err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return errorf(CodeInternal, "admin socket %s: %v", c.path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return errorf(CodeInternal, "admin socket %s: read answer: %v", c.path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		var e Error
+		if json.Unmarshal(data, &e) != nil || e.Message == "" {
+			return errorf(CodeInternal, "admin API answered %s", resp.Status)
+		}
+		if e.Code == "" {
+			e.Code = CodeInternal
+		}
+		return &e
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return errorf(CodeInternal, "admin API: bad answer: %v", err)
+	}
+	return nil
+}
+
+func seg(s string) string { return url.PathEscape(s) }
+
+// AddUser asks the daemon to create a user and mount its view.
+func (c *Client) AddUser(ctx context.Context, req UserAddRequest) (*UserInfo, error) {
+	if err := ValidName("user", req.Name); err != nil {
+		return nil, err
+	}
+	var out UserInfo
+	if err := c.do(ctx, http.MethodPost, "/v1/users", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListUsers asks the daemon for every user.
+func (c *Client) ListUsers(ctx context.Context) ([]UserInfo, error) {
+	var out []UserInfo
+	if err := c.do(ctx, http.MethodGet, "/v1/users", nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ShowUser asks the daemon for one user.
+func (c *Client) ShowUser(ctx context.Context, name string) (*UserInfo, error) {
+	if err := ValidName("user", name); err != nil {
+		return nil, err
+	}
+	var out UserInfo
+	if err := c.do(ctx, http.MethodGet, "/v1/users/"+seg(name), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// RemoveUser asks the daemon to unmount a user's view and delete it.
+func (c *Client) RemoveUser(ctx context.Context, name string, force bool) (*RemoveResult, error) {
+	if err := ValidName("user", name); err != nil {
+		return nil, err
+	}
+	var out RemoveResult
+	if err := c.do(ctx, http.MethodDelete, fmt.Sprintf("/v1/users/%s?force=%t", seg(name), force), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// AddGroup asks the daemon to create a group.
+func (c *Client) AddGroup(ctx context.Context, req GroupAddRequest) (*GroupInfo, error) {
+	if err := ValidName("group", req.Name); err != nil {
+		return nil, err
+	}
+	var out GroupInfo
+	if err := c.do(ctx, http.MethodPost, "/v1/groups", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListGroups asks the daemon for every group.
+func (c *Client) ListGroups(ctx context.Context) ([]GroupInfo, error) {
+	var out []GroupInfo
+	if err := c.do(ctx, http.MethodGet, "/v1/groups", nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ShowGroup asks the daemon for one group.
+func (c *Client) ShowGroup(ctx context.Context, name string) (*GroupInfo, error) {
+	if err := ValidName("group", name); err != nil {
+		return nil, err
+	}
+	var out GroupInfo
+	if err := c.do(ctx, http.MethodGet, "/v1/groups/"+seg(name), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// RemoveGroup asks the daemon to delete a group.
+func (c *Client) RemoveGroup(ctx context.Context, name string, force bool) (*RemoveResult, error) {
+	if err := ValidName("group", name); err != nil {
+		return nil, err
+	}
+	var out RemoveResult
+	if err := c.do(ctx, http.MethodDelete, fmt.Sprintf("/v1/groups/%s?force=%t", seg(name), force), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// AddMember asks the daemon to add a user to a group.
+func (c *Client) AddMember(ctx context.Context, group string, req MemberRequest) (*GroupInfo, error) {
+	if err := ValidName("group", group); err != nil {
+		return nil, err
+	}
+	if err := ValidName("user", req.User); err != nil {
+		return nil, err
+	}
+	var out GroupInfo
+	if err := c.do(ctx, http.MethodPost, "/v1/groups/"+seg(group)+"/members", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// RemoveMember asks the daemon to take a user out of a group.
+func (c *Client) RemoveMember(ctx context.Context, group, user string) (*GroupInfo, error) {
+	if err := ValidName("group", group); err != nil {
+		return nil, err
+	}
+	if err := ValidName("user", user); err != nil {
+		return nil, err
+	}
+	var out GroupInfo
+	if err := c.do(ctx, http.MethodDelete, "/v1/groups/"+seg(group)+"/members/"+seg(user), nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// SetQuota asks the daemon to change a holder's limits.
+func (c *Client) SetQuota(ctx context.Context, holder string, req QuotaSetRequest) (*QuotaInfo, error) {
+	if _, _, err := holderSyntax(holder); err != nil {
+		return nil, err
+	}
+	var out QuotaInfo
+	if err := c.do(ctx, http.MethodPut, "/v1/quotas/"+seg(holder), req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ShowQuota asks the daemon for one holder's quota, or every holder's.
+func (c *Client) ShowQuota(ctx context.Context, holder string) ([]QuotaInfo, error) {
+	path := "/v1/quotas"
+	if holder != "" {
+		if _, _, err := holderSyntax(holder); err != nil {
+			return nil, err
+		}
+		path += "/" + seg(holder)
+	}
+	var out []QuotaInfo
+	if err := c.do(ctx, http.MethodGet, path, nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Status asks the daemon how it and the store are.
+func (c *Client) Status(ctx context.Context) (*Status, error) {
+	var out Status
+	if err := c.do(ctx, http.MethodGet, "/v1/status", nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

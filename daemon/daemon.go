@@ -1,0 +1,359 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/shedfs/shedfs/fusefs"
+	"github.com/shedfs/shedfs/metadata"
+)
+
+// Config is what a Daemon serves.
+type Config struct {
+	// Store is the open store; the caller closes it after Stop.
+	Store *Store
+	// MountRoot, when set, makes the daemon mount one view per user at
+	// MountRoot/<user> and follow users as they are added and removed
+	// (shedfs serve). Empty means views are mounted explicitly with Mount
+	// (shedfs mount).
+	MountRoot string
+	// DefaultView is the presentation of views whose user has no owner of
+	// its own (serve --uid/--gid).
+	DefaultView fusefs.ViewOptions
+	// FS tunes the FUSE layer.
+	FS     fusefs.Options
+	Logger *slog.Logger
+}
+
+// mountedView is the part of a fusefs.View the daemon uses; tests of the
+// view manager substitute a fake, so they need no FUSE.
+type mountedView interface {
+	Unmount() error
+	Wait()
+}
+
+// view is one view the daemon serves.
+type view struct {
+	user       string
+	mountpoint string
+	// managed views live under the mount root and follow the user; the
+	// others were mounted explicitly and a user removal refuses to touch
+	// them.
+	managed bool
+	mv      mountedView
+	// done closes once the view stops serving, whoever unmounted it.
+	done chan struct{}
+}
+
+// Daemon serves views of one store and its admin API. It keeps the set of
+// views in step with the set of users: adding a user through the admin API
+// mounts its view at once, removing one unmounts it before its data goes.
+type Daemon struct {
+	cfg   Config
+	log   *slog.Logger
+	fs    *fusefs.FS
+	local *Local
+
+	// mount mounts one view; the real one is fusefs, unit tests replace it.
+	mount func(user, mountpoint string, opts fusefs.ViewOptions) (mountedView, error)
+
+	mu      sync.Mutex
+	views   map[string]*view
+	server  *Server
+	stopped bool
+	wg      sync.WaitGroup
+}
+
+// New prepares a daemon for the store in cfg; nothing is mounted or
+// listened on before Start.
+func New(cfg Config) (*Daemon, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("daemon: no store")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MountRoot != "" {
+		abs, err := filepath.Abs(cfg.MountRoot)
+		if err != nil {
+			return nil, fmt.Errorf("mount root: %w", err)
+		}
+		cfg.MountRoot = abs
+	}
+	if cfg.FS.Logger == nil {
+		cfg.FS.Logger = log
+	}
+	d := &Daemon{
+		cfg:   cfg,
+		log:   log,
+		fs:    fusefs.New(cfg.Store.Meta, cfg.Store.Blobs, cfg.FS),
+		views: make(map[string]*view),
+	}
+	d.mount = func(user, mnt string, opts fusefs.ViewOptions) (mountedView, error) {
+		return d.fs.Mount(user, mnt, opts)
+	}
+	d.local = NewLocal(cfg.Store, log)
+	d.local.hooks = d
+	return d, nil
+}
+
+// Admin is the daemon's admin operations, which keep the views in step.
+func (d *Daemon) Admin() Admin { return d.local }
+
+// FS is the FUSE layer shared by every view (for metrics).
+func (d *Daemon) FS() *fusefs.FS { return d.fs }
+
+// Start prepares the mount root (clearing mounts a crash left behind),
+// mounts a view for every user when a mount root is configured, and opens
+// the admin socket. On error, whatever was mounted is unmounted again.
+func (d *Daemon) Start(ctx context.Context) error {
+	if d.cfg.MountRoot != "" {
+		if err := d.prepareMountRoot(); err != nil {
+			return err
+		}
+		users, err := d.cfg.Store.Meta.ListUsers()
+		if err != nil {
+			return fmt.Errorf("list users: %w", err)
+		}
+		for i := range users {
+			if err := d.mountManaged(&users[i]); err != nil {
+				d.Stop(ctx)
+				return err
+			}
+		}
+	}
+	srv, err := Listen(SocketPath(d.cfg.Store.Dir), d.local, d.log)
+	if err != nil {
+		d.Stop(ctx)
+		return err
+	}
+	d.mu.Lock()
+	d.server = srv
+	d.mu.Unlock()
+	return nil
+}
+
+// StartAdmin opens only the admin socket (shedfs mount, where the one view
+// is mounted with Mount).
+func (d *Daemon) StartAdmin() error {
+	srv, err := Listen(SocketPath(d.cfg.Store.Dir), d.local, d.log)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.server = srv
+	d.mu.Unlock()
+	return nil
+}
+
+// Mount mounts the view of user at mountpoint outside the mount root. The
+// returned channel closes when the view stops serving, for instance after
+// an external umount.
+func (d *Daemon) Mount(user, mountpoint string, opts fusefs.ViewOptions) (<-chan struct{}, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, ok := d.views[user]; ok {
+		return nil, fmt.Errorf("view of %s is already mounted", user)
+	}
+	v, err := d.mountLocked(user, mountpoint, opts, false)
+	if err != nil {
+		return nil, err
+	}
+	return v.done, nil
+}
+
+// viewOptions is the presentation of a user's view: the user's own
+// owner if it has one, else the daemon's default.
+func (d *Daemon) viewOptions(u *metadata.User) fusefs.ViewOptions {
+	opts := d.cfg.DefaultView
+	if u.Uid != 0 || u.Gid != 0 {
+		opts.ForceOwner, opts.Uid, opts.Gid = true, u.Uid, u.Gid
+	}
+	return opts
+}
+
+// mountManaged mounts a user's view under the mount root.
+func (d *Daemon) mountManaged(u *metadata.User) error {
+	mnt := filepath.Join(d.cfg.MountRoot, u.Name)
+	if err := os.Mkdir(mnt, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("view of %s: %w", u.Name, err)
+	}
+	if err := CheckMountpoint(mnt); err != nil {
+		return fmt.Errorf("view of %s: %w", u.Name, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopped {
+		return fmt.Errorf("view of %s: the daemon is stopping", u.Name)
+	}
+	if _, ok := d.views[u.Name]; ok {
+		return nil
+	}
+	_, err := d.mountLocked(u.Name, mnt, d.viewOptions(u), true)
+	return err
+}
+
+// mountLocked mounts a view and watches it; d.mu is held.
+func (d *Daemon) mountLocked(user, mnt string, opts fusefs.ViewOptions, managed bool) (*view, error) {
+	mv, err := d.mount(user, mnt, opts)
+	if err != nil {
+		return nil, err
+	}
+	v := &view{user: user, mountpoint: mnt, managed: managed, mv: mv, done: make(chan struct{})}
+	d.views[user] = v
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		mv.Wait()
+		close(v.done)
+		d.mu.Lock()
+		if d.views[user] == v {
+			delete(d.views, user)
+			if !d.stopped {
+				d.log.Warn("view unmounted from outside", "user", user, "mountpoint", mnt)
+			}
+		}
+		d.mu.Unlock()
+	}()
+	d.log.Info("view mounted", "user", user, "mountpoint", mnt, "force_owner", opts.ForceOwner)
+	return v, nil
+}
+
+// unmount ends one view and waits for it to stop serving, until ctx ends.
+// A view still busy with open files is refused unless lazy, which detaches
+// it from the namespace and lets it die with its last user.
+func (d *Daemon) unmount(ctx context.Context, v *view, lazy bool) error {
+	err := v.mv.Unmount()
+	if err != nil {
+		if !lazy {
+			return errorf(CodeBusy, "view of %s at %s is busy (%v); close what uses it and retry", v.user, v.mountpoint, err)
+		}
+		d.log.Warn("unmount failed; detaching lazily", "user", v.user, "mountpoint", v.mountpoint, "err", err)
+		if err := unix.Unmount(v.mountpoint, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("detach view of %s: %w", v.user, err)
+		}
+	}
+	select {
+	case <-v.done:
+		d.mu.Lock()
+		if d.views[v.user] == v {
+			delete(d.views, v.user)
+		}
+		d.mu.Unlock()
+		d.log.Info("view unmounted", "user", v.user, "mountpoint", v.mountpoint)
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("view of %s at %s still serving: %w", v.user, v.mountpoint, ctx.Err())
+	}
+}
+
+// Stop closes the admin socket, unmounts every view and waits for each to
+// stop serving (until ctx ends), then persists what is still open. The
+// store stays open for the caller to close. Stop may be called more than
+// once.
+func (d *Daemon) Stop(ctx context.Context) error {
+	d.mu.Lock()
+	d.stopped = true
+	srv := d.server
+	d.server = nil
+	views := make([]*view, 0, len(d.views))
+	for _, v := range d.views {
+		views = append(views, v)
+	}
+	d.mu.Unlock()
+
+	var errs []error
+	if srv != nil {
+		if err := srv.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, v := range views {
+		if err := d.unmount(ctx, v, true); err != nil {
+			d.log.Error("unmount", "user", v.user, "err", err)
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 {
+		d.wg.Wait()
+	}
+	d.fs.Shutdown()
+	return errors.Join(errs...)
+}
+
+// Views lists the mounted views, sorted by user.
+func (d *Daemon) Views() []ViewInfo {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]ViewInfo, 0, len(d.views))
+	for _, v := range d.views {
+		out = append(out, ViewInfo{User: v.user, Mountpoint: v.mountpoint})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].User < out[j].User })
+	return out
+}
+
+// OpenFiles is the number of inodes open through any view.
+func (d *Daemon) OpenFiles() int { return d.fs.OpenFiles() }
+
+// userAdded mounts the new user's view when the daemon follows users.
+func (d *Daemon) userAdded(ctx context.Context, u *metadata.User) error {
+	if d.cfg.MountRoot == "" {
+		return nil
+	}
+	return d.mountManaged(u)
+}
+
+// userRemoving unmounts the view of a user about to be removed, and its
+// mountpoint directory. A view mounted explicitly (shedfs mount) belongs
+// to whoever mounted it: the removal is refused.
+func (d *Daemon) userRemoving(ctx context.Context, name string) error {
+	d.mu.Lock()
+	v := d.views[name]
+	d.mu.Unlock()
+	if v == nil {
+		return nil
+	}
+	if !v.managed {
+		return errorf(CodeBusy, "the view of %s is mounted at %s by this daemon; unmount it before removing the user", name, v.mountpoint)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := d.unmount(ctx, v, false); err != nil {
+		return asError(err, "unmount")
+	}
+	if err := os.Remove(v.mountpoint); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		d.log.Warn("remove mountpoint", "path", v.mountpoint, "err", err)
+	}
+	return nil
+}
+
+// viewOf is the mountpoint of a user's view, "" if none.
+func (d *Daemon) viewOf(name string) string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if v := d.views[name]; v != nil {
+		return v.mountpoint
+	}
+	return ""
+}
+
+// fillStatus adds the daemon's side to a status.
+func (d *Daemon) fillStatus(st *Status) {
+	st.Daemon = true
+	st.PID = os.Getpid()
+	st.MountRoot = d.cfg.MountRoot
+	st.Views = d.Views()
+	st.OpenFiles = d.OpenFiles()
+}

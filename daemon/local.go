@@ -1,0 +1,502 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/shedfs/shedfs/metadata"
+)
+
+// viewHooks is how a running daemon learns about changes to the set of
+// users, so its views follow them. A Local without hooks (the CLI's direct
+// path) only changes the store.
+type viewHooks interface {
+	// userAdded mounts the new user's view.
+	userAdded(ctx context.Context, u *metadata.User) error
+	// userRemoving unmounts the user's view before its data goes; an error
+	// stops the removal.
+	userRemoving(ctx context.Context, name string) error
+	// viewOf is the mountpoint of the user's view, "" if none.
+	viewOf(name string) string
+	// fillStatus adds what only the daemon knows to a status.
+	fillStatus(st *Status)
+}
+
+// Local performs admin operations directly on an open store. The daemon
+// serves it over the admin socket; the CLI uses it itself when no daemon
+// runs, which is why both ways give the same results.
+type Local struct {
+	st    *Store
+	log   *slog.Logger
+	hooks viewHooks
+
+	// mu serialises changes, so that a user is never removed while its
+	// view is being mounted, or added twice at once.
+	mu sync.Mutex
+}
+
+// NewLocal returns the admin operations on an open store. The caller keeps
+// ownership of the store.
+func NewLocal(st *Store, log *slog.Logger) *Local {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Local{st: st, log: log}
+}
+
+var _ Admin = (*Local)(nil)
+
+// Zone roots each principal is charged for from the start: they are not
+// the principal's data.
+const (
+	userRootInodes  = 3
+	groupRootInodes = 1
+)
+
+func userHolder(name string) metadata.Holder  { return metadata.Holder("user:" + name) }
+func groupHolder(name string) metadata.Holder { return metadata.Holder("group:" + name) }
+
+func amount(u metadata.Usage) Amount { return Amount{Bytes: u.Bytes, Inodes: u.Inodes} }
+func limitAmount(l metadata.Limit) Amount {
+	return Amount{Bytes: l.Bytes, Inodes: l.Inodes}
+}
+
+// AddUser creates a user, optionally with a presented owner and a quota,
+// and (in a daemon) mounts its view.
+func (l *Local) AddUser(ctx context.Context, req UserAddRequest) (*UserInfo, error) {
+	if err := ValidName("user", req.Name); err != nil {
+		return nil, err
+	}
+	if (req.Uid == nil) != (req.Gid == nil) {
+		return nil, errorf(CodeInvalid, "uid and gid go together: give both or neither")
+	}
+	if req.Quota.Bytes < 0 || req.Quota.Inodes < 0 {
+		return nil, errorf(CodeInvalid, "quota of user %s: negative limit", req.Name)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	u, err := l.st.Meta.AddUser(req.Name)
+	if err != nil {
+		return nil, asError(err, fmt.Sprintf("user %s already exists", req.Name))
+	}
+	if req.Uid != nil {
+		u, err = l.st.Meta.UpdateUser(req.Name, func(u *metadata.User) error {
+			u.Uid, u.Gid = *req.Uid, *req.Gid
+			return nil
+		})
+		if err != nil {
+			return nil, asError(err, fmt.Sprintf("set owner of user %s", req.Name))
+		}
+	}
+	if req.Quota != (Amount{}) {
+		if err := l.st.Meta.SetLimit(userHolder(req.Name), metadata.Limit{Bytes: req.Quota.Bytes, Inodes: req.Quota.Inodes}); err != nil {
+			return nil, asError(err, fmt.Sprintf("set quota of user %s", req.Name))
+		}
+	}
+	l.log.Info("user added", "user", req.Name)
+	if l.hooks != nil {
+		if err := l.hooks.userAdded(ctx, u); err != nil {
+			return nil, errorf(CodeMount, "user %s was added, but its view could not be mounted: %v", req.Name, err)
+		}
+	}
+	return l.userInfo(u)
+}
+
+// userInfo assembles what is shown about a user.
+func (l *Local) userInfo(u *metadata.User) (*UserInfo, error) {
+	groups, err := l.st.Meta.GroupsOf(u.Name)
+	if err != nil {
+		return nil, asError(err, fmt.Sprintf("no user named %s", u.Name))
+	}
+	used, err := l.st.Meta.Usage(userHolder(u.Name))
+	if err != nil {
+		return nil, asError(err, fmt.Sprintf("usage of user %s", u.Name))
+	}
+	lim, err := l.st.Meta.GetLimit(userHolder(u.Name))
+	if err != nil {
+		return nil, asError(err, fmt.Sprintf("quota of user %s", u.Name))
+	}
+	if groups == nil {
+		groups = []string{}
+	}
+	info := &UserInfo{
+		Name: u.Name, Created: u.Created.UTC(), Uid: u.Uid, Gid: u.Gid,
+		Groups: groups, Used: amount(used), Limit: limitAmount(lim),
+	}
+	if l.hooks != nil {
+		info.View = l.hooks.viewOf(u.Name)
+	}
+	return info, nil
+}
+
+// ListUsers returns every user, sorted by name.
+func (l *Local) ListUsers(ctx context.Context) ([]UserInfo, error) {
+	users, err := l.st.Meta.ListUsers()
+	if err != nil {
+		return nil, asError(err, "list users")
+	}
+	sort.Slice(users, func(i, j int) bool { return users[i].Name < users[j].Name })
+	out := make([]UserInfo, 0, len(users))
+	for i := range users {
+		info, err := l.userInfo(&users[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *info)
+	}
+	return out, nil
+}
+
+// ShowUser returns one user.
+func (l *Local) ShowUser(ctx context.Context, name string) (*UserInfo, error) {
+	if err := ValidName("user", name); err != nil {
+		return nil, err
+	}
+	u, err := l.st.Meta.GetUser(name)
+	if err != nil {
+		return nil, asError(err, fmt.Sprintf("no user named %s", name))
+	}
+	return l.userInfo(u)
+}
+
+// RemoveUser deletes a user with all its private, output and uploads data.
+// Without force it refuses when there is data to lose and says how much.
+// In a daemon, the user's view is unmounted first.
+func (l *Local) RemoveUser(ctx context.Context, name string, force bool) (*RemoveResult, error) {
+	if err := ValidName("user", name); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, err := l.st.Meta.GetUser(name); err != nil {
+		return nil, asError(err, fmt.Sprintf("no user named %s", name))
+	}
+	res, err := l.holderData(name, userHolder(name), userRootInodes)
+	if err != nil {
+		return nil, err
+	}
+	if !force && (res.Entries > 0 || res.Bytes > 0) {
+		return nil, errorf(CodeHasData, "user %s still has %s; add --force to delete it", name, describeData(res))
+	}
+	if l.hooks != nil {
+		if err := l.hooks.userRemoving(ctx, name); err != nil {
+			return nil, err
+		}
+	}
+	blobs, err := l.st.Meta.RemoveUser(name)
+	if err != nil {
+		return nil, asError(err, fmt.Sprintf("no user named %s", name))
+	}
+	l.removeBlobs(blobs)
+	l.log.Info("user removed", "user", name, "entries", res.Entries, "bytes", res.Bytes)
+	return res, nil
+}
+
+// holderData measures what removing a principal would delete.
+func (l *Local) holderData(name string, h metadata.Holder, roots int64) (*RemoveResult, error) {
+	used, err := l.st.Meta.Usage(h)
+	if err != nil {
+		return nil, asError(err, fmt.Sprintf("usage of %s", h))
+	}
+	return &RemoveResult{Name: name, Entries: max(used.Inodes-roots, 0), Bytes: used.Bytes}, nil
+}
+
+// describeData is "12 files and directories (3.4 MiB)".
+func describeData(r *RemoveResult) string {
+	what := "files and directories"
+	if r.Entries == 1 {
+		what = "file or directory"
+	}
+	return fmt.Sprintf("%d %s (%s)", r.Entries, what, FormatSize(r.Bytes))
+}
+
+// removeBlobs deletes the contents of removed inodes after their metadata
+// is gone: a failure leaves a stray blob, which fsck removes.
+func (l *Local) removeBlobs(inos []uint64) {
+	for _, ino := range inos {
+		if err := l.st.Blobs.Remove(ino); err != nil {
+			l.log.Warn("remove blob", "ino", ino, "err", err)
+		}
+	}
+}
+
+// AddGroup creates an empty group.
+func (l *Local) AddGroup(ctx context.Context, req GroupAddRequest) (*GroupInfo, error) {
+	if err := ValidName("group", req.Name); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	g, err := l.st.Meta.AddGroup(req.Name)
+	if err != nil {
+		return nil, asError(err, fmt.Sprintf("group %s already exists", req.Name))
+	}
+	l.log.Info("group added", "group", req.Name)
+	return l.groupInfo(g)
+}
+
+// groupInfo assembles what is shown about a group.
+func (l *Local) groupInfo(g *metadata.Group) (*GroupInfo, error) {
+	used, err := l.st.Meta.Usage(groupHolder(g.Name))
+	if err != nil {
+		return nil, asError(err, fmt.Sprintf("usage of group %s", g.Name))
+	}
+	lim, err := l.st.Meta.GetLimit(groupHolder(g.Name))
+	if err != nil {
+		return nil, asError(err, fmt.Sprintf("quota of group %s", g.Name))
+	}
+	members := slices.Clone(g.Members)
+	if members == nil {
+		members = []string{}
+	}
+	sort.Strings(members)
+	return &GroupInfo{
+		Name: g.Name, Created: g.Created.UTC(), Members: members,
+		Used: amount(used), Limit: limitAmount(lim),
+	}, nil
+}
+
+// ListGroups returns every group, sorted by name.
+func (l *Local) ListGroups(ctx context.Context) ([]GroupInfo, error) {
+	groups, err := l.st.Meta.ListGroups()
+	if err != nil {
+		return nil, asError(err, "list groups")
+	}
+	sort.Slice(groups, func(i, j int) bool { return groups[i].Name < groups[j].Name })
+	out := make([]GroupInfo, 0, len(groups))
+	for i := range groups {
+		info, err := l.groupInfo(&groups[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *info)
+	}
+	return out, nil
+}
+
+// ShowGroup returns one group.
+func (l *Local) ShowGroup(ctx context.Context, name string) (*GroupInfo, error) {
+	if err := ValidName("group", name); err != nil {
+		return nil, err
+	}
+	g, err := l.st.Meta.GetGroup(name)
+	if err != nil {
+		return nil, asError(err, fmt.Sprintf("no group named %s", name))
+	}
+	return l.groupInfo(g)
+}
+
+// RemoveGroup deletes a group and its zone. Like RemoveUser, it refuses
+// without force when the group's zone holds data. Views drop the group
+// from groups/ by themselves, since they read membership from the store.
+func (l *Local) RemoveGroup(ctx context.Context, name string, force bool) (*RemoveResult, error) {
+	if err := ValidName("group", name); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, err := l.st.Meta.GetGroup(name); err != nil {
+		return nil, asError(err, fmt.Sprintf("no group named %s", name))
+	}
+	res, err := l.holderData(name, groupHolder(name), groupRootInodes)
+	if err != nil {
+		return nil, err
+	}
+	if !force && (res.Entries > 0 || res.Bytes > 0) {
+		return nil, errorf(CodeHasData, "group %s still has %s; add --force to delete it", name, describeData(res))
+	}
+	blobs, err := l.st.Meta.RemoveGroup(name)
+	if err != nil {
+		return nil, asError(err, fmt.Sprintf("no group named %s", name))
+	}
+	l.removeBlobs(blobs)
+	l.log.Info("group removed", "group", name, "entries", res.Entries, "bytes", res.Bytes)
+	return res, nil
+}
+
+// AddMember adds a user to a group; adding a member again is not an error.
+func (l *Local) AddMember(ctx context.Context, group string, req MemberRequest) (*GroupInfo, error) {
+	if err := ValidName("group", group); err != nil {
+		return nil, err
+	}
+	if err := ValidName("user", req.User); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, err := l.st.Meta.GetGroup(group); err != nil {
+		return nil, asError(err, fmt.Sprintf("no group named %s", group))
+	}
+	if err := l.st.Meta.AddMember(group, req.User); err != nil {
+		return nil, asError(err, fmt.Sprintf("no user named %s", req.User))
+	}
+	l.log.Info("member added", "group", group, "user", req.User)
+	return l.ShowGroup(ctx, group)
+}
+
+// RemoveMember takes a user out of a group.
+func (l *Local) RemoveMember(ctx context.Context, group, user string) (*GroupInfo, error) {
+	if err := ValidName("group", group); err != nil {
+		return nil, err
+	}
+	if err := ValidName("user", user); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, err := l.st.Meta.GetGroup(group); err != nil {
+		return nil, asError(err, fmt.Sprintf("no group named %s", group))
+	}
+	if err := l.st.Meta.RemoveMember(group, user); err != nil {
+		return nil, asError(err, fmt.Sprintf("%s is not a member of group %s", user, group))
+	}
+	l.log.Info("member removed", "group", group, "user", user)
+	return l.ShowGroup(ctx, group)
+}
+
+// holderSyntax checks the form of a holder string: "user:NAME",
+// "group:NAME" or "share". It returns the kind and name.
+func holderSyntax(s string) (kind, name string, err error) {
+	if s == "share" {
+		return "share", "", nil
+	}
+	kind, name, ok := strings.Cut(s, ":")
+	if !ok || (kind != "user" && kind != "group") {
+		return "", "", errorf(CodeInvalid, "invalid quota holder %q: use user:NAME, group:NAME or share", s)
+	}
+	if err := ValidName(kind, name); err != nil {
+		return "", "", err
+	}
+	return kind, name, nil
+}
+
+// parseHolder checks a holder string and that its principal exists.
+func (l *Local) parseHolder(s string) (metadata.Holder, error) {
+	kind, name, err := holderSyntax(s)
+	if err != nil {
+		return "", err
+	}
+	switch kind {
+	case "user":
+		_, err = l.st.Meta.GetUser(name)
+	case "group":
+		_, err = l.st.Meta.GetGroup(name)
+	}
+	if err != nil {
+		return "", asError(err, fmt.Sprintf("no %s named %s", kind, name))
+	}
+	return metadata.Holder(s), nil
+}
+
+// SetQuota changes a holder's limits; fields left nil keep their value.
+func (l *Local) SetQuota(ctx context.Context, holder string, req QuotaSetRequest) (*QuotaInfo, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	h, err := l.parseHolder(holder)
+	if err != nil {
+		return nil, err
+	}
+	if req.Bytes == nil && req.Inodes == nil {
+		return nil, errorf(CodeInvalid, "quota of %s: give bytes, inodes or both", holder)
+	}
+	if (req.Bytes != nil && *req.Bytes < 0) || (req.Inodes != nil && *req.Inodes < 0) {
+		return nil, errorf(CodeInvalid, "quota of %s: negative limit", holder)
+	}
+	lim, err := l.st.Meta.GetLimit(h)
+	if err != nil {
+		return nil, asError(err, fmt.Sprintf("quota of %s", holder))
+	}
+	if req.Bytes != nil {
+		lim.Bytes = *req.Bytes
+	}
+	if req.Inodes != nil {
+		lim.Inodes = *req.Inodes
+	}
+	if err := l.st.Meta.SetLimit(h, lim); err != nil {
+		return nil, asError(err, fmt.Sprintf("set quota of %s", holder))
+	}
+	l.log.Info("quota set", "holder", holder, "bytes", lim.Bytes, "inodes", lim.Inodes)
+	return l.quotaInfo(h)
+}
+
+func (l *Local) quotaInfo(h metadata.Holder) (*QuotaInfo, error) {
+	used, err := l.st.Meta.Usage(h)
+	if err != nil {
+		return nil, asError(err, fmt.Sprintf("usage of %s", h))
+	}
+	lim, err := l.st.Meta.GetLimit(h)
+	if err != nil {
+		return nil, asError(err, fmt.Sprintf("quota of %s", h))
+	}
+	return &QuotaInfo{Holder: string(h), Used: amount(used), Limit: limitAmount(lim)}, nil
+}
+
+// ShowQuota returns one holder's quota, or every holder's (share, every
+// group and every user, sorted) when holder is empty.
+func (l *Local) ShowQuota(ctx context.Context, holder string) ([]QuotaInfo, error) {
+	var holders []metadata.Holder
+	if holder != "" {
+		h, err := l.parseHolder(holder)
+		if err != nil {
+			return nil, err
+		}
+		holders = []metadata.Holder{h}
+	} else {
+		users, err := l.st.Meta.ListUsers()
+		if err != nil {
+			return nil, asError(err, "list users")
+		}
+		groups, err := l.st.Meta.ListGroups()
+		if err != nil {
+			return nil, asError(err, "list groups")
+		}
+		holders = append(holders, "share")
+		for _, g := range groups {
+			holders = append(holders, groupHolder(g.Name))
+		}
+		for _, u := range users {
+			holders = append(holders, userHolder(u.Name))
+		}
+		slices.Sort(holders)
+		holders = slices.Compact(holders)
+	}
+	out := make([]QuotaInfo, 0, len(holders))
+	for _, h := range holders {
+		q, err := l.quotaInfo(h)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *q)
+	}
+	return out, nil
+}
+
+// Status describes the store, and the daemon's views when one runs.
+func (l *Local) Status(ctx context.Context) (*Status, error) {
+	users, err := l.st.Meta.ListUsers()
+	if err != nil {
+		return nil, asError(err, "list users")
+	}
+	groups, err := l.st.Meta.ListGroups()
+	if err != nil {
+		return nil, asError(err, "list groups")
+	}
+	st := &Status{Store: l.st.Dir, Views: []ViewInfo{}, Users: len(users), Groups: len(groups)}
+	rec, err := l.st.Meta.LastCheck()
+	switch {
+	case err != nil:
+		return nil, asError(err, "read the last fsck record")
+	case !rec.At.IsZero():
+		st.LastCheck = &CheckInfo{At: rec.At.UTC().Truncate(time.Second), Problems: rec.Problems, Unrepaired: rec.Unrepaired}
+	}
+	if l.hooks != nil {
+		l.hooks.fillStatus(st)
+	}
+	return st, nil
+}
