@@ -12,7 +12,20 @@ import (
 // skipPosix lists the posixtest tests left out, each with the reason. Only
 // genuine limitations of shedfs belong here, never bugs; a name that is no
 // longer in posixtest.All fails TestPosix so the list cannot rot.
-var skipPosix = map[string]string{}
+var skipPosix = map[string]string{
+	// The test takes a write lock through one descriptor and expects a
+	// read lock through a second descriptor of the same process to fail
+	// with EAGAIN. POSIX record locks belong to the process, so they never
+	// conflict with each other: the test fails on ext4 and tmpfs too, and
+	// go-fuse's own TestAll leaves it out ("TODO - fix this test").
+	"FcntlFlockLocksFile": "POSIX record locks of one process never conflict; the test fails on ext4 too (go-fuse's TestAll skips it)",
+}
+
+// posixSelfSkipOK lists the posixtest tests that may skip themselves (they
+// call t.Skip when the filesystem lacks a feature), with the reason that is
+// acceptable for shedfs. Any other self-skip fails: a test that quietly
+// skips proves nothing.
+var posixSelfSkipOK = map[string]string{}
 
 // posixZones are the directories of a view the suite runs in: the private
 // tree and the share space, which go through different policy.
@@ -23,9 +36,11 @@ var posixZones = []string{"private", "share"}
 // share/.
 func TestPosix(t *testing.T) {
 	t.Parallel()
-	for name := range skipPosix {
-		if _, ok := posixtest.All[name]; !ok {
-			t.Errorf("skipPosix names %q, which is not in posixtest.All any more: remove it", name)
+	for _, list := range []map[string]string{skipPosix, posixSelfSkipOK} {
+		for name := range list {
+			if _, ok := posixtest.All[name]; !ok {
+				t.Errorf("%q is listed but is not in posixtest.All any more: remove it", name)
+			}
 		}
 	}
 	names := make([]string, 0, len(posixtest.All))
@@ -52,6 +67,13 @@ func TestPosix(t *testing.T) {
 					if reason, ok := skipPosix[name]; ok {
 						t.Skip(reason)
 					}
+					defer func() {
+						if t.Skipped() && !t.Failed() {
+							if _, ok := posixSelfSkipOK[name]; !ok {
+								t.Errorf("posixtest %s skipped itself (see the log above); shedfs should pass it — not in posixSelfSkipOK", name)
+							}
+						}
+					}()
 					dir := filepath.Join(base, name)
 					if err := os.Mkdir(dir, 0o755); err != nil {
 						t.Fatalf("mkdir %s: %v", dir, err)

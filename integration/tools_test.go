@@ -577,3 +577,62 @@ func TestStatfs(t *testing.T) {
 	runTool(t, "", nil, "df", "-i", v.Dir)
 	v.Stop()
 }
+
+// TestOpenOrders opens one file for reading and for writing in both orders
+// (reader first, writer first): the reader always sees what the writer
+// wrote, whatever the daemon decides about passthrough for the inode.
+func TestOpenOrders(t *testing.T) {
+	t.Parallel()
+	v := startView(t, newStore(t), "alice")
+	for _, readerFirst := range []bool{true, false} {
+		name := "writer-first"
+		if readerFirst {
+			name = "reader-first"
+		}
+		p := v.Path(name)
+		mustWrite(t, p, []byte("initial content"), 0o644)
+		var r, w *os.File
+		var err error
+		open := func(write bool) {
+			if write {
+				w, err = os.OpenFile(p, os.O_WRONLY, 0)
+			} else {
+				r, err = os.Open(p)
+			}
+			if err != nil {
+				t.Fatalf("%s: open: %v", name, err)
+			}
+		}
+		open(!readerFirst)
+		open(readerFirst)
+		buf := make([]byte, 64)
+		if n, err := r.ReadAt(buf, 0); string(buf[:n]) != "initial content" {
+			t.Errorf("%s: first read %q, %v", name, buf[:n], err)
+		}
+		if _, err := w.WriteAt([]byte("CHANGED"), 0); err != nil {
+			t.Fatalf("%s: write: %v", name, err)
+		}
+		if n, err := r.ReadAt(buf, 0); string(buf[:n]) != "CHANGED content" {
+			t.Errorf("%s: read after the write through the other fd: %q, %v", name, buf[:n], err)
+		}
+		if _, err := w.WriteAt(bytes.Repeat([]byte("+"), 100), 15); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Truncate(10); err != nil {
+			t.Fatalf("%s: ftruncate: %v", name, err)
+		}
+		if fi, err := r.Stat(); err != nil || fi.Size() != 10 {
+			t.Errorf("%s: reader's fstat after ftruncate: %v, %v; want size 10", name, fi, err)
+		}
+		if n, err := r.ReadAt(buf, 0); string(buf[:n]) != "CHANGED co" || !errors.Is(err, io.EOF) {
+			t.Errorf("%s: read after ftruncate: %q, %v", name, buf[:n], err)
+		}
+		r.Close()
+		w.Close()
+		if got := string(mustRead(t, p)); got != "CHANGED co" {
+			t.Errorf("%s: after close: %q", name, got)
+		}
+	}
+	v.Stop()
+	fsckClean(t, v.Store)
+}

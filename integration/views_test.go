@@ -8,7 +8,9 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -155,4 +157,58 @@ func TestStoreEnv(t *testing.T) {
 // isErrno reports whether err wraps errno.
 func isErrno(err error, errno unix.Errno) bool {
 	return errors.Is(err, errno)
+}
+
+// TestQuickStop stops views right after they mount, several times over the
+// same store: SIGTERM as soon as the mount shows up must still unmount
+// cleanly and exit 0, and the store must be free for the next mount.
+func TestQuickStop(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	for i := 0; i < 5; i++ {
+		v := startView(t, store, "alice")
+		if i > 0 {
+			if got := string(mustRead(t, v.Path(fmt.Sprintf("f%d", i-1)))); got != "x" {
+				t.Errorf("round %d: file of the previous round: %q", i, got)
+			}
+		}
+		mustWrite(t, v.Path(fmt.Sprintf("f%d", i)), []byte("x"), 0o644)
+		v.Stop()
+		v = startView(t, store, "alice")
+		v.Stop() // with no request served at all
+	}
+	fsckClean(t, store)
+}
+
+// TestHungDaemon stops the daemon (SIGSTOP) while a caller waits on it:
+// Kill must free the caller with an error instead of leaving it stuck.
+func TestHungDaemon(t *testing.T) {
+	t.Parallel()
+	v := startView(t, newStore(t), "alice")
+	if err := v.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := os.ReadFile(v.Path("never-looked-up"))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("a lookup returned (%v) while the daemon was stopped", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	v.Kill()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Errorf("the stuck read succeeded after the daemon was killed")
+		}
+		t.Logf("the stuck caller got: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the caller is still stuck 10s after Kill")
+	}
+	if _, ok := findMount(v.Dir); ok {
+		t.Errorf("%s still mounted after Kill", v.Dir)
+	}
 }
