@@ -45,7 +45,12 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 		},
 		Commands: []*cli.Command{
+			serveCommand(),
 			mountCommand(),
+			userCommand(),
+			groupCommand(),
+			quotaCommand(),
+			statusCommand(),
 			fsckCommand(),
 			versionCommand(),
 		},

@@ -1,9 +1,9 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/signal"
 	"syscall"
 
@@ -57,25 +57,41 @@ func runMount(c *cli.Context) error {
 	if err := daemon.EnsureUser(st, c.String("user")); err != nil {
 		return err
 	}
-	fsys := fusefs.New(st.Meta, st.Blobs, fusefs.Options{Logger: log})
-	view, err := fsys.Mount(c.String("user"), mnt, viewOpts)
+	d, err := daemon.New(daemon.Config{Store: st, Logger: log})
 	if err != nil {
 		return err
 	}
+	// Signals are caught before the mount, so that none can kill the
+	// process between mount and handler and leave a dead mount behind.
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	done, err := d.Mount(c.String("user"), mnt, viewOpts)
+	if err != nil {
+		d.Stop(context.Background())
+		return err
+	}
+	// The admin API lets user, group and quota commands work while the
+	// store is held by this view; without it the view still works.
+	if err := d.StartAdmin(); err != nil {
+		log.Warn("admin API unavailable; admin commands will fail while this view is mounted", "err", err)
+	}
 	log.Info("view mounted", "user", c.String("user"), "mountpoint", mnt, "store", st.Dir)
 
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	go func() {
-		sig := <-sigs
-		log.Info("unmounting", "signal", sig.String())
-		if err := view.Unmount(); err != nil {
-			log.Error("unmount", "err", err)
-		}
-	}()
-	view.Wait()
-	signal.Stop(sigs)
-	fsys.Shutdown()
+	select {
+	case <-ctx.Done():
+		log.Info("unmounting", "mountpoint", mnt)
+	case <-done:
+		log.Info("view was unmounted", "mountpoint", mnt)
+	}
+	stop()
+	sctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	defer cancel()
+	if err := d.Stop(sctx); err != nil {
+		return err
+	}
+	if err := st.Close(); err != nil {
+		return err
+	}
 	log.Info("view unmounted", "mountpoint", mnt)
 	return nil
 }

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/shedfs/shedfs/daemon"
+)
+
+// withAdmin runs fn against the daemon serving the store when one answers
+// on its admin socket, and against the store opened directly otherwise, so
+// every admin command works the same with or without a running daemon.
+// create lets the direct path create a store that does not exist yet.
+func withAdmin(c *cli.Context, create bool, fn func(ctx context.Context, a daemon.Admin) error) error {
+	dir := c.String("store")
+	if dir == "" {
+		return errors.New("no store given: use --store DIR or set SHEDFS_STORE")
+	}
+	ctx := c.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	cl, err := daemon.Dial(dir)
+	switch {
+	case err == nil:
+		defer cl.Close()
+		return fn(ctx, cl)
+	case !errors.Is(err, daemon.ErrNoDaemon):
+		return err
+	}
+	log, err := quietLogger(c)
+	if err != nil {
+		return err
+	}
+	st, err := daemon.OpenStore(dir, daemon.OpenOptions{Create: create, Logger: log})
+	if err != nil {
+		return err
+	}
+	ferr := fn(ctx, daemon.NewLocal(st, log))
+	if err := st.Close(); err != nil && ferr == nil {
+		return err
+	}
+	return ferr
+}
+
+// quietLogger is the logger of one-shot commands: warnings and worse only
+// (unless --log-level asks for more detail), so that a successful command
+// prints its result and nothing else.
+func quietLogger(c *cli.Context) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	level = max(level, slog.LevelWarn)
+	if c.String("log-level") == "debug" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level})), nil
+}
+
+// jsonFlag is the --json flag of commands whose output scripts read.
+func jsonFlag() cli.Flag {
+	return &cli.BoolFlag{Name: "json", Usage: "print JSON instead of a table"}
+}
+
+// printJSON writes v indented, for --json.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("write JSON: %w", err)
+	}
+	return nil
+}
+
+// table starts an aligned table on w.
+func table(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+}
+
+// nargs insists on exactly n arguments, naming them in the error.
+func nargs(c *cli.Context, what string, n int) error {
+	if c.NArg() != n {
+		return fmt.Errorf("%s: give exactly %s (see --help)", c.Command.FullName(), what)
+	}
+	return nil
+}
+
+// sizeOrNone shows a byte limit, "none" for unlimited.
+func sizeOrNone(n int64) string {
+	if n == 0 {
+		return "none"
+	}
+	return daemon.FormatSize(n)
+}
+
+// countOrNone shows an inode limit, "none" for unlimited.
+func countOrNone(n int64) string {
+	if n == 0 {
+		return "none"
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// percent shows used against a limit, "-" when unlimited.
+func percent(used, limit int64) string {
+	if limit <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", float64(used)*100/float64(limit))
+}
+
+// orDash shows "-" for an empty cell, so columns stay readable.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// listOrNone joins names, "-" when there are none.
+func listOrNone(names []string) string {
+	return orDash(strings.Join(names, ","))
+}
+
+// parseSizeFlag reads a size flag ("10GiB", "none"); ok is false when the
+// flag was not given.
+func parseSizeFlag(c *cli.Context, name string) (v int64, ok bool, err error) {
+	if !c.IsSet(name) {
+		return 0, false, nil
+	}
+	v, err = daemon.ParseSize(c.String(name))
+	if err != nil {
+		return 0, false, fmt.Errorf("--%s: %w", name, err)
+	}
+	return v, true, nil
+}
+
+// parseCountFlag reads an inode count flag ("100000", "none").
+func parseCountFlag(c *cli.Context, name string) (v int64, ok bool, err error) {
+	if !c.IsSet(name) {
+		return 0, false, nil
+	}
+	v, err = daemon.ParseCount(c.String(name))
+	if err != nil {
+		return 0, false, fmt.Errorf("--%s: %w", name, err)
+	}
+	return v, true, nil
+}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/shedfs/shedfs/daemon"
+)
+
+func quotaCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "quota",
+		Usage: "set and show quotas of users (user:NAME), groups (group:NAME) and the share space (share)",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "set",
+				Usage:     "set a holder's byte and/or inode limit (0 or none: unlimited)",
+				ArgsUsage: "HOLDER",
+				Flags: []cli.Flag{
+					storeFlag(),
+					&cli.StringFlag{Name: "bytes", Usage: "byte limit, e.g. 10GiB, 500M, 1.5G, none"},
+					&cli.StringFlag{Name: "inodes", Usage: "inode limit, e.g. 100000, none"},
+				},
+				Action: runQuotaSet,
+			},
+			{
+				Name:      "show",
+				Usage:     "show usage against limits, of one holder or of all",
+				ArgsUsage: "[HOLDER]",
+				Flags:     []cli.Flag{storeFlag(), jsonFlag()},
+				Action:    runQuotaShow,
+			},
+		},
+	}
+}
+
+func runQuotaSet(c *cli.Context) error {
+	if err := nargs(c, "one HOLDER (user:NAME, group:NAME or share)", 1); err != nil {
+		return err
+	}
+	var req daemon.QuotaSetRequest
+	b, ok, err := parseSizeFlag(c, "bytes")
+	if err != nil {
+		return err
+	}
+	if ok {
+		req.Bytes = &b
+	}
+	n, ok, err := parseCountFlag(c, "inodes")
+	if err != nil {
+		return err
+	}
+	if ok {
+		req.Inodes = &n
+	}
+	if req.Bytes == nil && req.Inodes == nil {
+		return fmt.Errorf("quota set: give --bytes, --inodes or both")
+	}
+	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+		q, err := a.SetQuota(ctx, c.Args().First(), req)
+		if err != nil {
+			return err
+		}
+		return quotaTable(c.App.Writer, []daemon.QuotaInfo{*q})
+	})
+}
+
+func runQuotaShow(c *cli.Context) error {
+	if c.NArg() > 1 {
+		return fmt.Errorf("quota show: give at most one HOLDER")
+	}
+	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+		qs, err := a.ShowQuota(ctx, c.Args().First())
+		if err != nil {
+			return err
+		}
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, qs)
+		}
+		return quotaTable(c.App.Writer, qs)
+	})
+}
+
+// quotaTable prints holders with bytes and inodes used, limit and share of
+// the limit.
+func quotaTable(w io.Writer, qs []daemon.QuotaInfo) error {
+	tw := table(w)
+	fmt.Fprintln(tw, "HOLDER\tBYTES USED\tBYTES LIMIT\tBYTES %\tINODES USED\tINODES LIMIT\tINODES %")
+	for _, q := range qs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", q.Holder,
+			daemon.FormatSize(q.Used.Bytes), sizeOrNone(q.Limit.Bytes), percent(q.Used.Bytes, q.Limit.Bytes),
+			q.Used.Inodes, countOrNone(q.Limit.Inodes), percent(q.Used.Inodes, q.Limit.Inodes))
+	}
+	return tw.Flush()
+}
+
+func statusCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "status",
+		Usage:  "show the store and, if one runs, the daemon serving it",
+		Flags:  []cli.Flag{storeFlag(), jsonFlag()},
+		Action: runStatus,
+	}
+}
+
+func runStatus(c *cli.Context) error {
+	if err := nargs(c, "no arguments", 0); err != nil {
+		return err
+	}
+	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+		st, err := a.Status(ctx)
+		if err != nil {
+			return err
+		}
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, st)
+		}
+		tw := table(c.App.Writer)
+		fmt.Fprintf(tw, "store:\t%s\n", st.Store)
+		if st.Daemon {
+			d := fmt.Sprintf("running (pid %d)", st.PID)
+			if st.MountRoot != "" {
+				d += ", mount root " + st.MountRoot
+			}
+			fmt.Fprintf(tw, "daemon:\t%s\n", d)
+		} else {
+			fmt.Fprintf(tw, "daemon:\tnot running\n")
+		}
+		fmt.Fprintf(tw, "views:\t%d\n", len(st.Views))
+		for _, v := range st.Views {
+			fmt.Fprintf(tw, "\t%s at %s\n", v.User, v.Mountpoint)
+		}
+		fmt.Fprintf(tw, "open files:\t%d\n", st.OpenFiles)
+		fmt.Fprintf(tw, "users:\t%d\n", st.Users)
+		fmt.Fprintf(tw, "groups:\t%d\n", st.Groups)
+		switch lc := st.LastCheck; {
+		case lc == nil:
+			fmt.Fprintf(tw, "last fsck:\tnever\n")
+		case lc.Problems == 0:
+			fmt.Fprintf(tw, "last fsck:\t%s, clean\n", lc.At.Local().Format(time.RFC3339))
+		default:
+			fmt.Fprintf(tw, "last fsck:\t%s, %d problems, %d not repaired\n", lc.At.Local().Format(time.RFC3339), lc.Problems, lc.Unrepaired)
+		}
+		return tw.Flush()
+	})
+}
