@@ -43,6 +43,8 @@ type FS struct {
 	opts  Options
 	log   *slog.Logger
 
+	notify *notifier
+
 	mu   sync.Mutex
 	open map[uint64]*openInode
 }
@@ -62,11 +64,12 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &FS{
-		store: store,
-		blobs: blobDir,
-		opts:  opts,
-		log:   log,
-		open:  make(map[uint64]*openInode),
+		store:  store,
+		blobs:  blobDir,
+		opts:   opts,
+		log:    log,
+		open:   make(map[uint64]*openInode),
+		notify: newNotifier(),
 	}
 }
 
@@ -147,6 +150,7 @@ func statfsDisk(path string, out *syscall.Statfs_t) error {
 // Shutdown persists and closes whatever is still open once every view is
 // unmounted, and reclaims inodes that were unlinked while open.
 func (f *FS) Shutdown() {
+	f.notify.close()
 	f.mu.Lock()
 	left := make([]*openInode, 0, len(f.open))
 	for _, oi := range f.open {

@@ -63,6 +63,9 @@ func (f *FS) Mount(user, mountpoint string, opts ViewOptions) (*View, error) {
 		NegativeTimeout: &negative,
 		NullPermissions: true,
 		RootStableAttr:  &fs.StableAttr{Ino: u.Roots.Private},
+		// Node IDs are store inode numbers, so an invalidation can name
+		// an inode in every view without a per-view table.
+		ExternalNodeID: true,
 		MountOptions: fuse.MountOptions{
 			AllowOther:  true,
 			DirectMount: true,
@@ -78,11 +81,15 @@ func (f *FS) Mount(user, mountpoint string, opts ViewOptions) (*View, error) {
 		return nil, fmt.Errorf("mount view of %s at %s: %w", user, mountpoint, err)
 	}
 	v.server = server
+	f.notify.add(v)
 	return v, nil
 }
 
 // Unmount detaches the view from the kernel; Wait returns once serving ends.
-func (v *View) Unmount() error { return v.server.Unmount() }
+func (v *View) Unmount() error {
+	v.fs.notify.remove(v)
+	return v.server.Unmount()
+}
 
 // Wait blocks until the view is unmounted.
 func (v *View) Wait() { v.server.Wait() }
