@@ -1,0 +1,64 @@
+package acl
+
+import (
+	"math"
+	"syscall"
+
+	"github.com/shedfs/shedfs/metadata"
+)
+
+// Quota is what admission needs to know about the holder of the zone an
+// operation charges: its usage now, its limit, and the global max file
+// size. The zero Quota admits everything.
+type Quota struct {
+	Usage       metadata.Usage
+	Limit       metadata.Limit
+	MaxFileSize uint64 // 0: no limit
+}
+
+// MaxSize is the largest file size shedfs represents (a multiple of
+// metadata.ChargeUnit below 2^63, so that every charge fits an int64).
+// Larger sizes are EFBIG whatever the configured limit.
+const MaxSize = uint64(math.MaxInt64) &^ (metadata.ChargeUnit - 1)
+
+// AdmitBytes decides charging delta bytes to a holder using usage under
+// limit: EDQUOT when delta > 0, limit.Bytes > 0 and usage.Bytes+delta would
+// pass limit.Bytes. Freeing (delta <= 0) is always admitted, even over the
+// limit.
+func AdmitBytes(usage metadata.Usage, limit metadata.Limit, delta int64) Decision {
+	if over(usage.Bytes, limit.Bytes, delta) {
+		return deny(syscall.EDQUOT, ReasonQuotaBytes)
+	}
+	return Decision{}
+}
+
+// AdmitInodes decides charging delta inodes, like AdmitBytes.
+func AdmitInodes(usage metadata.Usage, limit metadata.Limit, delta int64) Decision {
+	if over(usage.Inodes, limit.Inodes, delta) {
+		return deny(syscall.EDQUOT, ReasonQuotaInodes)
+	}
+	return Decision{}
+}
+
+// over reports used+delta > limit without overflowing.
+func over(used, limit, delta int64) bool {
+	if delta <= 0 || limit <= 0 {
+		return false
+	}
+	return used > limit || delta > limit-used
+}
+
+// AdmitSize decides a file reaching newSize bytes: EFBIG when maxFileSize
+// > 0 and newSize > maxFileSize, or newSize > MaxSize.
+func AdmitSize(newSize, maxFileSize uint64) Decision {
+	if newSize > MaxSize || maxFileSize > 0 && newSize > maxFileSize {
+		return deny(syscall.EFBIG, ReasonFileTooBig)
+	}
+	return Decision{}
+}
+
+// chargeDelta is the change in bytes charged when a file goes from
+// oldSize to newSize, both at most MaxSize.
+func chargeDelta(oldSize, newSize uint64) int64 {
+	return metadata.Charge(newSize) - metadata.Charge(oldSize)
+}
