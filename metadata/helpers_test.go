@@ -43,7 +43,7 @@ func must[T any](t *testing.T) func(T, error) T {
 }
 
 func file(mode uint32) *Inode { return &Inode{Mode: syscall.S_IFREG | mode, Uid: 1000, Gid: 1000} }
-func dir() *Inode            { return &Inode{Mode: syscall.S_IFDIR | 0o755} }
+func dir() *Inode             { return &Inode{Mode: syscall.S_IFDIR | 0o755} }
 
 // dirBlobs is a BlobIndex over a directory of files named by inode number.
 type dirBlobs struct{ dir string }

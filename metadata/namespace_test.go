@@ -247,9 +247,9 @@ func TestRename(t *testing.T) {
 		return must[*Inode](t)(s.Lookup(p, name)).Ino
 	}
 	errCases := []struct {
-		name   string
-		op     func(tr *tree) error
-		errno  syscall.Errno
+		name  string
+		op    func(tr *tree) error
+		errno syscall.Errno
 	}{
 		{"missing source", func(tr *tree) error { _, e := tr.s.Rename(tr.root, "zz", tr.root, "y", 0); return e }, syscall.ENOENT},
 		{"noreplace exists", func(tr *tree) error { _, e := tr.s.Rename(tr.root, "g", tr.root, "h", RenameNoReplace); return e }, syscall.EEXIST},
