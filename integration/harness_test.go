@@ -31,7 +31,7 @@ const (
 	// viewWatchdog is how long a view may stay up before the harness
 	// decides the daemon or the test hung, fails the test and kills the
 	// daemon so that stuck callers get ENOTCONN instead of hanging.
-	viewWatchdog = 200 * time.Second
+	viewWatchdog = 300 * time.Second
 )
 
 // shedfsBin is the binary under test, set by TestMain.

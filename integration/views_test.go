@@ -212,3 +212,46 @@ func TestHungDaemon(t *testing.T) {
 		t.Errorf("%s still mounted after Kill", v.Dir)
 	}
 }
+
+// TestAbortConnection exercises the harness's last resort: aborting the
+// FUSE connection of a stopped daemon through fusectl frees a waiting
+// caller, and fusectl is left mounted only if it was mounted before.
+func TestAbortConnection(t *testing.T) {
+	t.Parallel()
+	fusectlBefore := false
+	for _, m := range mounts() {
+		if m.fstype == "fusectl" {
+			fusectlBefore = true
+		}
+	}
+	v := startView(t, newStore(t), "alice")
+	if err := v.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer v.Kill()
+	done := make(chan error, 1)
+	go func() {
+		_, err := os.Stat(v.Path("never-looked-up"))
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // let the caller block
+	v.mu.Lock()
+	minor := v.devMin
+	v.mu.Unlock()
+	abortConnection(minor)
+	select {
+	case err := <-done:
+		if !errors.Is(err, unix.ECONNABORTED) && !errors.Is(err, unix.ENOTCONN) {
+			t.Errorf("caller after the abort: %v, want ECONNABORTED or ENOTCONN", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the caller is still stuck 10s after aborting the connection")
+	}
+	if !fusectlBefore {
+		for _, m := range mounts() {
+			if m.fstype == "fusectl" {
+				t.Errorf("fusectl left mounted at %s", m.point)
+			}
+		}
+	}
+}
