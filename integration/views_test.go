@@ -185,9 +185,7 @@ func TestQuickStop(t *testing.T) {
 func TestHungDaemon(t *testing.T) {
 	t.Parallel()
 	v := startView(t, newStore(t), "alice")
-	if err := v.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	freeze(t, v)
 	done := make(chan error, 1)
 	go func() {
 		_, err := os.ReadFile(v.Path("never-looked-up"))
@@ -225,9 +223,7 @@ func TestAbortConnection(t *testing.T) {
 		}
 	}
 	v := startView(t, newStore(t), "alice")
-	if err := v.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
+	freeze(t, v)
 	defer v.Kill()
 	done := make(chan error, 1)
 	go func() {
@@ -253,5 +249,30 @@ func TestAbortConnection(t *testing.T) {
 				t.Errorf("fusectl left mounted at %s", m.point)
 			}
 		}
+	}
+}
+
+// freeze stops the daemon with SIGSTOP and waits until it is stopped, so
+// that no request is answered afterwards.
+func freeze(t testing.TB, v *View) {
+	t.Helper()
+	if err := v.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stat := fmt.Sprintf("/proc/%d/stat", v.cmd.Process.Pid)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		data, err := os.ReadFile(stat)
+		if err != nil {
+			t.Fatalf("daemon state: %v", err)
+		}
+		// pid (comm) state ...: the state follows the last ')'.
+		if i := strings.LastIndexByte(string(data), ')'); i > 0 && i+2 < len(data) && data[i+2] == 'T' {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("daemon not stopped 5s after SIGSTOP: %s", data)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
