@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -51,6 +52,8 @@ type view struct {
 	// them.
 	managed bool
 	mv      mountedView
+	// closing is set when the daemon itself unmounts the view.
+	closing atomic.Bool
 	// done closes once the view stops serving, whoever unmounted it.
 	done chan struct{}
 }
@@ -220,7 +223,7 @@ func (d *Daemon) mountLocked(user, mnt string, opts fusefs.ViewOptions, managed 
 		d.mu.Lock()
 		if d.views[user] == v {
 			delete(d.views, user)
-			if !d.stopped {
+			if !v.closing.Load() {
 				d.log.Warn("view unmounted from outside", "user", user, "mountpoint", mnt)
 			}
 		}
@@ -234,9 +237,16 @@ func (d *Daemon) mountLocked(user, mnt string, opts fusefs.ViewOptions, managed 
 // A view still busy with open files is refused unless lazy, which detaches
 // it from the namespace and lets it die with its last user.
 func (d *Daemon) unmount(ctx context.Context, v *view, lazy bool) error {
+	v.closing.Store(true)
 	err := v.mv.Unmount()
 	if err != nil {
+		v.closing.Store(false)
 		if !lazy {
+			select {
+			case <-v.done:
+				return nil
+			default:
+			}
 			return errorf(CodeBusy, "view of %s at %s is busy (%v); close what uses it and retry", v.user, v.mountpoint, err)
 		}
 		d.log.Warn("unmount failed; detaching lazily", "user", v.user, "mountpoint", v.mountpoint, "err", err)

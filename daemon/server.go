@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -280,13 +281,21 @@ func newHandler(admin Admin, log *slog.Logger) http.Handler {
 			probe := r.Clone(r.Context())
 			probe.Method = m
 			if _, pattern := mux.Handler(probe); pattern != "/" && pattern != "" {
-				writeError(w, errorf(CodeMethod, "admin API: %s not allowed on %s", r.Method, r.URL.Path))
+				writeError(w, errorf(CodeMethod, "admin API: %q not allowed on %q", r.Method, r.URL.Path))
 				return
 			}
 		}
-		writeError(w, errorf(CodeNotFound, "admin API: no endpoint %s %s", r.Method, r.URL.Path))
+		writeError(w, errorf(CodeNotFound, "admin API: no endpoint %s %q", r.Method, r.URL.Path))
 	})
-	return mux
+	// The mux answers a path with "." or ".." segments or doubled slashes
+	// with a redirect; the API has no use for one and answers in JSON.
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p := r.URL.Path; p == "" || path.Clean(p) != p {
+			writeError(w, errorf(CodeInvalid, "admin API: path %q is not canonical", p))
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // forceParam reads the optional ?force=true of a removal.

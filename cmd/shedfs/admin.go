@@ -156,3 +156,12 @@ func parseCountFlag(c *cli.Context, name string) (v int64, ok bool, err error) {
 	}
 	return v, true, nil
 }
+
+// entries is what a removal deleted: "3 entries, 12 KiB".
+func entries(r *daemon.RemoveResult) string {
+	what := "entries"
+	if r.Entries == 1 {
+		what = "entry"
+	}
+	return fmt.Sprintf("%d %s, %s", r.Entries, what, daemon.FormatSize(r.Bytes))
+}

@@ -139,7 +139,7 @@ func runGroupRemove(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(c.App.Writer, "group %s removed (%d entries, %s deleted)\n", r.Name, r.Entries, daemon.FormatSize(r.Bytes))
+		fmt.Fprintf(c.App.Writer, "group %s removed (%s deleted)\n", r.Name, entries(r))
 		return nil
 	})
 }

@@ -19,7 +19,7 @@ var version = "dev"
 
 func main() {
 	app := newApp(os.Stdout, os.Stderr)
-	if err := app.Run(os.Args); err != nil {
+	if err := app.Run(flagsFirst(app, os.Args)); err != nil {
 		fmt.Fprintf(os.Stderr, "shedfs: %s\n", oneLine(err))
 		var ec cli.ExitCoder
 		if errors.As(err, &ec) && ec.ExitCode() != 0 {
@@ -89,4 +89,95 @@ func versionCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// flagsFirst moves the flags of the command being run ahead of its
+// arguments, so that "shedfs user add alice --store S" works as operators
+// type it: urfave/cli v2 stops reading flags at the first argument. It
+// knows which flags take a value from the command's own definitions;
+// everything after "--" stays an argument.
+func flagsFirst(app *cli.App, args []string) []string {
+	if len(args) < 2 {
+		return args
+	}
+	out := []string{args[0]}
+	flags, cmds := app.Flags, app.Commands
+	var leaf *cli.Command
+	i := 1
+	for i < len(args) {
+		a := args[i]
+		if strings.HasPrefix(a, "-") && a != "-" {
+			if a == "--" {
+				return append(out, args[i:]...)
+			}
+			out = append(out, a)
+			i++
+			if takesValue(flags, a) && i < len(args) {
+				out = append(out, args[i])
+				i++
+			}
+			continue
+		}
+		var next *cli.Command
+		for _, c := range cmds {
+			if c.HasName(a) {
+				next = c
+			}
+		}
+		if next == nil {
+			break
+		}
+		out = append(out, a)
+		i++
+		leaf, flags, cmds = next, next.Flags, next.Subcommands
+		if len(cmds) == 0 {
+			break
+		}
+	}
+	if leaf == nil || len(leaf.Subcommands) > 0 {
+		return append(out, args[i:]...)
+	}
+	var fl, pos []string
+	dashdash := false
+	for i < len(args) {
+		a := args[i]
+		i++
+		switch {
+		case a == "--":
+			dashdash = true
+			pos = append(pos, args[i:]...)
+			i = len(args)
+		case strings.HasPrefix(a, "-") && a != "-":
+			fl = append(fl, a)
+			if takesValue(flags, a) && i < len(args) {
+				fl = append(fl, args[i])
+				i++
+			}
+		default:
+			pos = append(pos, a)
+		}
+	}
+	out = append(out, fl...)
+	if dashdash {
+		out = append(out, "--")
+	}
+	return append(out, pos...)
+}
+
+// takesValue reports whether the flag named in arg ("--store", "-store")
+// reads the next argument as its value.
+func takesValue(flags []cli.Flag, arg string) bool {
+	name := strings.TrimLeft(arg, "-")
+	if strings.Contains(name, "=") {
+		return false
+	}
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if n == name {
+				_, isBool := f.(*cli.BoolFlag)
+				return !isBool
+			}
+		}
+	}
+	return false
 }

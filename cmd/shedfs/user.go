@@ -156,7 +156,7 @@ func runUserRemove(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(c.App.Writer, "user %s removed (%d entries, %s deleted)\n", r.Name, r.Entries, daemon.FormatSize(r.Bytes))
+		fmt.Fprintf(c.App.Writer, "user %s removed (%s deleted)\n", r.Name, entries(r))
 		return nil
 	})
 }
