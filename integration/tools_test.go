@@ -415,20 +415,37 @@ func TestSymlinks(t *testing.T) {
 }
 
 // TestSymlinkPolicy checks the default in-zone symlink policy: absolute
-// targets and targets that climb out of the zone are refused with EPERM,
-// ".." that stays inside is fine.
+// targets and targets that climb out of the link's zone are refused with
+// EPERM; ".." that stays inside the zone is fine.
 func TestSymlinkPolicy(t *testing.T) {
 	t.Parallel()
 	v := startView(t, newStore(t), "alice")
 	mustMkdir(t, v.Path("a"), 0o755)
-	for _, target := range []string{"/etc/passwd", "..", "../../x", "a/../../x"} {
-		if err := os.Symlink(target, v.Path("a", "bad")); !errors.Is(err, unix.EPERM) {
-			t.Errorf("symlink to %q in the private zone: %v, want EPERM", target, err)
-			os.Remove(v.Path("a", "bad"))
+	mustMkdir(t, v.Path("share", "s"), 0o755)
+	for _, c := range []struct {
+		link, target string
+		ok           bool
+	}{
+		{"a/l", "/etc/passwd", false},
+		{"l", "..", false},                   // the private root's parent
+		{"a/l", "../..", false},              // one level above the zone
+		{"a/l", "a/../../../x", false},       // climbs out on the way
+		{"share/l", "../p", false},           // from share into the private tree
+		{"share/s/l", "../../output", false}, // from share into output
+		{"a/l", "..", true},
+		{"a/l", "../a/../x", true},
+		{"a/l", "a/../../x", true},
+		{"share/s/l", "../t", true},
+	} {
+		p := v.Path(c.link)
+		err := os.Symlink(c.target, p)
+		if c.ok && err != nil {
+			t.Errorf("symlink %s -> %q (inside the zone): %v", c.link, c.target, err)
 		}
-	}
-	if err := os.Symlink("../a", v.Path("a", "ok")); err != nil {
-		t.Errorf("symlink to \"../a\" (inside the zone): %v", err)
+		if !c.ok && !errors.Is(err, unix.EPERM) {
+			t.Errorf("symlink %s -> %q (out of the zone): %v, want EPERM", c.link, c.target, err)
+		}
+		os.Remove(p)
 	}
 	v.Stop()
 }
