@@ -276,6 +276,7 @@ func TestRename(t *testing.T) {
 	}
 	for _, tc := range errCases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			tr := setup(t)
 			wantErrno(t, tc.op(tr), tc.errno)
 			// Nothing moved.
@@ -286,6 +287,7 @@ func TestRename(t *testing.T) {
 	}
 
 	t.Run("plain move of a directory", func(t *testing.T) {
+		t.Parallel()
 		tr := setup(t)
 		s := tr.s
 		before := must[*Inode](t)(s.GetInode(tr.c))
@@ -312,6 +314,7 @@ func TestRename(t *testing.T) {
 		}
 	})
 	t.Run("replace file", func(t *testing.T) {
+		t.Parallel()
 		tr := setup(t)
 		s := tr.s
 		rep, err := s.Rename(tr.root, "g", tr.root, "h", 0)
@@ -327,6 +330,7 @@ func TestRename(t *testing.T) {
 		must[*Inode](t)(s.Reclaim(tr.h))
 	})
 	t.Run("replace hard-linked file keeps it", func(t *testing.T) {
+		t.Parallel()
 		tr := setup(t)
 		s := tr.s
 		must[*Inode](t)(s.Link(tr.h, tr.b, "h2"))
@@ -339,6 +343,7 @@ func TestRename(t *testing.T) {
 		}
 	})
 	t.Run("replace empty dir across parents", func(t *testing.T) {
+		t.Parallel()
 		tr := setup(t)
 		s := tr.s
 		rep := must[*Inode](t)(s.Rename(tr.a, "c", tr.root, "b", 0))
@@ -353,6 +358,7 @@ func TestRename(t *testing.T) {
 		}
 	})
 	t.Run("same inode is a no-op", func(t *testing.T) {
+		t.Parallel()
 		tr := setup(t)
 		s := tr.s
 		must[*Inode](t)(s.Link(tr.g, tr.b, "g2"))
@@ -371,6 +377,7 @@ func TestRename(t *testing.T) {
 		}
 	})
 	t.Run("exchange dir and file across parents", func(t *testing.T) {
+		t.Parallel()
 		tr := setup(t)
 		s := tr.s
 		rep, err := s.Rename(tr.a, "c", tr.root, "g", RenameExchange)
@@ -394,6 +401,7 @@ func TestRename(t *testing.T) {
 		}
 	})
 	t.Run("exchange two dirs across parents", func(t *testing.T) {
+		t.Parallel()
 		tr := setup(t)
 		s := tr.s
 		must[*Inode](t)(s.Rename(tr.a, "c", tr.root, "b", RenameExchange))
@@ -405,6 +413,7 @@ func TestRename(t *testing.T) {
 		}
 	})
 	t.Run("noreplace to free name", func(t *testing.T) {
+		t.Parallel()
 		tr := setup(t)
 		must[*Inode](t)(tr.s.Rename(tr.root, "g", tr.a, "g", RenameNoReplace))
 		if lookup(t, tr.s, tr.a, "g") != tr.g {
@@ -412,6 +421,7 @@ func TestRename(t *testing.T) {
 		}
 	})
 	t.Run("check is clean after renames", func(t *testing.T) {
+		t.Parallel()
 		tr := setup(t)
 		s := tr.s
 		must[*Inode](t)(s.Rename(tr.a, "c", tr.b, "c", 0))
