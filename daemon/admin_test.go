@@ -403,7 +403,9 @@ func adminScript(setup func(a Admin, step string)) []scriptStep {
 		{"add uid only", func(ctx context.Context, a Admin) (any, error) {
 			return a.AddUser(ctx, UserAddRequest{Name: "dave", Uid: u32(1)})
 		}},
-		{"add group", func(ctx context.Context, a Admin) (any, error) { return a.AddGroup(ctx, GroupAddRequest{Name: "team-alpha"}) }},
+		{"add group", func(ctx context.Context, a Admin) (any, error) {
+			return a.AddGroup(ctx, GroupAddRequest{Name: "team-alpha"})
+		}},
 		{"add group again", func(ctx context.Context, a Admin) (any, error) {
 			return a.AddGroup(ctx, GroupAddRequest{Name: "team-alpha"})
 		}},
