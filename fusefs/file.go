@@ -11,6 +11,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/metadata"
 )
 
@@ -19,25 +20,42 @@ import (
 // writes have moved ahead of the store. They are persisted at flush, fsync
 // and the last release, so a stream of writes costs no transaction each.
 type openInode struct {
-	ino uint64
+	ino    uint64
+	holder metadata.Holder
 
 	mu       sync.Mutex
 	blob     *os.File
 	refs     int // handles, guarded by FS.mu
 	unlinked bool
+	// entry is what acl needs to decide a write; ownership changes made
+	// while the file is open update it.
+	entry acl.Entry
 	// dirty is set when size or mtime differ from the store.
 	dirty bool
 	// newBlob is set until the blob's directory entry has been made
 	// durable by an fsync.
-	newBlob bool
-	size    uint64
-	mtime   time.Time
+	newBlob   bool
+	size      uint64
+	persisted uint64 // the size the store has
+	// pendingCharge is what this file adds to its holder's pending bytes:
+	// Charge(size) - Charge(persisted).
+	pendingCharge int64
+	mtime         time.Time
 	// writeErr is the first write error since the last flush, reported
 	// to the closer as close(2) expects.
 	writeErr syscall.Errno
 }
 
-// acquire returns the open state of ino, opening the blob on first use.
+// setSize moves the in-memory size and keeps the holder's pending charge
+// in step. oi.mu must be held.
+func (f *FS) setSizeLocked(oi *openInode, size uint64) {
+	oi.size = size
+	pc := metadata.Charge(size) - metadata.Charge(oi.persisted)
+	f.acct.add(oi.holder, pc-oi.pendingCharge)
+	oi.pendingCharge = pc
+}
+
+// acquire returns the open state of n, opening the blob on first use.
 func (f *FS) acquire(n *metadata.Inode, create bool) (*openInode, syscall.Errno) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -49,7 +67,17 @@ func (f *FS) acquire(n *metadata.Inode, create bool) (*openInode, syscall.Errno)
 	if err != nil {
 		return nil, f.errno("open blob", err)
 	}
-	oi := &openInode{ino: n.Ino, blob: blob, refs: 1, size: n.Size, mtime: n.Mtime, newBlob: create}
+	oi := &openInode{
+		ino:       n.Ino,
+		holder:    metadata.HolderOf(n.Zone),
+		blob:      blob,
+		refs:      1,
+		entry:     acl.EntryOf(n),
+		size:      n.Size,
+		persisted: n.Size,
+		mtime:     n.Mtime,
+		newBlob:   create,
+	}
 	f.open[n.Ino] = oi
 	return oi, 0
 }
@@ -74,8 +102,16 @@ func (f *FS) release(oi *openInode) {
 	if !last {
 		return
 	}
+	f.closeOpen(oi)
+}
+
+// closeOpen ends the open state of an inode nobody holds any more.
+func (f *FS) closeOpen(oi *openInode) {
 	oi.mu.Lock()
-	if !oi.unlinked {
+	if oi.unlinked {
+		f.acct.add(oi.holder, -oi.pendingCharge)
+		oi.pendingCharge = 0
+	} else {
 		f.persistLocked(oi)
 	}
 	oi.blob.Close()
@@ -86,13 +122,15 @@ func (f *FS) release(oi *openInode) {
 	}
 }
 
-// persistLocked writes the in-memory size and mtime to the store.
-// oi.mu must be held.
+// persistLocked writes the in-memory size and mtime to the store, moving
+// the pending charge into the stored usage. oi.mu must be held.
 func (f *FS) persistLocked(oi *openInode) syscall.Errno {
 	if !oi.dirty {
 		return 0
 	}
 	size, mtime := oi.size, oi.mtime
+	unlock := f.acct.lock(oi.holder)
+	defer unlock()
 	_, err := f.store.Update(oi.ino, func(n *metadata.Inode) error {
 		n.Size = size
 		n.Mtime = mtime
@@ -102,6 +140,9 @@ func (f *FS) persistLocked(oi *openInode) syscall.Errno {
 	if err != nil {
 		return f.errno("persist size", err)
 	}
+	f.acct.add(oi.holder, -oi.pendingCharge)
+	oi.pendingCharge = 0
+	oi.persisted = size
 	oi.dirty = false
 	return 0
 }
@@ -125,6 +166,59 @@ func (f *FS) overlay(n *metadata.Inode) {
 	oi.mu.Unlock()
 }
 
+// resize admits and applies a size change of an open file (write,
+// truncate, fallocate) under its holder's lock: grow is checked against
+// the mode, the max file size and the quota; the new size is reserved as
+// pending before the lock is dropped. apply does the blob work; on failure
+// nothing is charged. oi.mu must be held.
+func (n *node) resizeLocked(oi *openInode, op acl.Op, newSize uint64, apply func() (uint64, error)) syscall.Errno {
+	f := n.v.fs
+	a := n.v.actor()
+	grows := metadata.Charge(newSize) > metadata.Charge(oi.size) || newSize > oi.size
+	var unlock func()
+	var d acl.Decision
+	if grows {
+		unlock = f.acct.lock(oi.holder)
+		q, err := f.quota(oi.entry.Zone)
+		if err != nil {
+			unlock()
+			return f.errno("quota", err)
+		}
+		if op == acl.OpWrite {
+			d = acl.Write(a, oi.entry, q, oi.size, newSize)
+		} else {
+			d = acl.Truncate(a, oi.entry, q, oi.size, newSize)
+		}
+	} else if op == acl.OpWrite {
+		d = acl.Write(a, oi.entry, acl.Quota{}, oi.size, oi.size)
+	} else {
+		d = acl.Truncate(a, oi.entry, acl.Quota{}, oi.size, newSize)
+	}
+	if !d.Allowed() {
+		if unlock != nil {
+			unlock()
+		}
+		return n.deny(op, "", d)
+	}
+	if grows {
+		// Reserve before the blob grows, so a concurrent admission
+		// counts this write.
+		f.setSizeLocked(oi, newSize)
+		unlock()
+	}
+	got, err := apply()
+	if got != oi.size {
+		// A short write gives back what it reserved; a shrink lands.
+		f.setSizeLocked(oi, got)
+	}
+	if err != nil {
+		return f.errno(op.String(), err)
+	}
+	oi.mtime = time.Now()
+	oi.dirty = true
+	return 0
+}
+
 // handle is one open(2) of a regular file in one view.
 type handle struct {
 	node  *node
@@ -145,10 +239,14 @@ var (
 
 // Read implements fs.FileReader.
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	if d := acl.Read(h.node.v.actor(), h.oi.entry); !d.Allowed() {
+		return nil, h.node.deny(acl.OpRead, "", d)
+	}
 	n, err := h.oi.blob.ReadAt(dest, off)
 	if err != nil && n == 0 && !isEOF(err) {
 		return nil, h.node.v.fs.errno("read", err)
 	}
+	h.node.v.fs.countRead(h.node.zone, n)
 	return fuse.ReadResultData(dest[:n]), 0
 }
 
@@ -160,24 +258,25 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 	if h.flags&syscall.O_APPEND != 0 {
 		off = int64(oi.size)
 	}
-	n, err := oi.blob.WriteAt(data, off)
-	if end := uint64(off) + uint64(n); end > oi.size {
-		oi.size = end
-	}
-	if n > 0 {
-		oi.mtime = time.Now()
-		oi.dirty = true
-	}
-	if err != nil {
-		e := h.node.v.fs.errno("write", err)
+	old := oi.size
+	end := max(uint64(off)+uint64(len(data)), old)
+	var written int
+	e := h.node.resizeLocked(oi, acl.OpWrite, end, func() (uint64, error) {
+		n, err := oi.blob.WriteAt(data, off)
+		written = n
+		return max(uint64(off)+uint64(n), old), err
+	})
+	if e != 0 {
+		if written == 0 {
+			return 0, e
+		}
 		if oi.writeErr == 0 {
 			oi.writeErr = e
 		}
-		if n == 0 {
-			return 0, e
-		}
 	}
-	return uint32(n), 0
+	h.node.v.fs.countWrite(h.node.zone, written)
+	h.node.v.fs.invalidate(h.node.v, h.node.zone, dataOf(oi.ino, off, int64(written)))
+	return uint32(written), 0
 }
 
 // Flush implements fs.FileFlusher: close(2) of one descriptor persists the
@@ -186,8 +285,12 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 	oi := h.oi
 	oi.mu.Lock()
 	defer oi.mu.Unlock()
+	wasDirty := oi.dirty
 	if e := h.node.v.fs.persistLocked(oi); e != 0 {
 		return e
+	}
+	if wasDirty {
+		h.node.changed("write", "", int64(oi.size))
 	}
 	e := oi.writeErr
 	oi.writeErr = 0
@@ -231,20 +334,27 @@ func (h *handle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
 	return h.node.Getattr(ctx, nil, out)
 }
 
-// Allocate implements fs.FileAllocater (fallocate(2)).
+// Allocate implements fs.FileAllocater (fallocate(2)). Growing the file is
+// admitted like a truncate.
 func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
 	oi := h.oi
 	oi.mu.Lock()
 	defer oi.mu.Unlock()
-	if err := unix.Fallocate(int(oi.blob.Fd()), mode, int64(off), int64(size)); err != nil {
-		return h.node.v.fs.errno("fallocate", err)
+	old := oi.size
+	newSize := old
+	if mode&unix.FALLOC_FL_KEEP_SIZE == 0 && off+size > newSize {
+		newSize = off + size
 	}
-	if mode&unix.FALLOC_FL_KEEP_SIZE == 0 && off+size > oi.size {
-		oi.size = off + size
+	e := h.node.resizeLocked(oi, acl.OpTruncate, newSize, func() (uint64, error) {
+		if err := unix.Fallocate(int(oi.blob.Fd()), mode, int64(off), int64(size)); err != nil {
+			return old, err
+		}
+		return newSize, nil
+	})
+	if e == 0 {
+		h.node.v.fs.invalidate(h.node.v, h.node.zone, attrOf(oi.ino))
 	}
-	oi.mtime = time.Now()
-	oi.dirty = true
-	return 0
+	return e
 }
 
 // Lseek implements fs.FileLseeker for SEEK_DATA and SEEK_HOLE.
@@ -256,21 +366,31 @@ func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, 
 	return uint64(n), 0
 }
 
-// truncate sets the size of a regular file, through its open state when it
-// has one so concurrent writers and this agree.
-func (f *FS) truncate(n *metadata.Inode, size uint64) syscall.Errno {
-	oi, e := f.acquire(n, false)
+// truncate sets the size of a regular file, through its open state so
+// concurrent writers and this agree, and persists it at once.
+func (n *node) truncate(rec *metadata.Inode, size uint64) syscall.Errno {
+	f := n.v.fs
+	oi, e := f.acquire(rec, false)
 	if e != 0 {
 		return e
 	}
 	defer f.release(oi)
 	oi.mu.Lock()
 	defer oi.mu.Unlock()
-	if err := oi.blob.Truncate(int64(size)); err != nil {
-		return f.errno("truncate", err)
+	old := oi.size
+	e = n.resizeLocked(oi, acl.OpTruncate, size, func() (uint64, error) {
+		if err := oi.blob.Truncate(int64(size)); err != nil {
+			return old, err
+		}
+		return size, nil
+	})
+	if e != 0 {
+		return e
 	}
-	oi.size = size
-	oi.mtime = time.Now()
-	oi.dirty = true
-	return f.persistLocked(oi)
+	if e := f.persistLocked(oi); e != 0 {
+		return e
+	}
+	n.changed("truncate", "", int64(size))
+	f.invalidate(n.v, n.zone, dataOf(oi.ino, int64(size), 0))
+	return 0
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/shedfs/shedfs/blobs"
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/zones"
 )
 
 // Options are the settings shared by every view of one daemon.
@@ -27,6 +28,17 @@ type Options struct {
 	AttrTimeout  time.Duration
 	// Logger receives errors the kernel cannot be told about in detail.
 	Logger *slog.Logger
+	// Zones holds the configurable zone policy: default ownership modes
+	// of share and groups, and the symlink policy.
+	Zones zones.Config
+	// MaxFileSize is the largest size a regular file may reach; 0 means
+	// no limit but the format's.
+	MaxFileSize uint64
+	// Recorder receives every change and denial (the audit trail); nil
+	// records nothing.
+	Recorder Recorder
+	// Metrics counts requests, bytes and denials; nil counts nothing.
+	Metrics *Metrics
 }
 
 const (
@@ -44,6 +56,7 @@ type FS struct {
 	log   *slog.Logger
 
 	notify *notifier
+	acct   *accountant
 
 	mu   sync.Mutex
 	open map[uint64]*openInode
@@ -70,6 +83,7 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
 		log:    log,
 		open:   make(map[uint64]*openInode),
 		notify: newNotifier(),
+		acct:   newAccountant(),
 	}
 }
 
@@ -159,15 +173,6 @@ func (f *FS) Shutdown() {
 	f.open = make(map[uint64]*openInode)
 	f.mu.Unlock()
 	for _, oi := range left {
-		oi.mu.Lock()
-		if !oi.unlinked {
-			f.persistLocked(oi)
-		}
-		oi.blob.Close()
-		unlinked := oi.unlinked
-		oi.mu.Unlock()
-		if unlinked {
-			f.reclaim(oi.ino)
-		}
+		f.closeOpen(oi)
 	}
 }

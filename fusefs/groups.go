@@ -2,12 +2,16 @@ package fusefs
 
 import (
 	"context"
-	"slices"
+	"path"
 	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/shedfs/shedfs/acl"
+	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/zones"
 )
 
 // groupsDir is the view's groups/ folder. It has no record in the store:
@@ -48,18 +52,9 @@ func (g *groupsDir) fillAttr(out *fuse.Attr) {
 	out.SetTimes(&startTime, &startTime, &startTime)
 }
 
-func (g *groupsDir) member(name string) bool {
-	groups, err := g.v.fs.store.GroupsOf(g.v.user)
-	if err != nil {
-		g.v.fs.log.Error("groups of user", "user", g.v.user, "err", err)
-		return false
-	}
-	return slices.Contains(groups, name)
-}
-
 // Lookup implements fs.NodeLookuper: only the user's current groups.
 func (g *groupsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if !g.member(name) {
+	if !g.v.inGroup(name) {
 		return nil, syscall.ENOENT
 	}
 	grp, err := g.v.fs.store.GetGroup(name)
@@ -70,7 +65,7 @@ func (g *groupsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	if err != nil {
 		return nil, g.v.fs.errno("lookup group", err)
 	}
-	return g.v.root.entryUnder(ctx, &g.Inode, rec, out), 0
+	return g.v.entryUnder(ctx, &g.Inode, rec, out), 0
 }
 
 // Getattr implements fs.NodeGetattrer.
@@ -82,10 +77,7 @@ func (g *groupsDir) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.Att
 
 // Readdir implements fs.NodeReaddirer.
 func (g *groupsDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	groups, err := g.v.fs.store.GroupsOf(g.v.user)
-	if err != nil {
-		return nil, g.v.fs.errno("readdir groups", err)
-	}
+	groups := g.v.actor().Groups
 	list := []fuse.DirEntry{
 		{Name: ".", Ino: groupsIno, Mode: syscall.S_IFDIR},
 		{Name: "..", Ino: g.v.roots.Private, Mode: syscall.S_IFDIR},
@@ -102,53 +94,61 @@ func (g *groupsDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 
 // Statfs implements fs.NodeStatfser.
 func (g *groupsDir) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
-	return g.v.statfs(g.v.root, out)
+	return g.v.statfs(metadata.Zone{}, out)
 }
 
-// groups/ is read-only itself: nothing is created, removed or changed in it.
+// groups/ is read-only itself: acl refuses every change in it, and the
+// refusal is recorded like any other.
+func (g *groupsDir) deny(op acl.Op, name string) syscall.Errno {
+	return g.v.deny(op, path.Join("/", zones.NameGroups, name), metadata.Zone{}, acl.CheckDir(g.v.actor(), op, acl.GroupsDir(), name))
+}
 
 // Create implements fs.NodeCreater.
 func (g *groupsDir) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	return nil, nil, 0, syscall.EACCES
+	return nil, nil, 0, g.deny(acl.OpCreate, name)
 }
 
 // Mkdir implements fs.NodeMkdirer.
 func (g *groupsDir) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return nil, syscall.EACCES
+	return nil, g.deny(acl.OpCreate, name)
 }
 
 // Mknod implements fs.NodeMknoder.
 func (g *groupsDir) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return nil, syscall.EACCES
+	return nil, g.deny(acl.OpCreate, name)
 }
 
 // Symlink implements fs.NodeSymlinker.
 func (g *groupsDir) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return nil, syscall.EACCES
+	return nil, g.deny(acl.OpSymlink, name)
 }
 
 // Link implements fs.NodeLinker.
 func (g *groupsDir) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return nil, syscall.EACCES
+	return nil, g.deny(acl.OpLink, name)
 }
 
 // Unlink implements fs.NodeUnlinker.
-func (g *groupsDir) Unlink(ctx context.Context, name string) syscall.Errno { return syscall.EACCES }
+func (g *groupsDir) Unlink(ctx context.Context, name string) syscall.Errno {
+	return g.deny(acl.OpUnlink, name)
+}
 
 // Rmdir implements fs.NodeRmdirer.
-func (g *groupsDir) Rmdir(ctx context.Context, name string) syscall.Errno { return syscall.EACCES }
+func (g *groupsDir) Rmdir(ctx context.Context, name string) syscall.Errno {
+	return g.deny(acl.OpRmdir, name)
+}
 
 // Rename implements fs.NodeRenamer.
 func (g *groupsDir) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
-	return syscall.EACCES
+	return g.deny(acl.OpRename, name)
 }
 
 // Setattr implements fs.NodeSetattrer.
 func (g *groupsDir) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	return syscall.EPERM
+	return g.v.deny(acl.OpSetattr, "/"+zones.NameGroups, metadata.Zone{}, acl.Setattr(g.v.actor(), acl.GroupsDir(), false))
 }
 
 // Setxattr implements fs.NodeSetxattrer.
 func (g *groupsDir) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
-	return syscall.EPERM
+	return g.v.deny(acl.OpSetattr, "/"+zones.NameGroups, metadata.Zone{}, acl.Setattr(g.v.actor(), acl.GroupsDir(), false))
 }

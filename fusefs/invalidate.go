@@ -70,6 +70,17 @@ func (n *notifier) remove(v *View) {
 	n.mu.Unlock()
 }
 
+// all returns every mounted view.
+func (n *notifier) all() []*View {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := make([]*View, 0, len(n.views))
+	for v := range n.views {
+		out = append(out, v)
+	}
+	return out
+}
+
 func (n *notifier) others(from *View) []*View {
 	n.mu.Lock()
 	defer n.mu.Unlock()

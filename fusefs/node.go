@@ -10,15 +10,19 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/zones"
 )
 
-// node is one stored inode as one view sees it. It holds only the inode
-// number: the record lives in the store, so every view reads the same truth.
+// node is one stored inode as one view sees it. It holds the inode number
+// and the zone, which is fixed at creation; everything else is read from
+// the store, so every view reads the same truth.
 type node struct {
 	fs.Inode
-	v   *View
-	ino uint64
+	v    *View
+	ino  uint64
+	zone metadata.Zone
 }
 
 var (
@@ -58,6 +62,19 @@ func (n *node) load() (*metadata.Inode, syscall.Errno) {
 	return rec, 0
 }
 
+// visible checks that the view may still reach this node: a user removed
+// from a group loses the group's inodes even where the kernel still holds
+// them.
+func (n *node) visible(op acl.Op) syscall.Errno {
+	if n.zone.Kind != metadata.ZoneGroup {
+		return 0
+	}
+	if d := acl.Read(n.v.actor(), acl.Entry{Zone: n.zone, Dir: true}); !d.Allowed() {
+		return n.deny(op, "", d)
+	}
+	return 0
+}
+
 // fillAttr copies a record into the kernel's attribute struct, presenting
 // the view's forced owner when it has one.
 func (v *View) fillAttr(rec *metadata.Inode, out *fuse.Attr) {
@@ -80,16 +97,16 @@ func (v *View) fillAttr(rec *metadata.Inode, out *fuse.Attr) {
 // entry fills an EntryOut and returns the kernel-side inode for rec,
 // reusing the one this view already has for the same inode number.
 func (n *node) entry(ctx context.Context, rec *metadata.Inode, out *fuse.EntryOut) *fs.Inode {
-	return n.entryUnder(ctx, &n.Inode, rec, out)
+	return n.v.entryUnder(ctx, &n.Inode, rec, out)
 }
 
 // entryUnder is entry for a child of any kernel-side parent, such as the
 // synthetic groups/ folder.
-func (n *node) entryUnder(ctx context.Context, parent *fs.Inode, rec *metadata.Inode, out *fuse.EntryOut) *fs.Inode {
-	n.v.fillAttr(rec, &out.Attr)
-	out.SetEntryTimeout(n.v.fs.opts.EntryTimeout)
-	out.SetAttrTimeout(n.v.fs.opts.AttrTimeout)
-	child := &node{v: n.v, ino: rec.Ino}
+func (v *View) entryUnder(ctx context.Context, parent *fs.Inode, rec *metadata.Inode, out *fuse.EntryOut) *fs.Inode {
+	v.fillAttr(rec, &out.Attr)
+	out.SetEntryTimeout(v.fs.opts.EntryTimeout)
+	out.SetAttrTimeout(v.fs.opts.AttrTimeout)
+	child := &node{v: v, ino: rec.Ino, zone: rec.Zone}
 	return parent.NewInode(ctx, child, fs.StableAttr{Mode: rec.Mode & syscall.S_IFMT, Ino: rec.Ino})
 }
 
@@ -97,6 +114,9 @@ func (n *node) entryUnder(ctx context.Context, parent *fs.Inode, rec *metadata.I
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if ch := n.v.lookupReserved(ctx, n, name, out); ch != nil {
 		return ch, 0
+	}
+	if e := n.visible(acl.OpRead); e != 0 {
+		return nil, e
 	}
 	f := n.v.fs
 	rec, err := f.store.Lookup(n.ino, name)
@@ -109,6 +129,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 
 // Getattr implements fs.NodeGetattrer.
 func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if e := n.visible(acl.OpRead); e != 0 {
+		return e
+	}
 	rec, e := n.load()
 	if e != 0 {
 		return e
@@ -121,28 +144,32 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 // Setattr implements fs.NodeSetattrer: chmod, chown, truncate, utimens.
 func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	f := n.v.fs
+	rec, e := n.load()
+	if e != 0 {
+		return e
+	}
 	if size, ok := in.GetSize(); ok {
-		rec, e := n.load()
-		if e != 0 {
-			return e
-		}
 		if rec.IsDir() {
 			return syscall.EISDIR
 		}
 		if !rec.IsRegular() {
 			return syscall.EINVAL
 		}
-		if e := f.truncate(rec, size); e != 0 {
+		if e := n.truncate(rec, size); e != 0 {
 			return e
 		}
 	}
-	now := time.Now()
 	mode, setMode := in.GetMode()
 	uid, setUID := in.GetUID()
 	gid, setGID := in.GetGID()
 	atime, setAtime := in.GetATime()
 	mtime, setMtime := in.GetMTime()
 	if setMode || setUID || setGID || setAtime || setMtime {
+		timesOnly := !setMode && !setUID && !setGID
+		if d := acl.Setattr(n.v.actor(), acl.EntryOf(rec), timesOnly); !d.Allowed() {
+			return n.deny(acl.OpSetattr, "", d)
+		}
+		now := time.Now()
 		_, err := f.store.Update(n.ino, func(rec *metadata.Inode) error {
 			if setMode {
 				rec.Mode = rec.Mode&syscall.S_IFMT | mode&07777
@@ -172,6 +199,8 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		if err != nil {
 			return f.errno("setattr", err)
 		}
+		n.changed("setattr", "", 0)
+		f.invalidate(n.v, n.zone, attrOf(n.ino))
 	}
 	return n.Getattr(ctx, fh, out)
 }
@@ -185,15 +214,26 @@ func caller(ctx context.Context) (uint32, uint32) {
 }
 
 // newChild creates an entry of any type below n with the zone, owner and
-// default ownership mode a new entry gets.
-func (n *node) newChild(ctx context.Context, name string, mode, rdev uint32, target string) (*metadata.Inode, syscall.Errno) {
+// default ownership mode a new entry gets, after acl admitted it.
+func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev uint32, target string) (*metadata.Inode, syscall.Errno) {
 	f := n.v.fs
-	if e := n.v.checkCreate(n, name); e != 0 {
-		return nil, e
-	}
 	parent, e := n.load()
 	if e != 0 {
 		return nil, e
+	}
+	q, err := f.quota(parent.Zone)
+	if err != nil {
+		return nil, f.errno("quota", err)
+	}
+	a := n.v.actor()
+	var d acl.Decision
+	if op == acl.OpSymlink {
+		d = acl.Symlink(a, acl.EntryOf(parent), name, target, n.v.depth(parent), f.opts.Zones.Symlinks, q)
+	} else {
+		d = acl.Create(a, acl.EntryOf(parent), name, q)
+	}
+	if !d.Allowed() {
+		return nil, n.deny(op, name, d)
 	}
 	uid, gid := caller(ctx)
 	if parent.Mode&syscall.S_ISGID != 0 {
@@ -211,18 +251,37 @@ func (n *node) newChild(ctx context.Context, name string, mode, rdev uint32, tar
 		Target:  target,
 		Zone:    parent.Zone,
 		Owner:   n.v.user,
-		OwnMode: n.v.defaultOwnMode(parent.Zone),
+		OwnMode: f.opts.Zones.Policy(parent.Zone.Kind).DefaultMode,
 	}
-	rec, err := f.store.Create(n.ino, name, tmpl, nil)
+	rec, err := f.store.Create(n.ino, name, tmpl, admitInode)
+	if errors.Is(err, syscall.EDQUOT) {
+		return nil, n.deny(op, name, acl.Decision{Errno: syscall.EDQUOT, Reason: acl.ReasonQuotaInodes})
+	}
 	if err != nil {
 		return nil, f.errno("create", err)
 	}
+	n.changed(op.String(), name, 0)
+	f.invalidate(n.v, n.zone, nameIn(n.ino, name), attrOf(n.ino))
 	return rec, 0
+}
+
+// depth counts the directories between dir and its zone root, for the
+// symlink policy.
+func (v *View) depth(dir *metadata.Inode) int {
+	d := 0
+	for p := dir.Parent; p != 0 && d < 4096; d++ {
+		rec, err := v.fs.store.GetInode(p)
+		if err != nil {
+			break
+		}
+		p = rec.Parent
+	}
+	return d
 }
 
 // Create implements fs.NodeCreater.
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	rec, e := n.newChild(ctx, name, syscall.S_IFREG|mode&07777, 0, "")
+	rec, e := n.newChild(ctx, acl.OpCreate, name, syscall.S_IFREG|mode&07777, 0, "")
 	if e != 0 {
 		return nil, nil, 0, e
 	}
@@ -234,8 +293,12 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	return ch, &handle{node: ch.Operations().(*node), oi: oi, flags: flags}, 0, 0
 }
 
-// Open implements fs.NodeOpener.
+// Open implements fs.NodeOpener. Opening for writing is decided like a
+// write, so a file its mode forbids fails at open as on a local disk.
 func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if e := n.visible(acl.OpRead); e != 0 {
+		return nil, 0, e
+	}
 	rec, e := n.load()
 	if e != 0 {
 		return nil, 0, e
@@ -243,9 +306,14 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if !rec.IsRegular() {
 		return nil, 0, syscall.EINVAL
 	}
-	if flags&syscall.O_TRUNC != 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY {
-		if e := n.v.fs.truncate(rec, 0); e != 0 {
-			return nil, 0, e
+	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		if d := acl.Write(n.v.actor(), acl.EntryOf(rec), acl.Quota{}, rec.Size, rec.Size); !d.Allowed() {
+			return nil, 0, n.deny(acl.OpWrite, "", d)
+		}
+		if flags&syscall.O_TRUNC != 0 && rec.Size > 0 {
+			if e := n.truncate(rec, 0); e != 0 {
+				return nil, 0, e
+			}
 		}
 	}
 	oi, e := n.v.fs.acquire(rec, false)
@@ -257,7 +325,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 
 // Mkdir implements fs.NodeMkdirer.
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	rec, e := n.newChild(ctx, name, syscall.S_IFDIR|mode&07777, 0, "")
+	rec, e := n.newChild(ctx, acl.OpCreate, name, syscall.S_IFDIR|mode&07777, 0, "")
 	if e != 0 {
 		return nil, e
 	}
@@ -272,7 +340,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	default:
 		return nil, syscall.EPERM
 	}
-	rec, e := n.newChild(ctx, name, mode, 0, "")
+	rec, e := n.newChild(ctx, acl.OpCreate, name, mode, 0, "")
 	if e != 0 {
 		return nil, e
 	}
@@ -281,18 +349,20 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 
 // Symlink implements fs.NodeSymlinker.
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if e := n.v.checkSymlink(n, target); e != 0 {
-		return nil, e
-	}
-	rec, e := n.newChild(ctx, name, syscall.S_IFLNK|0o777, 0, target)
+	rec, e := n.newChild(ctx, acl.OpSymlink, name, syscall.S_IFLNK|0o777, 0, target)
 	if e != 0 {
 		return nil, e
 	}
 	return n.entry(ctx, rec, out), 0
 }
 
-// Readlink implements fs.NodeReadlinker.
+// Readlink implements fs.NodeReadlinker. The target is checked again
+// against the symlink policy at the link's current depth: a directory
+// moved closer to the zone root must not let an old link climb out.
 func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+	if e := n.visible(acl.OpRead); e != 0 {
+		return nil, e
+	}
 	rec, e := n.load()
 	if e != 0 {
 		return nil, e
@@ -300,7 +370,29 @@ func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	if rec.Mode&syscall.S_IFMT != syscall.S_IFLNK {
 		return nil, syscall.EINVAL
 	}
+	if up, ok := zones.SymlinkClimb(rec.Target); !ok || up > 0 {
+		parent, err := n.v.fs.store.GetInode(n.parentIno())
+		depth := 0
+		if err == nil {
+			depth = n.v.depth(parent)
+		}
+		if d := acl.SymlinkTarget(n.v.fs.opts.Zones.Symlinks, rec.Target, depth); !d.Allowed() {
+			return nil, n.deny(acl.OpRead, "", d)
+		}
+	}
 	return []byte(rec.Target), 0
+}
+
+// parentIno is the store inode of the directory the kernel found n in.
+func (n *node) parentIno() uint64 {
+	_, p := n.Parent()
+	if p == nil {
+		return 0
+	}
+	if pn, ok := p.Operations().(*node); ok {
+		return pn.ino
+	}
+	return 0
 }
 
 // Link implements fs.NodeLinker.
@@ -308,38 +400,84 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	f := n.v.fs
 	t, ok := target.(*node)
 	if !ok {
-		return nil, syscall.EXDEV
+		return nil, n.deny(acl.OpLink, name, acl.Decision{Errno: syscall.EXDEV, Reason: acl.ReasonCrossZone})
 	}
-	if e := n.v.checkCreate(n, name); e != 0 {
+	dir, e := n.load()
+	if e != 0 {
 		return nil, e
+	}
+	src, e := t.load()
+	if e != 0 {
+		return nil, e
+	}
+	if d := acl.Link(n.v.actor(), acl.EntryOf(src), acl.EntryOf(dir), name); !d.Allowed() {
+		return nil, n.deny(acl.OpLink, name, d)
 	}
 	rec, err := f.store.Link(t.ino, n.ino, name)
 	if err != nil {
 		return nil, f.errno("link", err)
 	}
 	f.overlay(rec)
+	n.changed("link", name, 0)
+	f.invalidate(n.v, n.zone, nameIn(n.ino, name), attrOf(n.ino), attrOf(t.ino))
 	return n.entry(ctx, rec, out), 0
 }
 
 // Unlink implements fs.NodeUnlinker.
 func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
-	return n.remove(name, false)
+	return n.remove(acl.OpUnlink, name)
 }
 
 // Rmdir implements fs.NodeRmdirer.
 func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
-	return n.remove(name, true)
+	return n.remove(acl.OpRmdir, name)
 }
 
-func (n *node) remove(name string, dir bool) syscall.Errno {
+// child returns the record of name in n, and the reserved zone roots of
+// the view root as what they are.
+func (n *node) child(name string) (*metadata.Inode, syscall.Errno) {
 	f := n.v.fs
-	if e := n.v.checkRemove(n, name); e != 0 {
+	if ino, ok := n.v.reservedIno(n, name); ok {
+		rec, err := f.store.GetInode(ino)
+		if err != nil {
+			return nil, f.errno("lookup", err)
+		}
+		return rec, 0
+	}
+	rec, err := f.store.Lookup(n.ino, name)
+	if err != nil {
+		return nil, f.errno("lookup", err)
+	}
+	return rec, 0
+}
+
+func (n *node) remove(op acl.Op, name string) syscall.Errno {
+	f := n.v.fs
+	dir, e := n.load()
+	if e != 0 {
 		return e
 	}
-	rec, err := f.store.Unlink(n.ino, name, dir)
-	if err != nil {
-		return f.errno("unlink", err)
+	var d acl.Decision
+	rec, e := n.child(name)
+	switch {
+	case e == syscall.ENOENT && n.v.isGroupsName(n, name):
+		d = acl.CheckDir(n.v.actor(), op, acl.EntryOf(dir), name)
+	case e != 0:
+		return e
+	case op == acl.OpRmdir:
+		d = acl.Rmdir(n.v.actor(), acl.EntryOf(dir), name, acl.EntryOf(rec))
+	default:
+		d = acl.Unlink(n.v.actor(), acl.EntryOf(dir), name, acl.EntryOf(rec))
 	}
+	if !d.Allowed() {
+		return n.deny(op, name, d)
+	}
+	rec, err := f.store.Unlink(n.ino, name, op == acl.OpRmdir)
+	if err != nil {
+		return f.errno(op.String(), err)
+	}
+	n.changed(op.String(), name, 0)
+	f.invalidate(n.v, n.zone, nameIn(n.ino, name), attrOf(n.ino), attrOf(rec.Ino))
 	f.reclaimIfUnused(rec)
 	return 0
 }
@@ -348,29 +486,71 @@ func (n *node) remove(name string, dir bool) syscall.Errno {
 // RENAME_EXCHANGE).
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
 	f := n.v.fs
+	a := n.v.actor()
 	np, ok := newParent.(*node)
 	if !ok {
-		return syscall.EXDEV
+		// groups/ is the only other kind of directory.
+		return n.deny(acl.OpRename, name, acl.CheckDir(a, acl.OpRename, acl.GroupsDir(), newName))
 	}
-	if e := n.v.checkRename(n, name, np, newName); e != 0 {
+	srcDir, e := n.load()
+	if e != 0 {
 		return e
+	}
+	dstDir, e := np.load()
+	if e != 0 {
+		return e
+	}
+	src, e := n.child(name)
+	if e != 0 {
+		if e == syscall.ENOENT && n.v.isGroupsName(n, name) {
+			return n.deny(acl.OpRename, name, acl.CheckDir(a, acl.OpRename, acl.EntryOf(srcDir), name))
+		}
+		return e
+	}
+	var dst *acl.Entry
+	dstRec, e := np.child(newName)
+	switch {
+	case e == 0:
+		de := acl.EntryOf(dstRec)
+		dst = &de
+	case e == syscall.ENOENT && np.v.isGroupsName(np, newName):
+		return n.deny(acl.OpRename, newName, acl.CheckDir(a, acl.OpRename, acl.EntryOf(dstDir), newName))
+	case e != syscall.ENOENT:
+		return e
+	}
+	se := acl.EntryOf(src)
+	d := acl.Rename(a, acl.EntryOf(srcDir), name, se, acl.EntryOf(dstDir), newName, dst)
+	if d.Allowed() && flags&metadata.RenameExchange != 0 && dst != nil {
+		d = acl.Rename(a, acl.EntryOf(dstDir), newName, *dst, acl.EntryOf(srcDir), name, &se)
+	}
+	if !d.Allowed() {
+		return n.deny(acl.OpRename, name, d)
 	}
 	replaced, err := f.store.Rename(n.ino, name, np.ino, newName, flags)
 	if err != nil {
 		return f.errno("rename", err)
 	}
+	n.changed("rename", name, 0)
+	items := []inval{nameIn(n.ino, name), nameIn(np.ino, newName), attrOf(n.ino), attrOf(np.ino), attrOf(src.Ino)}
+	if replaced != nil {
+		items = append(items, attrOf(replaced.Ino))
+	}
+	f.invalidate(n.v, n.zone, items...)
 	f.reclaimIfUnused(replaced)
 	return 0
 }
 
 // OpendirHandle implements fs.NodeOpendirHandler.
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	if e := n.visible(acl.OpRead); e != 0 {
+		return nil, 0, e
+	}
 	return &dirHandle{node: n}, 0, 0
 }
 
 // Statfs implements fs.NodeStatfser.
 func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
-	return n.v.statfs(n, out)
+	return n.v.statfs(n.zone, out)
 }
 
 // Fsync implements fs.NodeFsyncer for directories (fsyncdir) and for files

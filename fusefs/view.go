@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 	"syscall"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/zones"
 )
 
 // ViewOptions are the settings of one user's view.
@@ -33,18 +35,15 @@ type View struct {
 	server *fuse.Server
 	root   *node
 	groups *groupsDir
+
+	mu        sync.Mutex
+	groupList []string // the user's groups, reloaded on membership changes
 }
 
-// Reserved names in the root of every view and the synthetic inode number
+// groupsIno is the synthetic inode number
 // of groups/, which has no record in the store. Store inode numbers grow
 // from the bottom, so the top of the range is free.
-const (
-	nameOutput  = "output"
-	nameUploads = "uploads"
-	nameShare   = "share"
-	nameGroups  = "groups"
-	groupsIno   = math.MaxUint64 - 1
-)
+const groupsIno = math.MaxUint64 - 1
 
 // Mount mounts the view of user at mountpoint and starts serving it.
 func (f *FS) Mount(user, mountpoint string, opts ViewOptions) (*View, error) {
@@ -53,7 +52,10 @@ func (f *FS) Mount(user, mountpoint string, opts ViewOptions) (*View, error) {
 		return nil, fmt.Errorf("view of %s: %w", user, err)
 	}
 	v := &View{fs: f, user: user, roots: u.Roots, opts: opts}
-	v.root = &node{v: v, ino: u.Roots.Private}
+	v.root = &node{v: v, ino: u.Roots.Private, zone: zones.PrivateZone(user)}
+	if err := v.loadGroups(); err != nil {
+		return nil, fmt.Errorf("view of %s: %w", user, err)
+	}
 	v.groups = &groupsDir{v: v}
 	entry, attr := f.opts.EntryTimeout, f.opts.AttrTimeout
 	negative := time.Duration(0)
@@ -100,23 +102,14 @@ func (v *View) User() string { return v.user }
 // lookupReserved resolves the reserved names of the view root. It returns
 // nil for every other name or directory.
 func (v *View) lookupReserved(ctx context.Context, parent *node, name string, out *fuse.EntryOut) *fs.Inode {
-	if parent.ino != v.roots.Private {
-		return nil
-	}
-	var ino uint64
-	switch name {
-	case nameOutput:
-		ino = v.roots.Output
-	case nameUploads:
-		ino = v.roots.Uploads
-	case nameShare:
-		ino = v.fs.store.ShareRoot()
-	case nameGroups:
+	if v.isGroupsName(parent, name) {
 		v.groups.fillAttr(&out.Attr)
 		out.SetEntryTimeout(v.fs.opts.EntryTimeout)
 		out.SetAttrTimeout(v.fs.opts.AttrTimeout)
 		return parent.NewInode(ctx, v.groups, fs.StableAttr{Mode: syscall.S_IFDIR, Ino: groupsIno})
-	default:
+	}
+	ino, ok := v.reservedIno(parent, name)
+	if !ok {
 		return nil
 	}
 	rec, err := v.fs.store.GetInode(ino)
@@ -144,10 +137,10 @@ func (v *View) list(ctx context.Context, n *node) ([]fuse.DirEntry, syscall.Errn
 	}
 	if n.ino == v.roots.Private {
 		out = append(out,
-			fuse.DirEntry{Name: nameOutput, Ino: v.roots.Output, Mode: syscall.S_IFDIR},
-			fuse.DirEntry{Name: nameUploads, Ino: v.roots.Uploads, Mode: syscall.S_IFDIR},
-			fuse.DirEntry{Name: nameShare, Ino: v.fs.store.ShareRoot(), Mode: syscall.S_IFDIR},
-			fuse.DirEntry{Name: nameGroups, Ino: groupsIno, Mode: syscall.S_IFDIR},
+			fuse.DirEntry{Name: zones.NameOutput, Ino: v.roots.Output, Mode: syscall.S_IFDIR},
+			fuse.DirEntry{Name: zones.NameUploads, Ino: v.roots.Uploads, Mode: syscall.S_IFDIR},
+			fuse.DirEntry{Name: zones.NameShare, Ino: v.fs.store.ShareRoot(), Mode: syscall.S_IFDIR},
+			fuse.DirEntry{Name: zones.NameGroups, Ino: groupsIno, Mode: syscall.S_IFDIR},
 		)
 	}
 	entries, err := v.fs.store.ReadDir(n.ino)
@@ -160,100 +153,101 @@ func (v *View) list(ctx context.Context, n *node) ([]fuse.DirEntry, syscall.Errn
 	return out, 0
 }
 
-// defaultOwnMode is the ownership mode a new entry of zone z gets.
-func (v *View) defaultOwnMode(z metadata.Zone) metadata.OwnMode {
-	switch z.Kind {
-	case metadata.ZoneShare, metadata.ZoneGroup:
-		return metadata.OwnModeGroup
-	default:
-		return metadata.OwnModeNone
-	}
-}
-
-// isReservedIn reports whether name is one of the view root's reserved
-// names and parent is the view root.
-func (v *View) isReservedIn(parent *node, name string) bool {
+// reservedIno resolves the zone roots that stand under reserved names in
+// the view root. groups/ has no inode and is not among them.
+func (v *View) reservedIno(parent *node, name string) (uint64, bool) {
 	if parent.ino != v.roots.Private {
-		return false
+		return 0, false
 	}
 	switch name {
-	case nameOutput, nameUploads, nameShare, nameGroups:
-		return true
+	case zones.NameOutput:
+		return v.roots.Output, true
+	case zones.NameUploads:
+		return v.roots.Uploads, true
+	case zones.NameShare:
+		return v.fs.store.ShareRoot(), true
 	}
-	return false
+	return 0, false
 }
 
-// checkCreate decides whether the view may add name to parent.
-func (v *View) checkCreate(parent *node, name string) syscall.Errno {
-	if v.isReservedIn(parent, name) {
-		return syscall.EEXIST
-	}
-	return 0
+// isGroupsName reports whether name is groups/ in the view root.
+func (v *View) isGroupsName(parent *node, name string) bool {
+	return parent.ino == v.roots.Private && name == zones.NameGroups
 }
 
-// checkRemove decides whether the view may remove name from parent.
-func (v *View) checkRemove(parent *node, name string) syscall.Errno {
-	if v.isReservedIn(parent, name) {
-		return syscall.EPERM
-	}
-	return 0
-}
-
-// checkRename decides whether the view may move oldParent/oldName to
-// newParent/newName.
-func (v *View) checkRename(oldParent *node, oldName string, newParent *node, newName string) syscall.Errno {
-	if v.isReservedIn(oldParent, oldName) || v.isReservedIn(newParent, newName) {
-		return syscall.EPERM
-	}
-	return 0
-}
-
-// checkSymlink decides whether target is an acceptable symlink text.
-func (v *View) checkSymlink(parent *node, target string) syscall.Errno {
-	if len(target) == 0 || len(target) >= 4096 {
-		return syscall.EINVAL
-	}
-	return 0
-}
-
-// checkSetattr decides whether the view may change n's attributes.
-func (v *View) checkSetattr(n *node) syscall.Errno { return 0 }
-
-// shedfsXattr computes user.shedfs.<name> for n.
-func (v *View) shedfsXattr(n *node, name string) ([]byte, syscall.Errno) {
-	rec, e := n.load()
-	if e != 0 {
-		return nil, e
-	}
-	switch name {
-	case "zone":
-		return []byte(rec.Zone.Label()), 0
-	case "owner":
-		if rec.Owner == "" {
-			return nil, syscall.ENODATA
-		}
-		return []byte(rec.Owner), 0
-	case "mode":
-		if rec.OwnMode == metadata.OwnModeNone {
-			return nil, syscall.ENODATA
-		}
-		return []byte(rec.OwnMode.String()), 0
-	}
-	return nil, syscall.ENODATA
-}
-
-// setShedfsXattr changes the ownership attributes of n.
-func (v *View) setShedfsXattr(n *node, name, value string) syscall.Errno {
-	return syscall.EPERM
-}
-
-// statfs reports the figures df shows in the zone of n.
-func (v *View) statfs(n *node, out *fuse.StatfsOut) syscall.Errno {
+// statfs reports the figures df shows in zone z: the quota of the zone's
+// holder where it has a limit, the backing disk otherwise (and for what
+// the limit leaves unset).
+func (v *View) statfs(z metadata.Zone, out *fuse.StatfsOut) syscall.Errno {
+	f := v.fs
 	var st syscall.Statfs_t
-	if err := statfsDisk(v.fs.blobs.Root(), &st); err != nil {
-		return v.fs.errno("statfs", err)
+	if err := statfsDisk(f.blobs.Root(), &st); err != nil {
+		return f.errno("statfs", err)
 	}
 	out.FromStatfsT(&st)
-	out.NameLen = metadata.MaxNameLen
+	out.NameLen = zones.MaxNameLen
+	out.Frsize = uint32(st.Bsize)
+	if z.Kind == metadata.ZoneNone {
+		return 0
+	}
+	q, err := f.quota(z)
+	if err != nil {
+		return f.errno("statfs", err)
+	}
+	bsize := uint64(out.Bsize)
+	if bsize == 0 {
+		bsize = 4096
+		out.Bsize = 4096
+		out.Frsize = 4096
+	}
+	if l := q.Limit.Bytes; l > 0 {
+		used := uint64(max(q.Usage.Bytes, 0))
+		out.Blocks = uint64(l) / bsize
+		free := uint64(0)
+		if uint64(l) > used {
+			free = (uint64(l) - used) / bsize
+		}
+		out.Bfree = min(free, st.Bfree)
+		out.Bavail = min(free, st.Bavail)
+	}
+	if l := q.Limit.Inodes; l > 0 {
+		used := uint64(max(q.Usage.Inodes, 0))
+		out.Files = uint64(l)
+		out.Ffree = 0
+		if uint64(l) > used {
+			out.Ffree = uint64(l) - used
+		}
+	}
 	return 0
+}
+
+// MembershipChanged reloads the groups of user in its views and drops
+// the kernel's cached groups/ entries, so a group appears or disappears
+// at once and open handles of a lost group fail on their next write.
+func (f *FS) MembershipChanged(user string) {
+	for _, v := range f.notify.all() {
+		if v.user != user {
+			continue
+		}
+		before := v.actor().Groups
+		if err := v.loadGroups(); err != nil {
+			f.log.Error("reload groups", "user", user, "err", err)
+			continue
+		}
+		after := v.actor().Groups
+		names := map[string]bool{}
+		for _, g := range before {
+			names[g] = true
+		}
+		for _, g := range after {
+			names[g] = true
+		}
+		go func() {
+			// From a goroutine: the caller may be serving a request.
+			for g := range names {
+				v.server.EntryNotify(groupsIno, g)
+			}
+			v.server.InodeNotify(groupsIno, -1, 0)
+		}()
+	}
 }

@@ -2,25 +2,31 @@ package fusefs
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"syscall"
 
+	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/metadata"
 )
 
-// xattrPrefix is the in-band interface of DESIGN.md section 3: attributes
-// under it are computed from the inode, never stored.
-const xattrPrefix = "user.shedfs."
-
-// Getxattr implements fs.NodeGetxattrer.
+// Getxattr implements fs.NodeGetxattrer. The user.shedfs.* names are
+// computed from the inode (owner, ownership mode, zone), never stored.
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	if e := n.visible(acl.OpRead); e != 0 {
+		return 0, e
+	}
 	var val []byte
-	if strings.HasPrefix(attr, xattrPrefix) {
-		v, e := n.v.shedfsXattr(n, strings.TrimPrefix(attr, xattrPrefix))
+	if acl.IsShedfsXattr(attr) {
+		rec, e := n.load()
 		if e != 0 {
 			return 0, e
 		}
-		val = v
+		s, e := acl.XattrValue(acl.EntryOf(rec), attr)
+		if e != 0 {
+			return 0, e
+		}
+		val = []byte(s)
 	} else {
 		v, err := n.v.fs.store.GetXattr(n.ino, attr)
 		if err != nil {
@@ -37,35 +43,112 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 	return uint32(copy(dest, val)), 0
 }
 
-// Setxattr implements fs.NodeSetxattrer.
+// Setxattr implements fs.NodeSetxattrer. Setting user.shedfs.mode or
+// user.shedfs.owner changes the entry's ownership, as acl allows.
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
-	if strings.HasPrefix(attr, xattrPrefix) {
-		return n.v.setShedfsXattr(n, strings.TrimPrefix(attr, xattrPrefix), string(data))
+	f := n.v.fs
+	rec, e := n.load()
+	if e != 0 {
+		return e
+	}
+	d := acl.SetXattr(n.v.actor(), acl.EntryOf(rec), attr, string(data), n.v.memberOf(rec.Zone))
+	if !d.Allowed() {
+		return n.deny(xattrOp(attr), "", d)
+	}
+	if acl.IsShedfsXattr(attr) {
+		return n.setOwnership(attr, string(data))
 	}
 	if e := xattrNamespaceAllowed(attr); e != 0 {
 		return e
 	}
-	if e := n.v.checkSetattr(n); e != 0 {
-		return e
+	if err := f.store.SetXattr(n.ino, attr, data, int(flags)); err != nil {
+		return f.errno("setxattr", err)
 	}
-	return n.v.fs.errno("setxattr", n.v.fs.store.SetXattr(n.ino, attr, data, int(flags)))
+	n.changed("setxattr", "", 0)
+	return 0
+}
+
+// xattrOp names the operation a setxattr of attr is, for the audit trail.
+func xattrOp(attr string) acl.Op {
+	switch attr {
+	case acl.XattrMode:
+		return acl.OpSetMode
+	case acl.XattrOwner:
+		return acl.OpSetOwner
+	case acl.XattrZone:
+		return acl.OpSetZoneXattr
+	}
+	return acl.OpSetattr
+}
+
+// setOwnership applies an admitted change of user.shedfs.mode or .owner.
+func (n *node) setOwnership(attr, value string) syscall.Errno {
+	f := n.v.fs
+	rec, err := f.store.Update(n.ino, func(rec *metadata.Inode) error {
+		switch attr {
+		case acl.XattrMode:
+			m, err := metadata.ParseOwnMode(value)
+			if err != nil {
+				return err
+			}
+			rec.OwnMode = m
+		case acl.XattrOwner:
+			rec.Owner = value
+		}
+		return nil
+	}, nil)
+	if err != nil {
+		return f.errno("set ownership", err)
+	}
+	if oi := f.lookupOpen(n.ino); oi != nil {
+		oi.mu.Lock()
+		oi.entry = acl.EntryOf(rec)
+		oi.mu.Unlock()
+	}
+	n.changed(xattrOp(attr).String(), "", 0)
+	f.invalidate(n.v, n.zone, attrOf(n.ino))
+	return 0
+}
+
+// memberOf answers who may receive ownership of an entry of zone z: the
+// group's members in a group zone, any user in share.
+func (v *View) memberOf(z metadata.Zone) func(string) bool {
+	return func(p string) bool {
+		switch z.Kind {
+		case metadata.ZoneGroup:
+			g, err := v.fs.store.GetGroup(z.Principal)
+			return err == nil && slices.Contains(g.Members, p)
+		case metadata.ZoneShare:
+			_, err := v.fs.store.GetUser(p)
+			return err == nil
+		}
+		return false
+	}
 }
 
 // Removexattr implements fs.NodeRemovexattrer.
 func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
-	if strings.HasPrefix(attr, xattrPrefix) {
-		return syscall.EPERM
-	}
-	if e := n.v.checkSetattr(n); e != 0 {
+	rec, e := n.load()
+	if e != 0 {
 		return e
 	}
-	return n.v.fs.errno("removexattr", n.v.fs.store.RemoveXattr(n.ino, attr))
+	if d := acl.RemoveXattr(n.v.actor(), acl.EntryOf(rec), attr); !d.Allowed() {
+		return n.deny(acl.OpSetattr, "", d)
+	}
+	if err := n.v.fs.store.RemoveXattr(n.ino, attr); err != nil {
+		return n.v.fs.errno("removexattr", err)
+	}
+	n.changed("removexattr", "", 0)
+	return 0
 }
 
 // Listxattr implements fs.NodeListxattrer. The computed user.shedfs.*
 // attributes are not listed, so that cp -a and rsync -X do not try to copy
 // them onto new files.
 func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+	if e := n.visible(acl.OpRead); e != 0 {
+		return 0, e
+	}
 	names, err := n.v.fs.store.ListXattr(n.ino)
 	if err != nil {
 		return 0, n.v.fs.errno("listxattr", err)

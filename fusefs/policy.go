@@ -1,0 +1,136 @@
+package fusefs
+
+import (
+	"path"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/shedfs/shedfs/acl"
+	"github.com/shedfs/shedfs/metadata"
+)
+
+// This file is the glue between the callbacks and the rules: it gathers
+// what acl needs (the actor, entries, quotas), and turns a denial into an
+// errno, a log line and an event. The rules themselves live in acl and
+// zones only.
+
+// Event is one fact for the audit trail and the metrics: a change that
+// happened, or a denial with the rule that denied it.
+type Event struct {
+	Time   time.Time
+	User   string
+	Zone   metadata.Zone
+	Path   string // in the view, at the time of the event
+	Op     string
+	Errno  syscall.Errno // 0 for a change that happened
+	Reason string        // the acl reason of a denial
+	Bytes  int64         // bytes written, for write events
+}
+
+// Recorder receives events. It must not block: the callback path calls it
+// inline.
+type Recorder interface {
+	Record(Event)
+}
+
+// actor is the view's principal with its current groups.
+func (v *View) actor() acl.Actor {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return acl.Actor{User: v.user, Groups: v.groupList}
+}
+
+// loadGroups refreshes the cached group list of the view's user.
+func (v *View) loadGroups() error {
+	groups, err := v.fs.store.GroupsOf(v.user)
+	if err != nil {
+		return err
+	}
+	v.mu.Lock()
+	v.groupList = groups
+	v.mu.Unlock()
+	return nil
+}
+
+// inGroup reports whether the view's user is in group g now.
+func (v *View) inGroup(g string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Contains(v.groupList, g)
+}
+
+// pathOf names n (and name inside it, when given) as the view shows it.
+func (n *node) pathOf(name string) string {
+	p := "/" + n.Path(nil)
+	if name != "" {
+		p = path.Join(p, name)
+	}
+	return p
+}
+
+// deny records a denial of op on name in n (or on n itself) and returns
+// its errno.
+func (n *node) deny(op acl.Op, name string, d acl.Decision) syscall.Errno {
+	return n.v.deny(op, n.pathOf(name), n.zone, d)
+}
+
+// deny records a denial and returns its errno.
+func (v *View) deny(op acl.Op, p string, z metadata.Zone, d acl.Decision) syscall.Errno {
+	v.fs.countDenial(d.Reason)
+	v.fs.record(Event{
+		Time:   time.Now(),
+		User:   v.user,
+		Zone:   z,
+		Path:   p,
+		Op:     op.String(),
+		Errno:  d.Errno,
+		Reason: d.Reason,
+	})
+	v.fs.log.Debug("denied", "user", v.user, "op", op.String(), "path", p, "reason", d.Reason, "errno", d.Errno)
+	return d.Errno
+}
+
+// changed records a change that happened.
+func (n *node) changed(op string, name string, bytes int64) {
+	if n.v.fs.opts.Recorder == nil {
+		return
+	}
+	n.v.fs.record(Event{
+		Time:  time.Now(),
+		User:  n.v.user,
+		Zone:  n.zone,
+		Path:  n.pathOf(name),
+		Op:    op,
+		Bytes: bytes,
+	})
+}
+
+func (f *FS) record(e Event) {
+	if f.opts.Recorder != nil {
+		f.opts.Recorder.Record(e)
+	}
+}
+
+// quota gathers what acl needs to admit a charge to the holder of zone z:
+// stored usage plus what open files have written and not yet persisted.
+// Call with the holder's accountant lock held when the answer is acted on.
+func (f *FS) quota(z metadata.Zone) (acl.Quota, error) {
+	h := metadata.HolderOf(z)
+	u, err := f.store.Usage(h)
+	if err != nil {
+		return acl.Quota{}, err
+	}
+	l, err := f.store.GetLimit(h)
+	if err != nil {
+		return acl.Quota{}, err
+	}
+	u.Bytes += f.acct.pending(h)
+	return acl.Quota{Usage: u, Limit: l, MaxFileSize: f.opts.MaxFileSize}, nil
+}
+
+// admitInode is the in-transaction check of a create against the inode
+// quota, so concurrent creates never pass the limit.
+func admitInode(u metadata.Usage, l metadata.Limit) error {
+	return acl.AdmitInodes(u, l, 1).Err()
+}
