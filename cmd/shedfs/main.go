@@ -18,15 +18,22 @@ import (
 var version = "dev"
 
 func main() {
-	app := newApp(os.Stdout, os.Stderr)
-	if err := app.Run(flagsFirst(app, os.Args)); err != nil {
-		fmt.Fprintf(os.Stderr, "shedfs: %s\n", oneLine(err))
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+// run runs the command line in args and returns the exit status. Every
+// error becomes one line on stderr starting with "shedfs: ".
+func run(args []string, stdout, stderr io.Writer) int {
+	app := newApp(stdout, stderr)
+	if err := app.Run(flagsFirst(app, args)); err != nil {
+		fmt.Fprintf(stderr, "shedfs: %s\n", oneLine(err))
 		var ec cli.ExitCoder
 		if errors.As(err, &ec) && ec.ExitCode() != 0 {
-			os.Exit(ec.ExitCode())
+			return ec.ExitCode()
 		}
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 // oneLine keeps an error to the single line the operator reads.
@@ -35,7 +42,7 @@ func oneLine(err error) string {
 }
 
 func newApp(stdout, stderr io.Writer) *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:      "shedfs",
 		Usage:     "sandboxed per-user views of one shared file store, through FUSE",
 		Version:   version,
@@ -57,7 +64,23 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		OnUsageError: func(c *cli.Context, err error, isSubcommand bool) error {
 			return err
 		},
+		// Errors, cli.Exit ones included, come back from Run so that run
+		// prints them in one format; urfave's default prints and exits.
+		ExitErrHandler:  func(*cli.Context, error) {},
 		HideHelpCommand: true,
+	}
+	quietUsageErrors(app.Commands)
+	return app
+}
+
+// quietUsageErrors makes a bad flag of any command an ordinary error (one
+// line on stderr), instead of urfave's "Incorrect Usage" and help text.
+func quietUsageErrors(cmds []*cli.Command) {
+	for _, c := range cmds {
+		if c.OnUsageError == nil {
+			c.OnUsageError = func(c *cli.Context, err error, isSubcommand bool) error { return err }
+		}
+		quietUsageErrors(c.Subcommands)
 	}
 }
 
