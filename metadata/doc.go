@@ -33,6 +33,7 @@
 //	'S' "clean"                  1 byte: 1 closed cleanly, 0 open (dirty)
 //	'S' "lastcheck"              CheckRecord, JSON
 //	'S' "shareroot"              inode of the share root, u64 BE
+//	'A' nanos seq                audit record (unix nanos u64 BE, seq u32 BE), short-named JSON; bare 'A': record count, u64 BE
 //
 // Holders are "user:<name>", "group:<name>" and "share". Zone roots are
 // directories with Parent 0 that no entry names; the share root is found
