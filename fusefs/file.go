@@ -41,6 +41,10 @@ type openInode struct {
 	// Charge(size) - Charge(persisted).
 	pendingCharge int64
 	mtime         time.Time
+	// ptReaders and cachedOpens count the handles in each kernel I/O
+	// mode; the kernel refuses to mix them on one inode (see newHandle).
+	ptReaders   int
+	cachedOpens int
 	// writeErr is the first write error since the last flush, reported
 	// to the closer as close(2) expects.
 	writeErr syscall.Errno
@@ -224,6 +228,73 @@ type handle struct {
 	node  *node
 	oi    *openInode
 	flags uint32
+	mode  ioMode
+}
+
+// ioMode is how the kernel does I/O on one open file.
+type ioMode uint8
+
+const (
+	// modeCached: reads and writes through the daemon and the kernel's
+	// page cache.
+	modeCached ioMode = iota
+	// modePassthrough: reads go straight to the blob (FUSE passthrough),
+	// never through the daemon. Only for read-only opens: a write must
+	// meet its quota and mode checks here.
+	modePassthrough
+	// modeDirect: a writer while passthrough readers are open; direct
+	// I/O through the daemon, which the kernel allows beside them.
+	modeDirect
+)
+
+// ptHandle is a read-only handle whose reads bypass the daemon. It is a
+// type of its own because go-fuse gives passthrough to every handle of an
+// inode that has the PassthroughFd method once one of them has it.
+type ptHandle struct {
+	*handle
+}
+
+var _ fs.FilePassthroughFder = (*ptHandle)(nil)
+
+// PassthroughFd implements fs.FilePassthroughFder.
+func (h *ptHandle) PassthroughFd() (int, bool) {
+	return int(h.oi.blob.Fd()), true
+}
+
+// newHandle opens a handle on oi, choosing the kernel I/O mode. The kernel
+// fails an open (EIO) that would mix passthrough and cached I/O on one
+// inode, so: a reader gets passthrough unless a cached open exists; a
+// writer is cached unless passthrough readers exist, then it is direct
+// I/O, which mixes with both.
+func (n *node) newHandle(oi *openInode, flags uint32) (fs.FileHandle, uint32) {
+	h := &handle{node: n, oi: oi, flags: flags}
+	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
+	oi.mu.Lock()
+	defer oi.mu.Unlock()
+	switch {
+	case !write && n.v.fs.opts.Passthrough && oi.cachedOpens == 0:
+		oi.ptReaders++
+		h.mode = modePassthrough
+		return &ptHandle{h}, 0
+	case write && oi.ptReaders > 0:
+		h.mode = modeDirect
+		return h, fuse.FOPEN_DIRECT_IO
+	default:
+		oi.cachedOpens++
+		return h, 0
+	}
+}
+
+// closeHandle undoes newHandle's count.
+func (h *handle) closeHandle() {
+	h.oi.mu.Lock()
+	switch h.mode {
+	case modePassthrough:
+		h.oi.ptReaders--
+	case modeCached:
+		h.oi.cachedOpens--
+	}
+	h.oi.mu.Unlock()
 }
 
 var (
@@ -238,7 +309,8 @@ var (
 )
 
 // Read implements fs.FileReader.
-func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadResult, errno syscall.Errno) {
+	defer h.node.v.fs.track("read", h.node.zone, time.Now(), &errno)
 	if d := acl.Read(h.node.v.actor(), h.oi.entry); !d.Allowed() {
 		return nil, h.node.deny(acl.OpRead, "", d)
 	}
@@ -251,7 +323,8 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadRes
 }
 
 // Write implements fs.FileWriter.
-func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, errno syscall.Errno) {
+	defer h.node.v.fs.track("write", h.node.zone, time.Now(), &errno)
 	oi := h.oi
 	oi.mu.Lock()
 	defer oi.mu.Unlock()
@@ -281,7 +354,8 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (uint32, sys
 
 // Flush implements fs.FileFlusher: close(2) of one descriptor persists the
 // size so that another view's stat sees it.
-func (h *handle) Flush(ctx context.Context) syscall.Errno {
+func (h *handle) Flush(ctx context.Context) (errno syscall.Errno) {
+	defer h.node.v.fs.track("flush", h.node.zone, time.Now(), &errno)
 	oi := h.oi
 	oi.mu.Lock()
 	defer oi.mu.Unlock()
@@ -300,7 +374,8 @@ func (h *handle) Flush(ctx context.Context) syscall.Errno {
 // Fsync implements fs.FileFsyncer: the blob first, then the metadata that
 // describes it, then the metadata log, so that a synced size never points
 // past synced content.
-func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
+func (h *handle) Fsync(ctx context.Context, flags uint32) (errno syscall.Errno) {
+	defer h.node.v.fs.track("fsync", h.node.zone, time.Now(), &errno)
 	f := h.node.v.fs
 	oi := h.oi
 	oi.mu.Lock()
@@ -324,19 +399,23 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) syscall.Errno {
 }
 
 // Release implements fs.FileReleaser.
-func (h *handle) Release(ctx context.Context) syscall.Errno {
+func (h *handle) Release(ctx context.Context) (errno syscall.Errno) {
+	defer h.node.v.fs.track("release", h.node.zone, time.Now(), &errno)
+	h.closeHandle()
 	h.node.v.fs.release(h.oi)
 	return 0
 }
 
 // Getattr implements fs.FileGetattrer so fstat of an unlinked file works.
-func (h *handle) Getattr(ctx context.Context, out *fuse.AttrOut) syscall.Errno {
+func (h *handle) Getattr(ctx context.Context, out *fuse.AttrOut) (errno syscall.Errno) {
+	defer h.node.v.fs.track("getattr", h.node.zone, time.Now(), &errno)
 	return h.node.Getattr(ctx, nil, out)
 }
 
 // Allocate implements fs.FileAllocater (fallocate(2)). Growing the file is
 // admitted like a truncate.
-func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) syscall.Errno {
+func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) (errno syscall.Errno) {
+	defer h.node.v.fs.track("fallocate", h.node.zone, time.Now(), &errno)
 	oi := h.oi
 	oi.mu.Lock()
 	defer oi.mu.Unlock()
@@ -358,7 +437,8 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) sy
 }
 
 // Lseek implements fs.FileLseeker for SEEK_DATA and SEEK_HOLE.
-func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
+func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (_ uint64, errno syscall.Errno) {
+	defer h.node.v.fs.track("lseek", h.node.zone, time.Now(), &errno)
 	n, err := unix.Seek(int(h.oi.blob.Fd()), int64(off), int(whence))
 	if err != nil {
 		return 0, h.node.v.fs.errno("lseek", err)

@@ -39,6 +39,10 @@ type Options struct {
 	Recorder Recorder
 	// Metrics counts requests, bytes and denials; nil counts nothing.
 	Metrics *Metrics
+	// Passthrough lets read-only opens read the blob directly in the
+	// kernel (FUSE passthrough, Linux 6.9+, root). Reads then bypass the
+	// daemon and are not counted in the byte metrics.
+	Passthrough bool
 }
 
 const (

@@ -1,11 +1,174 @@
 package fusefs
 
-import "github.com/shedfs/shedfs/metadata"
+import (
+	"syscall"
+	"time"
 
-// Metrics is filled in by the observability work; until then it counts
-// nothing.
-type Metrics struct{}
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
 
-func (f *FS) countRead(z metadata.Zone, n int)  {}
-func (f *FS) countWrite(z metadata.Zone, n int) {}
-func (f *FS) countDenial(reason string)         {}
+	"github.com/shedfs/shedfs/acl"
+	"github.com/shedfs/shedfs/metadata"
+)
+
+// Metrics are the Prometheus families the callback path feeds
+// (DESIGN.md section 6). Label values are bounded: operation names, zone
+// kinds (never paths or principals), errno names and acl reasons.
+type Metrics struct {
+	requests     *prometheus.CounterVec
+	duration     *prometheus.HistogramVec
+	bytesRead    *prometheus.CounterVec
+	bytesWritten *prometheus.CounterVec
+	denials      *prometheus.CounterVec
+}
+
+// NewMetrics creates the callback-path families and registers them.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shedfs_fuse_requests_total",
+			Help: "FUSE requests served, by operation, zone kind and result (ok or errno name).",
+		}, []string{"op", "zone", "result"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "shedfs_fuse_request_duration_seconds",
+			Help: "Time spent in the daemon per FUSE request, by operation.",
+			// 1µs to ~4s: a cached getattr is microseconds, an fsync
+			// of a large file can take seconds.
+			Buckets: prometheus.ExponentialBuckets(1e-6, 4, 12),
+		}, []string{"op"}),
+		bytesRead: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shedfs_bytes_read_total",
+			Help: "Bytes read through the daemon, by zone kind.",
+		}, []string{"zone"}),
+		bytesWritten: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shedfs_bytes_written_total",
+			Help: "Bytes written, by zone kind.",
+		}, []string{"zone"}),
+		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shedfs_denials_total",
+			Help: "Operations refused by the sandbox policy, by rule.",
+		}, []string{"reason"}),
+	}
+	for _, r := range acl.Reasons() {
+		m.denials.WithLabelValues(r)
+	}
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.bytesRead, m.bytesWritten, m.denials} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// zoneLabel is the bounded label of a zone: its kind.
+func zoneLabel(z metadata.Zone) string {
+	if z.Kind == metadata.ZoneNone {
+		return "none"
+	}
+	return z.Kind.String()
+}
+
+// resultLabel is "ok" or the errno's name (EACCES, ENOENT, ...).
+func resultLabel(e syscall.Errno) string {
+	if e == 0 {
+		return "ok"
+	}
+	if name := unix.ErrnoName(e); name != "" {
+		return name
+	}
+	return "errno"
+}
+
+// track counts one request when it returns. Callbacks call it deferred
+// with a pointer to their errno result.
+func (f *FS) track(op string, z metadata.Zone, start time.Time, errno *syscall.Errno) {
+	m := f.opts.Metrics
+	if m == nil {
+		return
+	}
+	m.requests.WithLabelValues(op, zoneLabel(z), resultLabel(*errno)).Inc()
+	m.duration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+}
+
+func (f *FS) countRead(z metadata.Zone, n int) {
+	if m := f.opts.Metrics; m != nil && n > 0 {
+		m.bytesRead.WithLabelValues(zoneLabel(z)).Add(float64(n))
+	}
+}
+
+func (f *FS) countWrite(z metadata.Zone, n int) {
+	if m := f.opts.Metrics; m != nil && n > 0 {
+		m.bytesWritten.WithLabelValues(zoneLabel(z)).Add(float64(n))
+	}
+}
+
+func (f *FS) countDenial(reason string) {
+	if m := f.opts.Metrics; m != nil {
+		m.denials.WithLabelValues(reason).Inc()
+	}
+}
+
+// StoreCollector exports the state of the store and the daemon as gauges
+// read at scrape time: views, open files, quota usage and limits per
+// holder (at most maxHolders of them, so a store with many users cannot
+// blow up the series count) and badger's size.
+type StoreCollector struct {
+	fs         *FS
+	maxHolders int
+
+	views, openFiles, quotaBytes, quotaInodes, lsm, vlog *prometheus.Desc
+}
+
+// NewStoreCollector returns a collector for f; register it once.
+func NewStoreCollector(f *FS, maxHolders int) *StoreCollector {
+	return &StoreCollector{
+		fs:          f,
+		maxHolders:  maxHolders,
+		views:       prometheus.NewDesc("shedfs_views", "Views mounted by this daemon.", nil, nil),
+		openFiles:   prometheus.NewDesc("shedfs_open_files", "Inodes with at least one open handle.", nil, nil),
+		quotaBytes:  prometheus.NewDesc("shedfs_quota_bytes", "Bytes charged to a quota holder and its limit (0: unlimited).", []string{"holder", "kind"}, nil),
+		quotaInodes: prometheus.NewDesc("shedfs_quota_inodes", "Inodes charged to a quota holder and its limit (0: unlimited).", []string{"holder", "kind"}, nil),
+		lsm:         prometheus.NewDesc("shedfs_badger_lsm_bytes", "Size of badger's LSM tree on disk.", nil, nil),
+		vlog:        prometheus.NewDesc("shedfs_badger_vlog_bytes", "Size of badger's value log on disk.", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *StoreCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.views, c.openFiles, c.quotaBytes, c.quotaInodes, c.lsm, c.vlog} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *StoreCollector) Collect(ch chan<- prometheus.Metric) {
+	f := c.fs
+	ch <- prometheus.MustNewConstMetric(c.views, prometheus.GaugeValue, float64(len(f.notify.all())))
+	ch <- prometheus.MustNewConstMetric(c.openFiles, prometheus.GaugeValue, float64(f.OpenFiles()))
+	lsm, vlog := f.store.EngineSize()
+	ch <- prometheus.MustNewConstMetric(c.lsm, prometheus.GaugeValue, float64(lsm))
+	ch <- prometheus.MustNewConstMetric(c.vlog, prometheus.GaugeValue, float64(vlog))
+	holders, err := f.store.Holders()
+	if err != nil {
+		f.log.Error("metrics: list holders", "err", err)
+		return
+	}
+	if c.maxHolders > 0 && len(holders) > c.maxHolders {
+		holders = holders[:c.maxHolders]
+	}
+	for _, h := range holders {
+		u, err := f.store.Usage(h)
+		if err != nil {
+			continue
+		}
+		l, err := f.store.GetLimit(h)
+		if err != nil {
+			continue
+		}
+		u.Bytes += f.acct.pending(h)
+		ch <- prometheus.MustNewConstMetric(c.quotaBytes, prometheus.GaugeValue, float64(u.Bytes), string(h), "used")
+		ch <- prometheus.MustNewConstMetric(c.quotaBytes, prometheus.GaugeValue, float64(l.Bytes), string(h), "limit")
+		ch <- prometheus.MustNewConstMetric(c.quotaInodes, prometheus.GaugeValue, float64(u.Inodes), string(h), "used")
+		ch <- prometheus.MustNewConstMetric(c.quotaInodes, prometheus.GaugeValue, float64(l.Inodes), string(h), "limit")
+	}
+}

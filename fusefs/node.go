@@ -111,7 +111,8 @@ func (v *View) entryUnder(ctx context.Context, parent *fs.Inode, rec *metadata.I
 }
 
 // Lookup implements fs.NodeLookuper.
-func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
+	defer n.v.fs.track("lookup", n.zone, time.Now(), &errno)
 	if ch := n.v.lookupReserved(ctx, n, name, out); ch != nil {
 		return ch, 0
 	}
@@ -128,7 +129,8 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs
 }
 
 // Getattr implements fs.NodeGetattrer.
-func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) (errno syscall.Errno) {
+	defer n.v.fs.track("getattr", n.zone, time.Now(), &errno)
 	if e := n.visible(acl.OpRead); e != 0 {
 		return e
 	}
@@ -142,7 +144,8 @@ func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut)
 }
 
 // Setattr implements fs.NodeSetattrer: chmod, chown, truncate, utimens.
-func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) (errno syscall.Errno) {
+	defer n.v.fs.track("setattr", n.zone, time.Now(), &errno)
 	f := n.v.fs
 	rec, e := n.load()
 	if e != 0 {
@@ -280,7 +283,8 @@ func (v *View) depth(dir *metadata.Inode) int {
 }
 
 // Create implements fs.NodeCreater.
-func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (_ *fs.Inode, _ fs.FileHandle, _ uint32, errno syscall.Errno) {
+	defer n.v.fs.track("create", n.zone, time.Now(), &errno)
 	rec, e := n.newChild(ctx, acl.OpCreate, name, syscall.S_IFREG|mode&07777, 0, "")
 	if e != 0 {
 		return nil, nil, 0, e
@@ -290,12 +294,14 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, e
 	}
 	ch := n.entry(ctx, rec, out)
-	return ch, &handle{node: ch.Operations().(*node), oi: oi, flags: flags}, 0, 0
+	fh, fuseFlags := ch.Operations().(*node).newHandle(oi, flags)
+	return ch, fh, fuseFlags, 0
 }
 
 // Open implements fs.NodeOpener. Opening for writing is decided like a
 // write, so a file its mode forbids fails at open as on a local disk.
-func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+func (n *node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, _ uint32, errno syscall.Errno) {
+	defer n.v.fs.track("open", n.zone, time.Now(), &errno)
 	if e := n.visible(acl.OpRead); e != 0 {
 		return nil, 0, e
 	}
@@ -320,11 +326,13 @@ func (n *node) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, s
 	if e != 0 {
 		return nil, 0, e
 	}
-	return &handle{node: n, oi: oi, flags: flags}, 0, 0
+	fh, fuseFlags := n.newHandle(oi, flags)
+	return fh, fuseFlags, 0
 }
 
 // Mkdir implements fs.NodeMkdirer.
-func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
+	defer n.v.fs.track("mkdir", n.zone, time.Now(), &errno)
 	rec, e := n.newChild(ctx, acl.OpCreate, name, syscall.S_IFDIR|mode&07777, 0, "")
 	if e != 0 {
 		return nil, e
@@ -334,7 +342,8 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 
 // Mknod implements fs.NodeMknoder: fifos, sockets and empty regular files.
 // Device nodes are refused: a sandbox hands out no devices.
-func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
+	defer n.v.fs.track("mknod", n.zone, time.Now(), &errno)
 	switch mode & syscall.S_IFMT {
 	case syscall.S_IFIFO, syscall.S_IFSOCK, syscall.S_IFREG:
 	default:
@@ -348,7 +357,8 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 }
 
 // Symlink implements fs.NodeSymlinker.
-func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
+	defer n.v.fs.track("symlink", n.zone, time.Now(), &errno)
 	rec, e := n.newChild(ctx, acl.OpSymlink, name, syscall.S_IFLNK|0o777, 0, target)
 	if e != 0 {
 		return nil, e
@@ -359,7 +369,8 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 // Readlink implements fs.NodeReadlinker. The target is checked again
 // against the symlink policy at the link's current depth: a directory
 // moved closer to the zone root must not let an old link climb out.
-func (n *node) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
+func (n *node) Readlink(ctx context.Context) (_ []byte, errno syscall.Errno) {
+	defer n.v.fs.track("readlink", n.zone, time.Now(), &errno)
 	if e := n.visible(acl.OpRead); e != 0 {
 		return nil, e
 	}
@@ -396,7 +407,8 @@ func (n *node) parentIno() uint64 {
 }
 
 // Link implements fs.NodeLinker.
-func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
+	defer n.v.fs.track("link", n.zone, time.Now(), &errno)
 	f := n.v.fs
 	t, ok := target.(*node)
 	if !ok {
@@ -424,12 +436,14 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 }
 
 // Unlink implements fs.NodeUnlinker.
-func (n *node) Unlink(ctx context.Context, name string) syscall.Errno {
+func (n *node) Unlink(ctx context.Context, name string) (errno syscall.Errno) {
+	defer n.v.fs.track("unlink", n.zone, time.Now(), &errno)
 	return n.remove(acl.OpUnlink, name)
 }
 
 // Rmdir implements fs.NodeRmdirer.
-func (n *node) Rmdir(ctx context.Context, name string) syscall.Errno {
+func (n *node) Rmdir(ctx context.Context, name string) (errno syscall.Errno) {
+	defer n.v.fs.track("rmdir", n.zone, time.Now(), &errno)
 	return n.remove(acl.OpRmdir, name)
 }
 
@@ -484,7 +498,8 @@ func (n *node) remove(op acl.Op, name string) syscall.Errno {
 
 // Rename implements fs.NodeRenamer (rename, RENAME_NOREPLACE,
 // RENAME_EXCHANGE).
-func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) syscall.Errno {
+func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) (errno syscall.Errno) {
+	defer n.v.fs.track("rename", n.zone, time.Now(), &errno)
 	f := n.v.fs
 	a := n.v.actor()
 	np, ok := newParent.(*node)
@@ -541,7 +556,8 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 }
 
 // OpendirHandle implements fs.NodeOpendirHandler.
-func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+func (n *node) OpendirHandle(ctx context.Context, flags uint32) (_ fs.FileHandle, _ uint32, errno syscall.Errno) {
+	defer n.v.fs.track("opendir", n.zone, time.Now(), &errno)
 	if e := n.visible(acl.OpRead); e != 0 {
 		return nil, 0, e
 	}
@@ -549,13 +565,15 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, 
 }
 
 // Statfs implements fs.NodeStatfser.
-func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+func (n *node) Statfs(ctx context.Context, out *fuse.StatfsOut) (errno syscall.Errno) {
+	defer n.v.fs.track("statfs", n.zone, time.Now(), &errno)
 	return n.v.statfs(n.zone, out)
 }
 
 // Fsync implements fs.NodeFsyncer for directories (fsyncdir) and for files
 // synced without a handle: every committed change becomes durable.
-func (n *node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) syscall.Errno {
+func (n *node) Fsync(ctx context.Context, fh fs.FileHandle, flags uint32) (errno syscall.Errno) {
+	defer n.v.fs.track("fsync", n.zone, time.Now(), &errno)
 	if h, ok := fh.(*handle); ok {
 		return h.Fsync(ctx, flags)
 	}

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/metadata"
@@ -12,7 +13,8 @@ import (
 
 // Getxattr implements fs.NodeGetxattrer. The user.shedfs.* names are
 // computed from the inode (owner, ownership mode, zone), never stored.
-func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (_ uint32, errno syscall.Errno) {
+	defer n.v.fs.track("getxattr", n.zone, time.Now(), &errno)
 	if e := n.visible(acl.OpRead); e != 0 {
 		return 0, e
 	}
@@ -45,7 +47,8 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, 
 
 // Setxattr implements fs.NodeSetxattrer. Setting user.shedfs.mode or
 // user.shedfs.owner changes the entry's ownership, as acl allows.
-func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) (errno syscall.Errno) {
+	defer n.v.fs.track("setxattr", n.zone, time.Now(), &errno)
 	f := n.v.fs
 	rec, e := n.load()
 	if e != 0 {
@@ -127,7 +130,8 @@ func (v *View) memberOf(z metadata.Zone) func(string) bool {
 }
 
 // Removexattr implements fs.NodeRemovexattrer.
-func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
+func (n *node) Removexattr(ctx context.Context, attr string) (errno syscall.Errno) {
+	defer n.v.fs.track("removexattr", n.zone, time.Now(), &errno)
 	rec, e := n.load()
 	if e != 0 {
 		return e
@@ -145,7 +149,8 @@ func (n *node) Removexattr(ctx context.Context, attr string) syscall.Errno {
 // Listxattr implements fs.NodeListxattrer. The computed user.shedfs.*
 // attributes are not listed, so that cp -a and rsync -X do not try to copy
 // them onto new files.
-func (n *node) Listxattr(ctx context.Context, dest []byte) (uint32, syscall.Errno) {
+func (n *node) Listxattr(ctx context.Context, dest []byte) (_ uint32, errno syscall.Errno) {
+	defer n.v.fs.track("listxattr", n.zone, time.Now(), &errno)
 	if e := n.visible(acl.OpRead); e != 0 {
 		return 0, e
 	}

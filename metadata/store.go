@@ -239,3 +239,13 @@ func (s *Store) allocIno() (uint64, error) {
 	s.inoNext++
 	return ino, nil
 }
+
+// EngineSize reports the storage engine's on-disk size (for badger: the
+// LSM tree and the value log), so operators can watch it grow. Engines
+// that cannot tell report zeros.
+func (s *Store) EngineSize() (lsm, vlog int64) {
+	if sz, ok := s.kv.(interface{ Size() (int64, int64) }); ok {
+		return sz.Size()
+	}
+	return 0, 0
+}
