@@ -247,7 +247,8 @@ func (d *Daemon) unmount(ctx context.Context, v *view, lazy bool) error {
 				return nil
 			default:
 			}
-			return errorf(CodeBusy, "view of %s at %s is busy (%v); close what uses it and retry", v.user, v.mountpoint, err)
+			d.log.Warn("unmount refused", "user", v.user, "mountpoint", v.mountpoint, "err", err)
+			return errorf(CodeBusy, "view of %s at %s is in use (open files or working directories); close them and retry", v.user, v.mountpoint)
 		}
 		d.log.Warn("unmount failed; detaching lazily", "user", v.user, "mountpoint", v.mountpoint, "err", err)
 		if err := unix.Unmount(v.mountpoint, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
@@ -336,7 +337,7 @@ func (d *Daemon) userRemoving(ctx context.Context, name string) error {
 		return nil
 	}
 	if !v.managed {
-		return errorf(CodeBusy, "the view of %s is mounted at %s by this daemon; unmount it before removing the user", name, v.mountpoint)
+		return errorf(CodeBusy, "the view of %s is mounted at %s by a running shedfs mount; stop it before removing the user", name, v.mountpoint)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
