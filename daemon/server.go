@@ -274,6 +274,7 @@ func newHandler(admin Admin, log *slog.Logger) http.Handler {
 		v, err := admin.Status(r.Context())
 		return http.StatusOK, v, err
 	})
+	auditRoutes(h, admin) // audit_api.go
 	// Everything else is a JSON error too, never Go's plain-text 404 or
 	// 405: a known path with another method is 405, the rest 404.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
