@@ -59,6 +59,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			quotaCommand(),
 			statusCommand(),
 			fsckCommand(),
+			auditCommand(),
 			versionCommand(),
 		},
 		OnUsageError: func(c *cli.Context, err error, isSubcommand bool) error {
