@@ -23,10 +23,9 @@ type openInode struct {
 	ino    uint64
 	holder metadata.Holder
 
-	mu       sync.Mutex
-	blob     *os.File
-	refs     int // handles, guarded by FS.mu
-	unlinked bool
+	mu   sync.Mutex
+	blob *os.File
+	refs int // handles, guarded by FS.mu
 	// entry is what acl needs to decide a write; ownership changes made
 	// while the file is open update it.
 	entry acl.Entry
@@ -94,7 +93,7 @@ func (f *FS) lookupOpen(ino uint64) *openInode {
 }
 
 // release drops one handle; the last one persists, closes the blob and
-// reclaims the inode if it was unlinked meanwhile.
+// reclaims the inode if it was unlinked and nothing else holds it.
 func (f *FS) release(oi *openInode) {
 	f.mu.Lock()
 	oi.refs--
@@ -109,21 +108,22 @@ func (f *FS) release(oi *openInode) {
 	f.closeOpen(oi)
 }
 
-// closeOpen ends the open state of an inode nobody holds any more.
+// closeOpen ends the open state of an inode no handle holds any more.
 func (f *FS) closeOpen(oi *openInode) {
+	f.mu.Lock()
+	orphan := f.orphans[oi.ino]
+	f.mu.Unlock()
 	oi.mu.Lock()
-	if oi.unlinked {
+	if orphan {
+		// Its charge goes with the inode at reclaim.
 		f.acct.add(oi.holder, -oi.pendingCharge)
 		oi.pendingCharge = 0
 	} else {
 		f.persistLocked(oi)
 	}
 	oi.blob.Close()
-	unlinked := oi.unlinked
 	oi.mu.Unlock()
-	if unlinked {
-		f.reclaim(oi.ino)
-	}
+	f.reclaimIfIdle(oi.ino)
 }
 
 // persistLocked writes the in-memory size and mtime to the store, moving

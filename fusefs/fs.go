@@ -64,6 +64,10 @@ type FS struct {
 
 	mu   sync.Mutex
 	open map[uint64]*openInode
+	// live counts the views whose kernel holds each inode.
+	live map[uint64]int
+	// orphans are inodes without links that something still holds.
+	orphans map[uint64]bool
 }
 
 // New prepares the shared state for views of one store. The caller keeps
@@ -81,13 +85,15 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &FS{
-		store:  store,
-		blobs:  blobDir,
-		opts:   opts,
-		log:    log,
-		open:   make(map[uint64]*openInode),
-		notify: newNotifier(),
-		acct:   newAccountant(),
+		store:   store,
+		blobs:   blobDir,
+		opts:    opts,
+		log:     log,
+		open:    make(map[uint64]*openInode),
+		live:    make(map[uint64]int),
+		orphans: make(map[uint64]bool),
+		notify:  newNotifier(),
+		acct:    newAccountant(),
 	}
 }
 
@@ -121,21 +127,53 @@ func (f *FS) errno(op string, err error) syscall.Errno {
 	return syscall.EIO
 }
 
-// reclaimIfUnused deletes an inode whose last link went away, unless a
-// handle still holds it open; then the last release reclaims it.
+// An inode whose last link goes away lives on while anything still holds
+// it: an open handle in any view, or a kernel reference in any view (the
+// kernel may open or fstat an inode it looked up before the unlink). It is
+// reclaimed when the last of these goes: at the last release or the last
+// forget.
+
+// reclaimIfUnused notes that n lost its last link and reclaims it unless
+// something still holds it.
 func (f *FS) reclaimIfUnused(n *metadata.Inode) {
 	if n == nil || n.Nlink > 0 {
 		return
 	}
 	f.mu.Lock()
-	oi := f.open[n.Ino]
-	if oi != nil {
-		oi.unlinked = true
-		f.mu.Unlock()
-		return
+	f.orphans[n.Ino] = true
+	f.mu.Unlock()
+	f.reclaimIfIdle(n.Ino)
+}
+
+// reclaimIfIdle reclaims ino if it is an orphan that no handle and no
+// kernel reference holds any more.
+func (f *FS) reclaimIfIdle(ino uint64) {
+	f.mu.Lock()
+	idle := f.orphans[ino] && f.open[ino] == nil && f.live[ino] == 0
+	if idle {
+		delete(f.orphans, ino)
 	}
 	f.mu.Unlock()
-	f.reclaim(n.Ino)
+	if idle {
+		f.reclaim(ino)
+	}
+}
+
+// nodeAdded and nodeForgotten count the kernel references to an inode
+// across views.
+func (f *FS) nodeAdded(ino uint64) {
+	f.mu.Lock()
+	f.live[ino]++
+	f.mu.Unlock()
+}
+
+func (f *FS) nodeForgotten(ino uint64) {
+	f.mu.Lock()
+	if f.live[ino]--; f.live[ino] <= 0 {
+		delete(f.live, ino)
+	}
+	f.mu.Unlock()
+	f.reclaimIfIdle(ino)
 }
 
 // reclaim removes an unlinked inode and its blob. The blob goes after the
@@ -178,5 +216,16 @@ func (f *FS) Shutdown() {
 	f.mu.Unlock()
 	for _, oi := range left {
 		f.closeOpen(oi)
+	}
+	// No view is left to hold anything: every orphan goes.
+	f.mu.Lock()
+	f.live = make(map[uint64]int)
+	f.mu.Unlock()
+	orphans, err := f.store.Orphans()
+	if err != nil {
+		f.log.Error("list orphans at shutdown", "err", err)
+	}
+	for _, ino := range orphans {
+		f.reclaim(ino)
 	}
 }

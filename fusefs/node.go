@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -23,6 +24,8 @@ type node struct {
 	v    *View
 	ino  uint64
 	zone metadata.Zone
+	// counted is set while the node counts as a kernel reference.
+	counted atomic.Bool
 }
 
 var (
@@ -47,6 +50,25 @@ var (
 	_ fs.NodeRemovexattrer  = (*node)(nil)
 	_ fs.NodeFsyncer        = (*node)(nil)
 )
+
+var (
+	_ fs.NodeOnAdder     = (*node)(nil)
+	_ fs.NodeOnForgetter = (*node)(nil)
+)
+
+// OnAdd implements fs.NodeOnAdder: the view's kernel now holds the inode.
+func (n *node) OnAdd(ctx context.Context) {
+	if n.counted.CompareAndSwap(false, true) {
+		n.v.fs.nodeAdded(n.ino)
+	}
+}
+
+// OnForget implements fs.NodeOnForgetter: the view's kernel let go.
+func (n *node) OnForget() {
+	if n.counted.CompareAndSwap(true, false) {
+		n.v.fs.nodeForgotten(n.ino)
+	}
+}
 
 func isEOF(err error) bool { return errors.Is(err, io.EOF) }
 

@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 
 	"github.com/shedfs/shedfs/daemon"
@@ -18,13 +19,13 @@ func mountCommand() *cli.Command {
 		Name:      "mount",
 		Usage:     "mount one user's view in the foreground",
 		ArgsUsage: "MOUNTPOINT",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			storeFlag(),
 			&cli.StringFlag{Name: "user", Usage: "the user whose view this is", Required: true},
 			&cli.IntFlag{Name: "uid", Value: -1, Usage: "present every entry as owned by this uid"},
 			&cli.IntFlag{Name: "gid", Value: -1, Usage: "present every entry as owned by this gid"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
-		},
+		}, fsFlags()...),
 		Action: runMount,
 	}
 }
@@ -49,6 +50,16 @@ func runMount(c *cli.Context) error {
 		return err
 	}
 	viewOpts.Debug = c.Bool("debug")
+	fsOpts, err := fsOptions(c)
+	if err != nil {
+		return err
+	}
+	var reg *prometheus.Registry
+	if c.String("metrics") != "" {
+		if reg, err = daemon.NewRegistry(&fsOpts); err != nil {
+			return err
+		}
+	}
 	st, err := daemon.OpenStore(c.String("store"), daemon.OpenOptions{Create: true, Logger: log})
 	if err != nil {
 		return err
@@ -57,7 +68,7 @@ func runMount(c *cli.Context) error {
 	if err := daemon.EnsureUser(st, c.String("user")); err != nil {
 		return err
 	}
-	d, err := daemon.New(daemon.Config{Store: st, Logger: log})
+	d, err := daemon.New(daemon.Config{Store: st, Logger: log, FS: fsOpts})
 	if err != nil {
 		return err
 	}
@@ -65,6 +76,14 @@ func runMount(c *cli.Context) error {
 	// process between mount and handler and leave a dead mount behind.
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if reg != nil {
+		ms, err := d.ServeMetrics(c.String("metrics"), reg, c.Int("metrics-max-holders"))
+		if err != nil {
+			d.Stop(context.Background())
+			return err
+		}
+		defer ms.Shutdown(context.Background())
+	}
 	done, err := d.Mount(c.String("user"), mnt, viewOpts)
 	if err != nil {
 		d.Stop(context.Background())

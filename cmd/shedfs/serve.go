@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 
 	"github.com/shedfs/shedfs/daemon"
@@ -20,13 +21,13 @@ func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "mount a view per user under the mount root and serve the admin API until SIGTERM",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			storeFlag(),
 			&cli.StringFlag{Name: "mount-root", Usage: "directory (made mode 0700) holding one view per user", Required: true},
 			&cli.IntFlag{Name: "uid", Value: -1, Usage: "present entries as owned by this uid in views of users without an owner of their own"},
 			&cli.IntFlag{Name: "gid", Value: -1, Usage: "present entries as owned by this gid in views of users without an owner of their own"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
-		},
+		}, fsFlags()...),
 		Action: runServe,
 	}
 }
@@ -47,6 +48,16 @@ func runServe(c *cli.Context) error {
 		return err
 	}
 	viewOpts.Debug = c.Bool("debug")
+	fsOpts, err := fsOptions(c)
+	if err != nil {
+		return err
+	}
+	var reg *prometheus.Registry
+	if c.String("metrics") != "" {
+		if reg, err = daemon.NewRegistry(&fsOpts); err != nil {
+			return err
+		}
+	}
 	st, err := daemon.OpenStore(c.String("store"), daemon.OpenOptions{Create: true, Logger: log})
 	if err != nil {
 		return err
@@ -56,6 +67,7 @@ func runServe(c *cli.Context) error {
 		Store:       st,
 		MountRoot:   c.String("mount-root"),
 		DefaultView: viewOpts,
+		FS:          fsOpts,
 		Logger:      log,
 	})
 	if err != nil {
@@ -63,6 +75,14 @@ func runServe(c *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if reg != nil {
+		ms, err := d.ServeMetrics(c.String("metrics"), reg, c.Int("metrics-max-holders"))
+		if err != nil {
+			d.Stop(context.Background())
+			return err
+		}
+		defer ms.Shutdown(context.Background())
+	}
 	if err := d.Start(ctx); err != nil {
 		return err
 	}

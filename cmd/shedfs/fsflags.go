@@ -1,0 +1,45 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/shedfs/shedfs/daemon"
+	"github.com/shedfs/shedfs/fusefs"
+	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/zones"
+)
+
+// fsFlags are the settings of the FUSE layer that serve and mount share.
+func fsFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "metrics", Usage: "serve Prometheus metrics at this address (e.g. 127.0.0.1:9567)"},
+		&cli.IntFlag{Name: "metrics-max-holders", Value: daemon.DefaultMaxHolders, Usage: "export quota gauges for at most this many holders"},
+		&cli.BoolFlag{Name: "no-passthrough", Usage: "serve every read through the daemon instead of FUSE passthrough"},
+		&cli.StringFlag{Name: "max-file-size", Value: "0", Usage: "largest size a file may reach (e.g. 10GiB; 0: no limit)"},
+		&cli.StringFlag{Name: "symlinks", Value: "in-zone", Usage: "symlink policy: in-zone, allow or deny"},
+		&cli.StringFlag{Name: "share-mode", Value: "group", Usage: "ownership mode of new entries in share/: owner, group or owner_ro"},
+		&cli.StringFlag{Name: "group-mode", Value: "group", Usage: "ownership mode of new entries in group spaces: owner, group or owner_ro"},
+	}
+}
+
+// fsOptions reads fsFlags.
+func fsOptions(c *cli.Context) (fusefs.Options, error) {
+	opts := fusefs.Options{Passthrough: !c.Bool("no-passthrough")}
+	max, err := daemon.ParseSize(c.String("max-file-size"))
+	if err != nil {
+		return opts, fmt.Errorf("--max-file-size: %w", err)
+	}
+	opts.MaxFileSize = uint64(max)
+	if opts.Zones.Symlinks, err = zones.ParseSymlinkPolicy(c.String("symlinks")); err != nil {
+		return opts, fmt.Errorf("--symlinks: %w", err)
+	}
+	if opts.Zones.ShareDefault, err = metadata.ParseOwnMode(c.String("share-mode")); err != nil {
+		return opts, fmt.Errorf("--share-mode: %w", err)
+	}
+	if opts.Zones.GroupDefault, err = metadata.ParseOwnMode(c.String("group-mode")); err != nil {
+		return opts, fmt.Errorf("--group-mode: %w", err)
+	}
+	return opts, nil
+}

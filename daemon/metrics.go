@@ -1,0 +1,79 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/shedfs/shedfs/fusefs"
+)
+
+// DefaultMaxHolders caps the quota holders exported as metrics, so a store
+// with many users cannot blow up the series count.
+const DefaultMaxHolders = 200
+
+// NewRegistry returns the registry a daemon exports: Go runtime and
+// process collectors plus the callback-path families, which it also puts
+// into opts so the FUSE layer feeds them. RegisterStore adds the store
+// gauges once the FS exists.
+func NewRegistry(opts *fusefs.Options) (*prometheus.Registry, error) {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	m, err := fusefs.NewMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	opts.Metrics = m
+	return reg, nil
+}
+
+// MetricsServer serves /metrics over HTTP.
+type MetricsServer struct {
+	srv *http.Server
+	ln  net.Listener
+}
+
+// ServeMetrics registers the gauges of d's store and daemon in reg and
+// serves reg at addr/metrics until Shutdown.
+func (d *Daemon) ServeMetrics(addr string, reg *prometheus.Registry, maxHolders int) (*MetricsServer, error) {
+	if err := reg.Register(fusefs.NewStoreCollector(d.fs, maxHolders)); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listener: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelError),
+	}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.log.Error("metrics server", "err", err)
+		}
+	}()
+	d.log.Info("metrics listening", "addr", ln.Addr().String())
+	return &MetricsServer{srv: srv, ln: ln}, nil
+}
+
+// Addr is where the server listens (useful with port 0).
+func (m *MetricsServer) Addr() string { return m.ln.Addr().String() }
+
+// Shutdown stops serving.
+func (m *MetricsServer) Shutdown(ctx context.Context) error {
+	return m.srv.Shutdown(ctx)
+}
