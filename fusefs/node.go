@@ -320,6 +320,52 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	return ch, fh, fuseFlags, 0
 }
 
+var _ fs.NodeTmpfiler = (*node)(nil)
+
+// Tmpfile implements fs.NodeTmpfiler (open with O_TMPFILE): a file in n's
+// zone that no directory names until linkat gives it one. It is admitted
+// and charged like a create.
+func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse.EntryOut) (_ *fs.Inode, _ fs.FileHandle, _ uint32, errno syscall.Errno) {
+	defer n.v.fs.track("tmpfile", n.zone, time.Now(), &errno)
+	f := n.v.fs
+	parent, e := n.load()
+	if e != 0 {
+		return nil, nil, 0, e
+	}
+	q, err := f.quota(parent.Zone)
+	if err != nil {
+		return nil, nil, 0, f.errno("quota", err)
+	}
+	if d := acl.Create(n.v.actor(), acl.EntryOf(parent), ".tmpfile", q); !d.Allowed() {
+		return nil, nil, 0, n.deny(acl.OpCreate, "", d)
+	}
+	uid, gid := caller(ctx)
+	rec, err := f.store.CreateTmp(n.ino, &metadata.Inode{
+		Mode:    syscall.S_IFREG | mode&07777,
+		Uid:     uid,
+		Gid:     gid,
+		Zone:    parent.Zone,
+		Owner:   n.v.user,
+		OwnMode: f.opts.Zones.Policy(parent.Zone.Kind).DefaultMode,
+	}, admitInode)
+	if errors.Is(err, syscall.EDQUOT) {
+		return nil, nil, 0, n.deny(acl.OpCreate, "", acl.Decision{Errno: syscall.EDQUOT, Reason: acl.ReasonQuotaInodes})
+	}
+	if err != nil {
+		return nil, nil, 0, f.errno("tmpfile", err)
+	}
+	f.mu.Lock()
+	f.orphans[rec.Ino] = true
+	f.mu.Unlock()
+	oi, e := f.acquire(rec, true)
+	if e != 0 {
+		return nil, nil, 0, e
+	}
+	ch := n.entry(ctx, rec, out)
+	fh, fuseFlags := ch.Operations().(*node).newHandle(oi, flags)
+	return ch, fh, fuseFlags, 0
+}
+
 // Open implements fs.NodeOpener. Opening for writing is decided like a
 // write, so a file its mode forbids fails at open as on a local disk.
 func (n *node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, _ uint32, errno syscall.Errno) {
@@ -451,6 +497,9 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if err != nil {
 		return nil, f.errno("link", err)
 	}
+	f.mu.Lock()
+	delete(f.orphans, rec.Ino)
+	f.mu.Unlock()
 	f.overlay(rec)
 	n.changed("link", name, 0)
 	f.invalidate(n.v, n.zone, nameIn(n.ino, name), attrOf(n.ino), attrOf(t.ino))

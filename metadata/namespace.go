@@ -111,6 +111,22 @@ func (s *Store) Create(parent uint64, name string, tmpl *Inode, admit func(Usage
 	if err := ValidName(name); err != nil {
 		return nil, err
 	}
+	return s.create(parent, name, tmpl, admit)
+}
+
+// CreateTmp creates a regular file in directory parent's zone that no
+// directory names (O_TMPFILE): Nlink 0 and an orphan record from the
+// start, so it vanishes with its last user unless Link gives it a name.
+// Charged and admitted like Create.
+func (s *Store) CreateTmp(parent uint64, tmpl *Inode, admit func(Usage, Limit) error) (*Inode, error) {
+	if tmpl == nil || tmpl.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return nil, fmt.Errorf("create tmpfile: not a regular file: %w", syscall.EINVAL)
+	}
+	return s.create(parent, "", tmpl, admit)
+}
+
+// create is Create, or CreateTmp when name is empty.
+func (s *Store) create(parent uint64, name string, tmpl *Inode, admit func(Usage, Limit) error) (*Inode, error) {
 	if tmpl == nil {
 		return nil, fmt.Errorf("create %q: no template: %w", name, syscall.EINVAL)
 	}
@@ -124,10 +140,12 @@ func (s *Store) Create(parent uint64, name string, tmpl *Inode, admit func(Usage
 		if err != nil {
 			return err
 		}
-		if _, _, err := o.entry(parent, name); err == nil {
-			return syscall.EEXIST
-		} else if !errors.Is(err, syscall.ENOENT) {
-			return err
+		if name != "" {
+			if _, _, err := o.entry(parent, name); err == nil {
+				return syscall.EEXIST
+			} else if !errors.Is(err, syscall.ENOENT) {
+				return err
+			}
 		}
 		zone := tmpl.Zone
 		if zone.Kind == ZoneNone {
@@ -163,10 +181,18 @@ func (s *Store) Create(parent uint64, name string, tmpl *Inode, admit func(Usage
 			n.Target = tmpl.Target
 			n.Size = uint64(len(tmpl.Target))
 		}
-		o.touchDir(p)
-		o.put(n)
-		if err := o.setEntry(parent, name, n); err != nil {
-			return err
+		if name == "" {
+			n.Nlink = 0
+			o.put(n)
+			if err := o.tx.Set(orphanKey(n.Ino), []byte{}); err != nil {
+				return err
+			}
+		} else {
+			o.touchDir(p)
+			o.put(n)
+			if err := o.setEntry(parent, name, n); err != nil {
+				return err
+			}
 		}
 		if err := o.charge(h, 0, 1); err != nil {
 			return err
@@ -234,8 +260,9 @@ func (s *Store) Update(ino uint64, fn func(n *Inode) error, admit func(u Usage, 
 
 // Link adds name in newParent for the existing non-directory inode ino
 // (Nlink+1, ctime now; newParent mtime/ctime now). EPERM for a directory,
-// EEXIST if the name exists, EXDEV if newParent is in another zone.
-// An inode that has no names left (Nlink 0) cannot get one back: ENOENT.
+// EEXIST if the name exists, EXDEV if newParent is in another zone. An
+// inode without links (an O_TMPFILE file) gets its first one and stops
+// being an orphan.
 func (s *Store) Link(ino, newParent uint64, newName string) (*Inode, error) {
 	if err := ValidName(newName); err != nil {
 		return nil, err
@@ -249,9 +276,7 @@ func (s *Store) Link(ino, newParent uint64, newName string) (*Inode, error) {
 		if n.IsDir() {
 			return syscall.EPERM
 		}
-		if n.Nlink == 0 {
-			return syscall.ENOENT
-		}
+		wasOrphan := n.Nlink == 0
 		p, err := o.dir(newParent)
 		if err != nil {
 			return err
@@ -263,6 +288,13 @@ func (s *Store) Link(ino, newParent uint64, newName string) (*Inode, error) {
 			return syscall.EEXIST
 		} else if !errors.Is(err, syscall.ENOENT) {
 			return err
+		}
+		if wasOrphan {
+			// Only the kernel's linkat of an O_TMPFILE file reaches
+			// here with no links: it refuses any other unlinked inode.
+			if err := o.tx.Delete(orphanKey(n.Ino)); err != nil {
+				return err
+			}
 		}
 		n.Nlink++
 		n.Ctime = o.now
