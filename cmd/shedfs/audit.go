@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/shedfs/shedfs/audit"
 	"github.com/shedfs/shedfs/daemon"
 	"github.com/shedfs/shedfs/metadata"
 )
@@ -26,6 +28,61 @@ const followEvery = 500 * time.Millisecond
 // records are keyed by the time of the event but stored in batches a
 // little later, so one can land behind a record already shown.
 const followLookback = 5 * time.Second
+
+// auditFlags are the audit trail settings of the commands that serve
+// views (serve, mount); startAudit reads them.
+func auditFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "no-audit", Usage: "keep no audit trail"},
+		&cli.StringFlag{Name: "audit-max-age", Value: "30d", Usage: "drop audit records older than this (e.g. 7d, 12h; 0: keep forever)"},
+		&cli.IntFlag{Name: "audit-max-records", Value: audit.DefaultMaxRecords, Usage: "keep at most this many audit records, dropping the oldest (0: no limit)"},
+		&cli.IntFlag{Name: "audit-queue", Value: audit.DefaultQueueSize, Usage: "audit events that may wait to be written; beyond, events are dropped, counted and reported in the trail"},
+	}
+}
+
+// startAudit starts the audit recorder the auditFlags ask for, nil with
+// --no-audit. The caller sets it as fusefs.Options.Recorder and closes it
+// after the views stop and before the store closes.
+func startAudit(c *cli.Context, meta *metadata.Store, log *slog.Logger) (*audit.Recorder, error) {
+	if c.Bool("no-audit") {
+		return nil, nil
+	}
+	opts := audit.Options{QueueSize: c.Int("audit-queue"), Logger: log}
+	if opts.QueueSize < 1 {
+		return nil, fmt.Errorf("--audit-queue %d: must be at least 1", opts.QueueSize)
+	}
+	age, err := parseAge(c.String("audit-max-age"))
+	if err != nil {
+		return nil, fmt.Errorf("--audit-max-age: %w", err)
+	}
+	opts.MaxAge = age
+	if age == 0 {
+		opts.MaxAge = -1
+	}
+	switch n := c.Int("audit-max-records"); {
+	case n < 0:
+		return nil, fmt.Errorf("--audit-max-records %d: must be 0 (no limit) or more", n)
+	case n == 0:
+		opts.MaxRecords = -1
+	default:
+		opts.MaxRecords = n
+	}
+	return audit.New(meta, opts), nil
+}
+
+// parseAge reads a duration that may also be given in days ("30d").
+func parseAge(s string) (time.Duration, error) {
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		if n, err := strconv.ParseFloat(d, 64); err == nil && n >= 0 {
+			return time.Duration(n * float64(24*time.Hour)), nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%q: give a duration such as 30d, 12h or 0", s)
+	}
+	return d, nil
+}
 
 func auditCommand() *cli.Command {
 	return &cli.Command{
@@ -128,15 +185,10 @@ func validZoneFilter(z string) bool {
 // parseSince reads --since: a duration back from now ("90s", "1h",
 // "7d"), or a date or RFC 3339 time.
 func parseSince(s string, now time.Time) (time.Time, error) {
-	if d, ok := strings.CutSuffix(s, "d"); ok {
-		if n, err := strconv.ParseFloat(d, 64); err == nil && n >= 0 {
-			return now.Add(-time.Duration(n * float64(24*time.Hour))), nil
-		}
+	if strings.HasPrefix(s, "-") {
+		return time.Time{}, fmt.Errorf("--since %q: give how long ago, not a negative duration", s)
 	}
-	if d, err := time.ParseDuration(s); err == nil {
-		if d < 0 {
-			return time.Time{}, fmt.Errorf("--since %q: give how long ago, not a negative duration", s)
-		}
+	if d, err := parseAge(s); err == nil {
 		return now.Add(-d), nil
 	}
 	for _, layout := range []string{time.RFC3339Nano, "2006-01-02T15:04:05", "2006-01-02 15:04:05", "2006-01-02"} {

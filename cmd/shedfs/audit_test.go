@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/urfave/cli/v2"
+
 	"github.com/shedfs/shedfs/daemon"
 	"github.com/shedfs/shedfs/metadata"
 )
@@ -191,5 +193,53 @@ func TestAuditFollowThroughDaemon(t *testing.T) {
 	out := stdout.String()
 	if strings.Count(out, "\n") != 2 || strings.Contains(out, "ok.txt") {
 		t.Fatalf("follow printed:\n%s", out)
+	}
+}
+
+func TestAuditSettings(t *testing.T) {
+	for in, want := range map[string]time.Duration{"30d": 30 * 24 * time.Hour, "12h": 12 * time.Hour, "0": 0, "1.5d": 36 * time.Hour} {
+		if got, err := parseAge(in); err != nil || got != want {
+			t.Errorf("parseAge(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "soon", "-1h", "d", "-2d"} {
+		if _, err := parseAge(bad); err == nil {
+			t.Errorf("parseAge(%q) accepted", bad)
+		}
+	}
+
+	store := auditStore(t)
+	start := func(args ...string) error {
+		app := newApp(&bytes.Buffer{}, &bytes.Buffer{})
+		app.Commands = []*cli.Command{{
+			Name:  "try",
+			Flags: auditFlags(),
+			Action: func(c *cli.Context) error {
+				st, err := daemon.OpenStore(store, daemon.OpenOptions{})
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				rec, err := startAudit(c, st.Meta, nil)
+				if err != nil {
+					return err
+				}
+				if rec != nil {
+					return rec.Close()
+				}
+				return nil
+			},
+		}}
+		return app.Run(append([]string{"shedfs", "try"}, args...))
+	}
+	for _, args := range [][]string{nil, {"--no-audit"}, {"--audit-max-age", "0", "--audit-max-records", "0"}, {"--audit-queue", "10"}} {
+		if err := start(args...); err != nil {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+	for _, args := range [][]string{{"--audit-max-age", "forever"}, {"--audit-max-records", "-1"}, {"--audit-queue", "0"}} {
+		if err := start(args...); err == nil {
+			t.Errorf("%v accepted", args)
+		}
 	}
 }
