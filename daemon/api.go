@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"syscall"
@@ -40,6 +41,55 @@ type Admin interface {
 	ShowQuota(ctx context.Context, holder string) ([]QuotaInfo, error)
 
 	Status(ctx context.Context) (*Status, error)
+
+	// Import copies the content read from body into a user's uploads/;
+	// size is its length when known (-1 otherwise), so that a file over
+	// quota is refused before anything is copied.
+	Import(ctx context.Context, req ImportRequest, body io.Reader, size int64) (*ImportResult, error)
+	// GetMode shows the owner, ownership mode and zone of a path as a
+	// user's view shows it.
+	GetMode(ctx context.Context, user, path string) (*ModeInfo, error)
+	// SetMode overrides the owner or ownership mode of a path in a user's
+	// view, whoever owns it.
+	SetMode(ctx context.Context, user, path string, req ModeSetRequest) (*ModeInfo, error)
+}
+
+// ImportRequest names where an imported file goes: uploads/Name of User's
+// view, or uploads/Session/Name when Session is set. An existing Name is
+// refused unless Replace, which swaps the new content in atomically.
+type ImportRequest struct {
+	User    string `json:"user"`
+	Session string `json:"session,omitempty"`
+	Name    string `json:"name"`
+	Replace bool   `json:"replace,omitempty"`
+}
+
+// ImportResult is what an import stored: Path is as the user's view shows
+// it ("uploads/S/report.pdf").
+type ImportResult struct {
+	User     string `json:"user"`
+	Path     string `json:"path"`
+	Ino      uint64 `json:"ino"`
+	Size     int64  `json:"size"`
+	Replaced bool   `json:"replaced"`
+}
+
+// ModeInfo is the ownership of one entry as the admin sees it. Mode is
+// empty in zones without ownership modes (private, output, uploads).
+type ModeInfo struct {
+	User  string `json:"user"`
+	Path  string `json:"path"`
+	Type  string `json:"type"`
+	Zone  string `json:"zone"`
+	Owner string `json:"owner"`
+	Mode  string `json:"mode,omitempty"`
+}
+
+// ModeSetRequest changes an entry's ownership mode, its owner, or both; a
+// nil field keeps the current value.
+type ModeSetRequest struct {
+	Mode  *string `json:"mode,omitempty"`
+	Owner *string `json:"owner,omitempty"`
 }
 
 // Amount is a number of bytes and inodes, used both for what a holder uses
@@ -154,6 +204,7 @@ const (
 	CodeBusy      = "busy"
 	CodeForbidden = "forbidden"
 	CodeTooLarge  = "too_large"
+	CodeQuota     = "quota_exceeded"
 	CodeMethod    = "method_not_allowed"
 	CodeMount     = "mount_failed"
 	CodeInternal  = "internal"
@@ -184,6 +235,8 @@ func (e *Error) HTTPStatus() int {
 		return http.StatusForbidden
 	case CodeTooLarge:
 		return http.StatusRequestEntityTooLarge
+	case CodeQuota:
+		return http.StatusInsufficientStorage
 	case CodeMethod:
 		return http.StatusMethodNotAllowed
 	default:
@@ -212,6 +265,10 @@ func asError(err error, msg string) *Error {
 		return &Error{Code: CodeExists, Message: msg}
 	case errors.Is(err, syscall.EINVAL):
 		return &Error{Code: CodeInvalid, Message: msg}
+	case errors.Is(err, syscall.EDQUOT):
+		return &Error{Code: CodeQuota, Message: msg}
+	case errors.Is(err, syscall.EFBIG):
+		return &Error{Code: CodeTooLarge, Message: msg}
 	case errors.Is(err, metadata.ErrLocked):
 		return &Error{Code: CodeBusy, Message: err.Error()}
 	}

@@ -26,6 +26,17 @@ type viewHooks interface {
 	viewOf(name string) string
 	// fillStatus adds what only the daemon knows to a status.
 	fillStatus(st *Status)
+	// membershipChanged makes the views of users show their current
+	// groups at once, and makes their open handles of a lost group fail.
+	membershipChanged(users ...string)
+	// entryChanged tells the views that name in directory dir now stands
+	// for another inode (or for one where there was none), and that
+	// replaced, if not nil, lost that name; the daemon reclaims replaced
+	// once no view holds it.
+	entryChanged(dir uint64, name string, replaced *metadata.Inode)
+	// inodeChanged tells the views that an inode's ownership changed
+	// outside any view, so cached attributes and open handles follow.
+	inodeChanged(ino uint64)
 }
 
 // Local performs admin operations directly on an open store. The daemon
@@ -35,6 +46,9 @@ type Local struct {
 	st    *Store
 	log   *slog.Logger
 	hooks viewHooks
+	// maxFileSize is the largest file an import may store (0: no limit
+	// but the format's); a daemon sets it to its views' limit.
+	maxFileSize uint64
 
 	// mu serialises changes, so that a user is never removed while its
 	// view is being mounted, or added twice at once.
@@ -293,15 +307,16 @@ func (l *Local) ShowGroup(ctx context.Context, name string) (*GroupInfo, error) 
 }
 
 // RemoveGroup deletes a group and its zone. Like RemoveUser, it refuses
-// without force when the group's zone holds data. Views drop the group
-// from groups/ by themselves, since they read membership from the store.
+// without force when the group's zone holds data. The former members'
+// views drop the group from groups/ at once.
 func (l *Local) RemoveGroup(ctx context.Context, name string, force bool) (*RemoveResult, error) {
 	if err := ValidName("group", name); err != nil {
 		return nil, err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, err := l.st.Meta.GetGroup(name); err != nil {
+	g, err := l.st.Meta.GetGroup(name)
+	if err != nil {
 		return nil, asError(err, fmt.Sprintf("no group named %s", name))
 	}
 	res, err := l.holderData(name, groupHolder(name), groupRootInodes)
@@ -315,6 +330,7 @@ func (l *Local) RemoveGroup(ctx context.Context, name string, force bool) (*Remo
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("no group named %s", name))
 	}
+	l.membershipChanged(g.Members...)
 	l.removeBlobs(blobs)
 	l.log.Info("group removed", "group", name, "entries", res.Entries, "bytes", res.Bytes)
 	return res, nil
@@ -336,6 +352,7 @@ func (l *Local) AddMember(ctx context.Context, group string, req MemberRequest) 
 	if err := l.st.Meta.AddMember(group, req.User); err != nil {
 		return nil, asError(err, fmt.Sprintf("no user named %s", req.User))
 	}
+	l.membershipChanged(req.User)
 	l.log.Info("member added", "group", group, "user", req.User)
 	return l.ShowGroup(ctx, group)
 }
@@ -356,8 +373,17 @@ func (l *Local) RemoveMember(ctx context.Context, group, user string) (*GroupInf
 	if err := l.st.Meta.RemoveMember(group, user); err != nil {
 		return nil, asError(err, fmt.Sprintf("%s is not a member of group %s", user, group))
 	}
+	l.membershipChanged(user)
 	l.log.Info("member removed", "group", group, "user", user)
 	return l.ShowGroup(ctx, group)
+}
+
+// membershipChanged passes a change of group membership on to the views,
+// when a daemon serves them.
+func (l *Local) membershipChanged(users ...string) {
+	if l.hooks != nil && len(users) > 0 {
+		l.hooks.membershipChanged(users...)
+	}
 }
 
 // holderSyntax checks the form of a holder string: "user:NAME",

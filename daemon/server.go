@@ -274,6 +274,8 @@ func newHandler(admin Admin, log *slog.Logger) http.Handler {
 		v, err := admin.Status(r.Context())
 		return http.StatusOK, v, err
 	})
+	// Imports and ownership overrides: files_api.go.
+	fileRoutes(mux, h, admin, log)
 	auditRoutes(h, admin) // audit_api.go
 	// Everything else is a JSON error too, never Go's plain-text 404 or
 	// 405: a known path with another method is 405, the rest 404.

@@ -1,0 +1,359 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"syscall"
+	"time"
+
+	"github.com/shedfs/shedfs/acl"
+	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/zones"
+)
+
+// importChunk is how much of an import is copied between checks of the
+// context and of the quota left.
+const importChunk = 1 << 20
+
+// importFileMode is the permission of an imported file: readable by
+// whatever uid a container runs as, and never writable through a view
+// anyway, since uploads/ is read-only.
+const importFileMode = 0o644
+
+// Import copies body into the user's uploads/ (under uploads/Session/ when
+// a session is given, creating that directory), keeping Name. It is the one
+// way files enter uploads/, since views may only read and delete there.
+//
+// The file is written under its final name when that name is free, and
+// under a temporary name renamed over the existing file with Replace, so a
+// reader sees either the old or the new content, never a mixture. The
+// blob is fsynced before the metadata that makes it visible, and the
+// metadata before Import returns. The user's byte and inode quotas apply:
+// an import that does not fit fails with CodeQuota and leaves nothing
+// behind. While a replace is in flight both contents are charged; the
+// admission allows for that, so a replace that fits once done is admitted.
+func (l *Local) Import(ctx context.Context, req ImportRequest, body io.Reader, size int64) (*ImportResult, error) {
+	if err := checkImport(req); err != nil {
+		return nil, err
+	}
+	u, err := l.st.Meta.GetUser(req.User)
+	if err != nil {
+		return nil, asError(err, fmt.Sprintf("no user named %s", req.User))
+	}
+	rel := zones.NameUploads + "/" + req.Name
+	if req.Session != "" {
+		rel = zones.NameUploads + "/" + req.Session + "/" + req.Name
+	}
+	what := fmt.Sprintf("import of %s for user %s", rel, u.Name)
+	dir, err := l.sessionDir(u, req.Session)
+	if err != nil {
+		return nil, err
+	}
+	var credit int64 // what the replaced file is charged
+	existing, err := l.st.Meta.Lookup(dir, req.Name)
+	switch {
+	case err == nil && !req.Replace:
+		return nil, errorf(CodeExists, "%s of user %s already exists; add --replace to overwrite it", rel, u.Name)
+	case err == nil && !existing.IsRegular():
+		return nil, errorf(CodeExists, "%s of user %s exists and is not a regular file; it cannot be replaced by an import", rel, u.Name)
+	case err == nil:
+		credit = metadata.Charge(existing.Size)
+	case !errors.Is(err, syscall.ENOENT):
+		return nil, asError(err, what)
+	}
+	if size >= 0 {
+		if err := l.admitImport(u.Name, uint64(size), credit, what); err != nil {
+			return nil, err
+		}
+	}
+	name := req.Name
+	if existing != nil {
+		name = tempImportName()
+	}
+	tmpl := &metadata.Inode{
+		Mode: syscall.S_IFREG | importFileMode, Uid: u.Uid, Gid: u.Gid,
+		Zone: zones.UploadsZone(u.Name), Owner: u.Name,
+	}
+	n, err := l.st.Meta.Create(dir, name, tmpl, admitOneInode)
+	switch {
+	case errors.Is(err, syscall.EEXIST):
+		return nil, errorf(CodeExists, "%s of user %s already exists; add --replace to overwrite it", rel, u.Name)
+	case errors.Is(err, syscall.EDQUOT):
+		return nil, l.quotaError(u.Name, what+": no inode left in the quota")
+	case err != nil:
+		return nil, asError(err, what)
+	}
+	undo := func() { l.discard(dir, name, n.Ino) }
+	written, err := l.writeImport(ctx, u.Name, n.Ino, body, credit, what)
+	if err != nil {
+		undo()
+		return nil, err
+	}
+	now := time.Now()
+	_, err = l.st.Meta.Update(n.Ino, func(n *metadata.Inode) error {
+		n.Size = uint64(written)
+		n.Mtime, n.Ctime = now, now
+		return nil
+	}, func(us metadata.Usage, lim metadata.Limit, delta int64) error {
+		return acl.AdmitBytes(us, lim, delta-credit).Err()
+	})
+	if err != nil {
+		undo()
+		if errors.Is(err, syscall.EDQUOT) {
+			return nil, l.quotaError(u.Name, fmt.Sprintf("%s (%s)", what, FormatSize(written)))
+		}
+		return nil, asError(err, what)
+	}
+	if err := l.st.Meta.Sync(); err != nil {
+		undo()
+		return nil, asError(err, what+": sync metadata")
+	}
+	res := &ImportResult{User: u.Name, Path: rel, Ino: n.Ino, Size: written}
+	var replaced *metadata.Inode
+	if existing != nil {
+		replaced, err = l.st.Meta.Rename(dir, name, dir, req.Name, 0)
+		if err != nil {
+			undo()
+			return nil, asError(err, what+": replace")
+		}
+		res.Replaced = true
+		if err := l.st.Meta.Sync(); err != nil {
+			return nil, asError(err, what+": sync metadata")
+		}
+	}
+	l.nameChanged(dir, req.Name, replaced)
+	l.log.Info("imported", "user", u.Name, "path", rel, "bytes", written, "replaced", res.Replaced)
+	return res, nil
+}
+
+// checkImport checks the names of an import request, with the line the
+// operator reads.
+func checkImport(req ImportRequest) error {
+	if err := ValidName("user", req.User); err != nil {
+		return err
+	}
+	if err := checkEntryName("file", req.Name); err != nil {
+		return err
+	}
+	if req.Session != "" {
+		if err := checkEntryName("session", req.Session); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkEntryName applies the name rule of a view (zones.CheckName) to a
+// name the admin chose.
+func checkEntryName(kind, name string) error {
+	switch zones.CheckName(name) {
+	case 0:
+		return nil
+	case syscall.ENAMETOOLONG:
+		return errorf(CodeInvalid, "%s name %.40q... is too long (%d bytes; at most %d)", kind, name, len(name), zones.MaxNameLen)
+	default:
+		return errorf(CodeInvalid, "invalid %s name %q: not empty, \".\" or \"..\", and without '/' or NUL", kind, name)
+	}
+}
+
+// sessionDir returns the directory an import goes to: the user's uploads
+// root, or its session directory, created on first use.
+func (l *Local) sessionDir(u *metadata.User, session string) (uint64, error) {
+	if session == "" {
+		return u.Roots.Uploads, nil
+	}
+	rel := zones.NameUploads + "/" + session
+	for range 3 {
+		d, err := l.st.Meta.Lookup(u.Roots.Uploads, session)
+		switch {
+		case err == nil && d.IsDir():
+			return d.Ino, nil
+		case err == nil:
+			return 0, errorf(CodeExists, "%s of user %s exists and is not a directory", rel, u.Name)
+		case !errors.Is(err, syscall.ENOENT):
+			return 0, asError(err, fmt.Sprintf("look up %s of user %s", rel, u.Name))
+		}
+		tmpl := &metadata.Inode{
+			Mode: syscall.S_IFDIR | 0o755, Uid: u.Uid, Gid: u.Gid,
+			Zone: zones.UploadsZone(u.Name), Owner: u.Name,
+		}
+		d, err = l.st.Meta.Create(u.Roots.Uploads, session, tmpl, admitOneInode)
+		switch {
+		case err == nil:
+			l.nameChanged(u.Roots.Uploads, session, nil)
+			return d.Ino, nil
+		case errors.Is(err, syscall.EDQUOT):
+			return 0, l.quotaError(u.Name, fmt.Sprintf("create %s of user %s: no inode left in the quota", rel, u.Name))
+		case !errors.Is(err, syscall.EEXIST):
+			return 0, asError(err, fmt.Sprintf("create %s of user %s", rel, u.Name))
+		}
+		// Created meanwhile by another import: look it up again.
+	}
+	return 0, errorf(CodeBusy, "create %s of user %s: it keeps changing; retry", rel, u.Name)
+}
+
+// admitOneInode admits the inode of a new file or session directory.
+func admitOneInode(u metadata.Usage, l metadata.Limit) error {
+	return acl.AdmitInodes(u, l, 1).Err()
+}
+
+// admitImport refuses early an import whose size is known not to fit, so
+// that nothing is copied in vain.
+func (l *Local) admitImport(user string, size uint64, credit int64, what string) error {
+	if d := acl.AdmitSize(size, l.maxFileSize); !d.Allowed() {
+		return errorf(CodeTooLarge, "%s: %s is larger than the largest file allowed", what, FormatSize(int64(min(size, uint64(1<<62)))))
+	}
+	h := userHolder(user)
+	us, err := l.st.Meta.Usage(h)
+	if err != nil {
+		return asError(err, what)
+	}
+	lim, err := l.st.Meta.GetLimit(h)
+	if err != nil {
+		return asError(err, what)
+	}
+	if !acl.AdmitBytes(us, lim, metadata.Charge(size)-credit).Allowed() {
+		return l.quotaError(user, fmt.Sprintf("%s (%s)", what, FormatSize(int64(size))))
+	}
+	return nil
+}
+
+// quotaError is the line an operator reads when a user's quota is full.
+func (l *Local) quotaError(user, what string) *Error {
+	h := userHolder(user)
+	us, err1 := l.st.Meta.Usage(h)
+	lim, err2 := l.st.Meta.GetLimit(h)
+	if err1 != nil || err2 != nil {
+		return errorf(CodeQuota, "%s: over the quota of user %s", what, user)
+	}
+	return errorf(CodeQuota, "%s: over the quota of user %s (%s of %s used, %d of %s inodes)", what, user,
+		FormatSize(us.Bytes), sizeLimit(lim.Bytes), us.Inodes, countLimit(lim.Inodes))
+}
+
+func sizeLimit(n int64) string {
+	if n <= 0 {
+		return "unlimited"
+	}
+	return FormatSize(n)
+}
+
+func countLimit(n int64) string {
+	if n <= 0 {
+		return "unlimited"
+	}
+	return fmt.Sprint(n)
+}
+
+// writeImport copies body into the blob of ino and makes it durable. It
+// stops as soon as the content passes the file size limit or what the
+// user's quota has left (plus credit, freed by a replace), so an oversized
+// upload does not fill the disk first.
+func (l *Local) writeImport(ctx context.Context, user string, ino uint64, body io.Reader, credit int64, what string) (int64, error) {
+	budget := int64(-1) // no byte limit
+	h := userHolder(user)
+	us, err := l.st.Meta.Usage(h)
+	if err != nil {
+		return 0, asError(err, what)
+	}
+	lim, err := l.st.Meta.GetLimit(h)
+	if err != nil {
+		return 0, asError(err, what)
+	}
+	if lim.Bytes > 0 {
+		budget = max(lim.Bytes-us.Bytes+credit, 0)
+	}
+	f, err := l.st.Blobs.OpenFile(ino, true)
+	if err != nil {
+		return 0, asError(err, what)
+	}
+	defer f.Close()
+	if err := f.Truncate(0); err != nil {
+		return 0, asError(err, what)
+	}
+	buf := make([]byte, importChunk)
+	var written int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return 0, errorf(CodeInternal, "%s: interrupted after %s: %v", what, FormatSize(written), err)
+		}
+		n, rerr := body.Read(buf)
+		if n > 0 {
+			next := written + int64(n)
+			if budget >= 0 && metadata.Charge(uint64(next)) > budget {
+				return 0, l.quotaError(user, fmt.Sprintf("%s (more than %s)", what, FormatSize(written)))
+			}
+			if !acl.AdmitSize(uint64(next), l.maxFileSize).Allowed() {
+				return 0, errorf(CodeTooLarge, "%s: larger than the largest file allowed", what)
+			}
+			if _, err := f.Write(buf[:n]); err != nil {
+				if errors.Is(err, syscall.ENOSPC) {
+					return 0, errorf(CodeInternal, "%s: the store's disk is full", what)
+				}
+				return 0, asError(err, what+": write")
+			}
+			written = next
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return 0, errorf(CodeInvalid, "%s: reading the content failed after %s: %v", what, FormatSize(written), rerr)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return 0, asError(err, what+": fsync")
+	}
+	if err := l.st.Blobs.SyncDir(ino); err != nil {
+		return 0, asError(err, what+": fsync")
+	}
+	return written, nil
+}
+
+// discard removes what a failed import created: its name, its inode and
+// its blob. A failure here leaves an orphan or a stray blob, which the next
+// start or fsck reclaims.
+func (l *Local) discard(dir uint64, name string, ino uint64) {
+	if _, err := l.st.Meta.Unlink(dir, name, false); err != nil && !errors.Is(err, syscall.ENOENT) {
+		l.log.Warn("undo import: unlink", "ino", ino, "err", err)
+		return
+	}
+	if _, err := l.st.Meta.Reclaim(ino); err != nil && !errors.Is(err, syscall.ENOENT) {
+		l.log.Warn("undo import: reclaim", "ino", ino, "err", err)
+		return
+	}
+	if err := l.st.Blobs.Remove(ino); err != nil {
+		l.log.Warn("undo import: remove blob", "ino", ino, "err", err)
+	}
+}
+
+// nameChanged tells the views that name in dir changed. Without views
+// (the CLI's direct path), a replaced inode without links goes at once:
+// nothing can hold it open.
+func (l *Local) nameChanged(dir uint64, name string, replaced *metadata.Inode) {
+	if l.hooks != nil {
+		l.hooks.entryChanged(dir, name, replaced)
+		return
+	}
+	if replaced == nil || replaced.Nlink > 0 {
+		return
+	}
+	if _, err := l.st.Meta.Reclaim(replaced.Ino); err != nil {
+		l.log.Warn("reclaim replaced file", "ino", replaced.Ino, "err", err)
+		return
+	}
+	if err := l.st.Blobs.Remove(replaced.Ino); err != nil {
+		l.log.Warn("remove replaced blob", "ino", replaced.Ino, "err", err)
+	}
+}
+
+// tempImportName is the name a replacing import is written under before
+// it is renamed over the old file.
+func tempImportName() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return ".shedfs-import-" + hex.EncodeToString(b[:])
+}

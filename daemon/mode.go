@@ -1,0 +1,201 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/zones"
+)
+
+// GetMode shows the owner, ownership mode and zone of path in user's view.
+// The path is resolved the way the view would, from the store alone, so
+// the admin sees what the user sees without any view being mounted.
+func (l *Local) GetMode(ctx context.Context, user, path string) (*ModeInfo, error) {
+	n, rel, err := l.resolve(user, path)
+	if err != nil {
+		return nil, err
+	}
+	return modeInfo(user, rel, n), nil
+}
+
+// SetMode is the admin's override of an entry's ownership: unlike
+// user.shedfs.mode in a view, it does not ask who owns the entry. The new
+// owner must still be someone who sees the zone (a member of the group,
+// any user for share/), and ownership applies only in share/ and groups/.
+func (l *Local) SetMode(ctx context.Context, user, path string, req ModeSetRequest) (*ModeInfo, error) {
+	if req.Mode == nil && req.Owner == nil {
+		return nil, errorf(CodeInvalid, "mode set: give a mode, an owner or both")
+	}
+	var mode metadata.OwnMode
+	if req.Mode != nil {
+		m, err := metadata.ParseOwnMode(*req.Mode)
+		if err != nil {
+			return nil, errorf(CodeInvalid, "invalid mode %q: use owner, group or owner_ro", *req.Mode)
+		}
+		mode = m
+	}
+	if req.Owner != nil {
+		if err := ValidName("owner", *req.Owner); err != nil {
+			return nil, err
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, rel, err := l.resolve(user, path)
+	if err != nil {
+		return nil, err
+	}
+	if !zones.PolicyOf(n.Zone.Kind).OwnModes {
+		return nil, errorf(CodeInvalid, "%s is in zone %s: owners and modes can be changed only in share/ and groups/", rel, n.Zone.Label())
+	}
+	if req.Owner != nil {
+		if err := l.canOwn(*req.Owner, n.Zone); err != nil {
+			return nil, err
+		}
+	}
+	out, err := l.st.Meta.Update(n.Ino, func(n *metadata.Inode) error {
+		if req.Mode != nil {
+			n.OwnMode = mode
+		}
+		if req.Owner != nil {
+			n.Owner = *req.Owner
+		}
+		return nil
+	}, nil)
+	if err != nil {
+		return nil, asError(err, fmt.Sprintf("change ownership of %s in the view of %s", rel, user))
+	}
+	if err := l.st.Meta.Sync(); err != nil {
+		return nil, asError(err, "sync metadata")
+	}
+	if l.hooks != nil {
+		l.hooks.inodeChanged(n.Ino)
+	}
+	info := modeInfo(user, rel, out)
+	l.log.Info("ownership changed by the admin", "user", user, "path", rel, "owner", info.Owner, "mode", info.Mode)
+	return info, nil
+}
+
+// canOwn checks that principal may own an entry of zone z: a member of the
+// group for a group zone, any existing user for share.
+func (l *Local) canOwn(principal string, z metadata.Zone) error {
+	switch z.Kind {
+	case metadata.ZoneGroup:
+		g, err := l.st.Meta.GetGroup(z.Principal)
+		if err != nil {
+			return asError(err, fmt.Sprintf("no group named %s", z.Principal))
+		}
+		if !slices.Contains(g.Members, principal) {
+			return errorf(CodeInvalid, "%s cannot own an entry of groups/%s: not a member of group %s", principal, z.Principal, z.Principal)
+		}
+	case metadata.ZoneShare:
+		if _, err := l.st.Meta.GetUser(principal); err != nil {
+			return asError(err, fmt.Sprintf("%s cannot own an entry of share/: no user named %s", principal, principal))
+		}
+	}
+	return nil
+}
+
+// modeInfo describes an entry's ownership.
+func modeInfo(user, rel string, n *metadata.Inode) *ModeInfo {
+	info := &ModeInfo{User: user, Path: rel, Type: typeName(n), Zone: n.Zone.Label(), Owner: n.Owner}
+	if m := zones.EffectiveMode(n.Zone.Kind, n.OwnMode); m != metadata.OwnModeNone {
+		info.Mode = m.String()
+	}
+	return info
+}
+
+// typeName is the kind of an inode as ls would name it.
+func typeName(n *metadata.Inode) string {
+	switch n.Mode & syscall.S_IFMT {
+	case syscall.S_IFDIR:
+		return "directory"
+	case syscall.S_IFREG:
+		return "file"
+	case syscall.S_IFLNK:
+		return "symlink"
+	}
+	return "special"
+}
+
+// resolve finds the inode at path in user's view by walking the store
+// from the zone roots, as the view would: the private root, output/,
+// uploads/, share/ and groups/<g> for the groups user is in. Symlinks are
+// not followed (the path names the link itself) and ".." is refused, so a
+// path can never leave the zone it names. A path the view does not show
+// is "not found", whatever lies behind it, so the answer leaks nothing
+// the user could not see. It returns the cleaned path as well.
+func (l *Local) resolve(user, path string) (*metadata.Inode, string, error) {
+	if err := ValidName("user", user); err != nil {
+		return nil, "", err
+	}
+	var parts []string
+	for _, p := range strings.Split(path, "/") {
+		switch p {
+		case "", ".":
+			continue
+		case "..":
+			return nil, "", errorf(CodeInvalid, "path %q: \"..\" is not allowed; give the path from the view root", path)
+		}
+		if len(p) > zones.MaxNameLen {
+			return nil, "", errorf(CodeInvalid, "path %q: a name is longer than %d bytes", path, zones.MaxNameLen)
+		}
+		parts = append(parts, p)
+	}
+	rel := strings.Join(parts, "/")
+	if rel == "" {
+		rel = "."
+	}
+	u, err := l.st.Meta.GetUser(user)
+	if err != nil {
+		return nil, "", asError(err, fmt.Sprintf("no user named %s", user))
+	}
+	notFound := errorf(CodeNotFound, "no %s in the view of %s", rel, user)
+	ino := u.Roots.Private
+	i := 0
+	if len(parts) > 0 {
+		switch parts[0] {
+		case zones.NameOutput:
+			ino, i = u.Roots.Output, 1
+		case zones.NameUploads:
+			ino, i = u.Roots.Uploads, 1
+		case zones.NameShare:
+			ino, i = l.st.Meta.ShareRoot(), 1
+		case zones.NameGroups:
+			if len(parts) == 1 {
+				return nil, "", errorf(CodeInvalid, "groups/ itself has no owner or mode; name a group in it")
+			}
+			groups, err := l.st.Meta.GroupsOf(user)
+			if err != nil {
+				return nil, "", asError(err, fmt.Sprintf("groups of %s", user))
+			}
+			if !slices.Contains(groups, parts[1]) {
+				return nil, "", notFound
+			}
+			g, err := l.st.Meta.GetGroup(parts[1])
+			if err != nil {
+				return nil, "", asError(err, fmt.Sprintf("no group named %s", parts[1]))
+			}
+			ino, i = g.Root, 2
+		}
+	}
+	n, err := l.st.Meta.GetInode(ino)
+	if err != nil {
+		return nil, "", asError(err, fmt.Sprintf("zone root of %s", rel))
+	}
+	for _, name := range parts[i:] {
+		n, err = l.st.Meta.Lookup(n.Ino, name)
+		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) {
+			return nil, "", notFound
+		}
+		if err != nil {
+			return nil, "", asError(err, fmt.Sprintf("look up %s in the view of %s", rel, user))
+		}
+	}
+	return n, rel, nil
+}
