@@ -72,7 +72,7 @@ func importRequest(r *http.Request, admin Admin) (*ImportResult, error) {
 // uploads/. size is the body's length, -1 when unknown. No overall
 // timeout applies; ctx ends the transfer.
 func (c *Client) Import(ctx context.Context, req ImportRequest, body io.Reader, size int64) (*ImportResult, error) {
-	if err := checkImport(req); err != nil {
+	if err := CheckImport(req); err != nil {
 		return nil, err
 	}
 	q := url.Values{"name": {req.Name}}

@@ -37,7 +37,7 @@ const importFileMode = 0o644
 // behind. While a replace is in flight both contents are charged; the
 // admission allows for that, so a replace that fits once done is admitted.
 func (l *Local) Import(ctx context.Context, req ImportRequest, body io.Reader, size int64) (*ImportResult, error) {
-	if err := checkImport(req); err != nil {
+	if err := CheckImport(req); err != nil {
 		return nil, err
 	}
 	u, err := l.st.Meta.GetUser(req.User)
@@ -132,7 +132,7 @@ func (l *Local) Import(ctx context.Context, req ImportRequest, body io.Reader, s
 
 // checkImport checks the names of an import request, with the line the
 // operator reads.
-func checkImport(req ImportRequest) error {
+func CheckImport(req ImportRequest) error {
 	if err := ValidName("user", req.User); err != nil {
 		return err
 	}

@@ -57,6 +57,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			userCommand(),
 			groupCommand(),
 			quotaCommand(),
+			modeCommand(),
+			importCommand(),
 			statusCommand(),
 			fsckCommand(),
 			auditCommand(),
