@@ -26,7 +26,8 @@ type bench struct {
 	treeFiles int
 	treeBytes int64
 
-	started []*mounted // every FUSE child started, stopped by stopAll
+	started []*mounted // FUSE children still to stop, stopped by stopAll
+	mounts  []string   // every FUSE mount point ever started, checked by cleanup
 
 	dropped, notDropped int // page cache drops that worked / did not
 }
@@ -311,14 +312,10 @@ func (b *bench) stopAll() error {
 // is still inside it (removing through a live mount would hang or reach the
 // wrong files).
 func (b *bench) cleanup() error {
-	var left []string
-	for _, m := range b.started {
-		left = append(left, m.mnt)
-	}
 	if err := b.stopAll(); err != nil {
 		return fmt.Errorf("%w: %v", errStillMounted, err)
 	}
-	for _, mnt := range left {
+	for _, mnt := range b.mounts {
 		if ok, _ := isFUSEMount(mnt); ok {
 			return fmt.Errorf("%w at %s; remove %s by hand after `umount -l`", errStillMounted, mnt, b.work)
 		}

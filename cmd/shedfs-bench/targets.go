@@ -132,6 +132,7 @@ func startFUSEChild(ctx context.Context, b *bench, name, mnt, bin string, args .
 		close(m.done)
 	}()
 	b.started = append(b.started, m) // stopped by b.stopAll whatever happens next
+	b.mounts = append(b.mounts, mnt)
 	slog.Info("starting FUSE target", "target", name, "cmd", strings.Join(append([]string{bin}, args...), " "))
 
 	deadline := time.Now().Add(b.cfg.mountTimeout)
