@@ -77,3 +77,32 @@ func (m *MetricsServer) Addr() string { return m.ln.Addr().String() }
 func (m *MetricsServer) Shutdown(ctx context.Context) error {
 	return m.srv.Shutdown(ctx)
 }
+
+// AuditStats is what the audit recorder tells about itself.
+type AuditStats interface {
+	Recorded() uint64
+	Dropped() uint64
+	Written() uint64
+	Failed() uint64
+	QueueLen() int
+	QueueCap() int
+}
+
+// RegisterAuditMetrics exports the audit recorder's counters, so an
+// operator sees (and alerts on) a trail that drops events.
+func RegisterAuditMetrics(reg prometheus.Registerer, a AuditStats) error {
+	cs := []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shedfs_audit_events_total", Help: "Audit events handed to the recorder."}, func() float64 { return float64(a.Recorded()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shedfs_audit_dropped_total", Help: "Audit events dropped because the queue was full (each drop is also reported in the trail)."}, func() float64 { return float64(a.Dropped()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shedfs_audit_written_total", Help: "Audit records written to the store."}, func() float64 { return float64(a.Written()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shedfs_audit_write_failures_total", Help: "Audit records the store failed to write."}, func() float64 { return float64(a.Failed()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shedfs_audit_queue_length", Help: "Audit events waiting to be written."}, func() float64 { return float64(a.QueueLen()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shedfs_audit_queue_capacity", Help: "Size of the audit queue."}, func() float64 { return float64(a.QueueCap()) }),
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("audit metrics: %w", err)
+		}
+	}
+	return nil
+}

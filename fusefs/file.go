@@ -40,10 +40,9 @@ type openInode struct {
 	// Charge(size) - Charge(persisted).
 	pendingCharge int64
 	mtime         time.Time
-	// ptReaders and cachedOpens count the handles in each kernel I/O
-	// mode; the kernel refuses to mix them on one inode (see newHandle).
-	ptReaders   int
-	cachedOpens int
+	// modes counts the handles of each view by kernel I/O mode (see
+	// newHandle).
+	modes map[*View]*ioCounts
 	// writeErr is the first write error since the last flush, reported
 	// to the closer as close(2) expects.
 	writeErr syscall.Errno
@@ -80,6 +79,7 @@ func (f *FS) acquire(n *metadata.Inode, create bool) (*openInode, syscall.Errno)
 		persisted: n.Size,
 		mtime:     n.Mtime,
 		newBlob:   create,
+		modes:     make(map[*View]*ioCounts),
 	}
 	f.open[n.Ino] = oi
 	return oi, 0
@@ -239,13 +239,17 @@ const (
 	// page cache.
 	modeCached ioMode = iota
 	// modePassthrough: reads go straight to the blob (FUSE passthrough),
-	// never through the daemon. Only for read-only opens: a write must
-	// meet its quota and mode checks here.
+	// never through the daemon.
 	modePassthrough
-	// modeDirect: a writer while passthrough readers are open; direct
-	// I/O through the daemon, which the kernel allows beside them.
-	modeDirect
 )
+
+// ioCounts are the open handles of one inode in one view, by I/O mode.
+// The kernel keeps one I/O mode per inode and connection: once a
+// passthrough handle is open, every further open must be passthrough too
+// (or it fails with EIO), and the other way round.
+type ioCounts struct {
+	passthrough, cached int
+}
 
 // ptHandle is a read-only handle whose reads bypass the daemon. It is a
 // type of its own because go-fuse gives passthrough to every handle of an
@@ -261,52 +265,57 @@ func (h *ptHandle) PassthroughFd() (int, bool) {
 	return int(h.oi.blob.Fd()), true
 }
 
-// newHandle opens a handle on oi, choosing the kernel I/O mode. The kernel
-// fails an open (EIO) that would mix passthrough and cached I/O on one
-// inode, so: a reader gets passthrough unless a cached open exists; a
-// writer is cached unless passthrough readers exist, then it is direct
-// I/O, which mixes with both.
-func (n *node) newHandle(oi *openInode, flags uint32) (fs.FileHandle, uint32) {
+// newHandle opens a handle on oi, choosing the kernel I/O mode per inode
+// and view. Passthrough skips the daemon, and with it every per-write
+// check, and the kernel then forces it on every later open of the inode in
+// the view. So it is chosen only for a read-only open of a file this view
+// may not write at all (uploads/, owner_ro, another's owner-mode file):
+// no writer of this view can come after it. A write open that still meets
+// passthrough readers (the mode changed since they opened) fails with
+// ETXTBSY, as writing to a running executable does, rather than letting the
+// kernel fail it with EIO or the write bypass the quota.
+func (n *node) newHandle(oi *openInode, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	h := &handle{node: n, oi: oi, flags: flags}
 	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
 	oi.mu.Lock()
 	defer oi.mu.Unlock()
+	c := oi.modes[n.v]
+	if c == nil {
+		c = &ioCounts{}
+		oi.modes[n.v] = c
+	}
 	switch {
-	case !write && n.v.fs.opts.Passthrough && oi.cachedOpens == 0:
-		oi.ptReaders++
+	case write && c.passthrough > 0:
+		return nil, 0, syscall.ETXTBSY
+	case !write && n.v.fs.opts.Passthrough && c.cached == 0 &&
+		!acl.Write(n.v.actor(), oi.entry, acl.Quota{}, oi.size, oi.size).Allowed():
+		c.passthrough++
 		h.mode = modePassthrough
-		return &ptHandle{h}, 0
-	case write && oi.ptReaders > 0:
-		h.mode = modeDirect
-		return h, fuse.FOPEN_DIRECT_IO
+		return &ptHandle{h}, 0, 0
 	default:
-		oi.cachedOpens++
-		return h, 0
+		c.cached++
+		return h, 0, 0
 	}
 }
 
 // closeHandle undoes newHandle's count.
 func (h *handle) closeHandle() {
-	h.oi.mu.Lock()
-	switch h.mode {
-	case modePassthrough:
-		h.oi.ptReaders--
-	case modeCached:
-		h.oi.cachedOpens--
+	oi := h.oi
+	oi.mu.Lock()
+	defer oi.mu.Unlock()
+	c := oi.modes[h.node.v]
+	if c == nil {
+		return
 	}
-	h.oi.mu.Unlock()
+	if h.mode == modePassthrough {
+		c.passthrough--
+	} else {
+		c.cached--
+	}
+	if c.passthrough == 0 && c.cached == 0 {
+		delete(oi.modes, h.node.v)
+	}
 }
-
-var (
-	_ fs.FileReader    = (*handle)(nil)
-	_ fs.FileWriter    = (*handle)(nil)
-	_ fs.FileFlusher   = (*handle)(nil)
-	_ fs.FileFsyncer   = (*handle)(nil)
-	_ fs.FileReleaser  = (*handle)(nil)
-	_ fs.FileAllocater = (*handle)(nil)
-	_ fs.FileLseeker   = (*handle)(nil)
-	_ fs.FileGetattrer = (*handle)(nil)
-)
 
 // Read implements fs.FileReader.
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadResult, errno syscall.Errno) {

@@ -316,7 +316,11 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 		return nil, nil, 0, e
 	}
 	ch := n.entry(ctx, rec, out)
-	fh, fuseFlags := ch.Operations().(*node).newHandle(oi, flags)
+	fh, fuseFlags, e := ch.Operations().(*node).newHandle(oi, flags)
+	if e != 0 {
+		n.v.fs.release(oi)
+		return nil, nil, 0, e
+	}
 	return ch, fh, fuseFlags, 0
 }
 
@@ -362,7 +366,11 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 		return nil, nil, 0, e
 	}
 	ch := n.entry(ctx, rec, out)
-	fh, fuseFlags := ch.Operations().(*node).newHandle(oi, flags)
+	fh, fuseFlags, e := ch.Operations().(*node).newHandle(oi, flags)
+	if e != 0 {
+		n.v.fs.release(oi)
+		return nil, nil, 0, e
+	}
 	return ch, fh, fuseFlags, 0
 }
 
@@ -394,7 +402,11 @@ func (n *node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, _ uint3
 	if e != 0 {
 		return nil, 0, e
 	}
-	fh, fuseFlags := n.newHandle(oi, flags)
+	fh, fuseFlags, e := n.newHandle(oi, flags)
+	if e != 0 {
+		n.v.fs.release(oi)
+		return nil, 0, e
+	}
 	return fh, fuseFlags, 0
 }
 
@@ -616,7 +628,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if err != nil {
 		return f.errno("rename", err)
 	}
-	n.changed("rename", name, 0)
+	n.changedPath("rename", n.pathOf(name)+" -> "+np.pathOf(newName), 0)
 	items := []inval{nameIn(n.ino, name), nameIn(np.ino, newName), attrOf(n.ino), attrOf(np.ino), attrOf(src.Ino)}
 	if replaced != nil {
 		items = append(items, attrOf(replaced.Ino))

@@ -91,16 +91,21 @@ func (v *View) deny(op acl.Op, p string, z metadata.Zone, d acl.Decision) syscal
 	return d.Errno
 }
 
-// changed records a change that happened.
+// changed records a change that happened to name in n (or to n).
 func (n *node) changed(op string, name string, bytes int64) {
 	if n.v.fs.opts.Recorder == nil {
 		return
 	}
+	n.changedPath(op, n.pathOf(name), bytes)
+}
+
+// changedPath records a change at path p in n's zone.
+func (n *node) changedPath(op string, p string, bytes int64) {
 	n.v.fs.record(Event{
 		Time:  time.Now(),
 		User:  n.v.user,
 		Zone:  n.zone,
-		Path:  n.pathOf(name),
+		Path:  p,
 		Op:    op,
 		Bytes: bytes,
 	})

@@ -25,7 +25,7 @@ func mountCommand() *cli.Command {
 			&cli.IntFlag{Name: "uid", Value: -1, Usage: "present every entry as owned by this uid"},
 			&cli.IntFlag{Name: "gid", Value: -1, Usage: "present every entry as owned by this gid"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
-		}, fsFlags()...),
+		}, append(fsFlags(), auditFlags()...)...),
 		Action: runMount,
 	}
 }
@@ -65,6 +65,20 @@ func runMount(c *cli.Context) error {
 		return err
 	}
 	defer st.Close()
+	rec, err := startAudit(c, st.Meta, log)
+	if err != nil {
+		return err
+	}
+	if rec != nil {
+		// Closed after the views stop, before the store closes.
+		defer rec.Close()
+		fsOpts.Recorder = rec
+		if reg != nil {
+			if err := daemon.RegisterAuditMetrics(reg, rec); err != nil {
+				return err
+			}
+		}
+	}
 	if err := daemon.EnsureUser(st, c.String("user")); err != nil {
 		return err
 	}
@@ -107,6 +121,11 @@ func runMount(c *cli.Context) error {
 	defer cancel()
 	if err := d.Stop(sctx); err != nil {
 		return err
+	}
+	if rec != nil {
+		if err := rec.Close(); err != nil {
+			log.Error("audit trail: last records not written", "err", err)
+		}
 	}
 	if err := st.Close(); err != nil {
 		return err

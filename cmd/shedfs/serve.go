@@ -27,7 +27,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "uid", Value: -1, Usage: "present entries as owned by this uid in views of users without an owner of their own"},
 			&cli.IntFlag{Name: "gid", Value: -1, Usage: "present entries as owned by this gid in views of users without an owner of their own"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
-		}, fsFlags()...),
+		}, append(fsFlags(), auditFlags()...)...),
 		Action: runServe,
 	}
 }
@@ -63,6 +63,20 @@ func runServe(c *cli.Context) error {
 		return err
 	}
 	defer st.Close()
+	rec, err := startAudit(c, st.Meta, log)
+	if err != nil {
+		return err
+	}
+	if rec != nil {
+		// Closed after the views stop, before the store closes.
+		defer rec.Close()
+		fsOpts.Recorder = rec
+		if reg != nil {
+			if err := daemon.RegisterAuditMetrics(reg, rec); err != nil {
+				return err
+			}
+		}
+	}
 	d, err := daemon.New(daemon.Config{
 		Store:       st,
 		MountRoot:   c.String("mount-root"),
@@ -94,6 +108,11 @@ func runServe(c *cli.Context) error {
 	defer cancel()
 	if err := d.Stop(sctx); err != nil {
 		return err
+	}
+	if rec != nil {
+		if err := rec.Close(); err != nil {
+			log.Error("audit trail: last records not written", "err", err)
+		}
 	}
 	if err := st.Close(); err != nil {
 		return err
