@@ -108,7 +108,6 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d.local = NewLocal(cfg.Store, log)
 	d.local.hooks = d
-	d.local.maxFileSize = cfg.FS.MaxFileSize
 	return d, nil
 }
 

@@ -204,7 +204,7 @@ func admitOneInode(u metadata.Usage, l metadata.Limit) error {
 // admitImport refuses early an import whose size is known not to fit, so
 // that nothing is copied in vain.
 func (l *Local) admitImport(user string, size uint64, credit int64, what string) error {
-	if d := acl.AdmitSize(size, l.maxFileSize); !d.Allowed() {
+	if d := acl.AdmitSize(size, l.maxFileSize()); !d.Allowed() {
 		return errorf(CodeTooLarge, "%s: %s is larger than the largest file allowed", what, FormatSize(int64(min(size, uint64(1<<62)))))
 	}
 	h := userHolder(user)
@@ -286,7 +286,7 @@ func (l *Local) writeImport(ctx context.Context, user string, ino uint64, body i
 			if budget >= 0 && metadata.Charge(uint64(next)) > budget {
 				return 0, l.quotaError(user, fmt.Sprintf("%s (more than %s)", what, FormatSize(written)))
 			}
-			if !acl.AdmitSize(uint64(next), l.maxFileSize).Allowed() {
+			if !acl.AdmitSize(uint64(next), l.maxFileSize()).Allowed() {
 				return 0, errorf(CodeTooLarge, "%s: larger than the largest file allowed", what)
 			}
 			if _, err := f.Write(buf[:n]); err != nil {

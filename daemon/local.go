@@ -46,9 +46,6 @@ type Local struct {
 	st    *Store
 	log   *slog.Logger
 	hooks viewHooks
-	// maxFileSize is the largest file an import may store (0: no limit
-	// but the format's); a daemon sets it to its views' limit.
-	maxFileSize uint64
 
 	// mu serialises changes, so that a user is never removed while its
 	// view is being mounted, or added twice at once.
@@ -525,4 +522,15 @@ func (l *Local) Status(ctx context.Context) (*Status, error) {
 		l.hooks.fillStatus(st)
 	}
 	return st, nil
+}
+
+// maxFileSize is the largest file an import may store: the store's
+// setting, which the views enforce too (0: no limit but the format's).
+func (l *Local) maxFileSize() uint64 {
+	st, err := l.st.Meta.GetSettings()
+	if err != nil {
+		l.log.Error("read store settings", "err", err)
+		return 0
+	}
+	return st.MaxFileSize
 }

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -31,9 +32,6 @@ type Options struct {
 	// Zones holds the configurable zone policy: default ownership modes
 	// of share and groups, and the symlink policy.
 	Zones zones.Config
-	// MaxFileSize is the largest size a regular file may reach; 0 means
-	// no limit but the format's.
-	MaxFileSize uint64
 	// Recorder receives every change and denial (the audit trail); nil
 	// records nothing.
 	Recorder Recorder
@@ -61,6 +59,8 @@ type FS struct {
 
 	notify *notifier
 	acct   *accountant
+	// maxFileSize is the store's setting, reloaded by SettingsChanged.
+	maxFileSize atomic.Uint64
 
 	mu   sync.Mutex
 	open map[uint64]*openInode
@@ -84,7 +84,7 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &FS{
+	f := &FS{
 		store:   store,
 		blobs:   blobDir,
 		opts:    opts,
@@ -95,6 +95,19 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
 		notify:  newNotifier(),
 		acct:    newAccountant(),
 	}
+	f.SettingsChanged()
+	return f
+}
+
+// SettingsChanged reloads the store-wide settings (the max file size);
+// the daemon calls it after changing them.
+func (f *FS) SettingsChanged() {
+	st, err := f.store.GetSettings()
+	if err != nil {
+		f.log.Error("read store settings", "err", err)
+		return
+	}
+	f.maxFileSize.Store(st.MaxFileSize)
 }
 
 // OpenFiles is the number of inodes with at least one open handle.

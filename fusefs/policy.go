@@ -131,7 +131,7 @@ func (f *FS) quota(z metadata.Zone) (acl.Quota, error) {
 		return acl.Quota{}, err
 	}
 	u.Bytes += f.acct.pending(h)
-	return acl.Quota{Usage: u, Limit: l, MaxFileSize: f.opts.MaxFileSize}, nil
+	return acl.Quota{Usage: u, Limit: l, MaxFileSize: f.maxFileSize.Load()}, nil
 }
 
 // admitInode is the in-transaction check of a create against the inode

@@ -33,6 +33,7 @@
 //	'S' "clean"                  1 byte: 1 closed cleanly, 0 open (dirty)
 //	'S' "lastcheck"              CheckRecord, JSON
 //	'S' "shareroot"              inode of the share root, u64 BE
+//	'S' "settings"               Settings (default limits, max file size), JSON
 //	'A' nanos seq                audit record (unix nanos u64 BE, seq u32 BE), short-named JSON; bare 'A': record count, u64 BE
 //
 // Holders are "user:<name>", "group:<name>" and "share". Zone roots are

@@ -25,6 +25,7 @@ const (
 	stateClean     = "clean"
 	stateLastCheck = "lastcheck"
 	stateShareRoot = "shareroot"
+	stateSettings  = "settings"
 )
 
 func inoKey(prefix byte, ino uint64) []byte {

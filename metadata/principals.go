@@ -87,6 +87,9 @@ func (s *Store) AddUser(name string) (*User, error) {
 		if err := o.charge(Holder("user:"+name), 0, 3); err != nil {
 			return err
 		}
+		if err := o.applyDefaultLimit(Holder("user:"+name), false); err != nil {
+			return err
+		}
 		return setJSON(o.tx, userKey(name), u)
 	})
 	if err != nil {
@@ -308,6 +311,9 @@ func (s *Store) AddGroup(name string) (*Group, error) {
 		g = &Group{Name: name, Root: ino, Members: []string{}, Created: o.now}
 		o.put(newRoot(ino, Zone{Kind: ZoneGroup, Principal: name}, "", OwnModeGroup, o.now))
 		if err := o.charge(Holder("group:"+name), 0, 1); err != nil {
+			return err
+		}
+		if err := o.applyDefaultLimit(Holder("group:"+name), true); err != nil {
 			return err
 		}
 		return setJSON(o.tx, groupKey(name), g)

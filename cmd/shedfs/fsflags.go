@@ -17,7 +17,6 @@ func fsFlags() []cli.Flag {
 		&cli.StringFlag{Name: "metrics", Usage: "serve Prometheus metrics at this address (e.g. 127.0.0.1:9567)"},
 		&cli.IntFlag{Name: "metrics-max-holders", Value: daemon.DefaultMaxHolders, Usage: "export quota gauges for at most this many holders"},
 		&cli.BoolFlag{Name: "no-passthrough", Usage: "serve every read through the daemon instead of FUSE passthrough"},
-		&cli.StringFlag{Name: "max-file-size", Value: "0", Usage: "largest size a file may reach (e.g. 10GiB; 0: no limit)"},
 		&cli.StringFlag{Name: "symlinks", Value: "in-zone", Usage: "symlink policy: in-zone, allow or deny"},
 		&cli.StringFlag{Name: "share-mode", Value: "group", Usage: "ownership mode of new entries in share/: owner, group or owner_ro"},
 		&cli.StringFlag{Name: "group-mode", Value: "group", Usage: "ownership mode of new entries in group spaces: owner, group or owner_ro"},
@@ -27,11 +26,7 @@ func fsFlags() []cli.Flag {
 // fsOptions reads fsFlags.
 func fsOptions(c *cli.Context) (fusefs.Options, error) {
 	opts := fusefs.Options{Passthrough: !c.Bool("no-passthrough")}
-	max, err := daemon.ParseSize(c.String("max-file-size"))
-	if err != nil {
-		return opts, fmt.Errorf("--max-file-size: %w", err)
-	}
-	opts.MaxFileSize = uint64(max)
+	var err error
 	if opts.Zones.Symlinks, err = zones.ParseSymlinkPolicy(c.String("symlinks")); err != nil {
 		return opts, fmt.Errorf("--symlinks: %w", err)
 	}

@@ -1,0 +1,68 @@
+package metadata
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+)
+
+// Settings are the store-wide policy values that belong to the data, not
+// to one daemon run: the quota a new user or group starts with and the
+// largest file anyone may write. Kept in the store, they survive restarts
+// and are the same for every view.
+type Settings struct {
+	// DefaultUserLimit is the quota a new user gets (zero: unlimited).
+	DefaultUserLimit Limit `json:"default_user_limit"`
+	// DefaultGroupLimit is the quota a new group gets (zero: unlimited).
+	DefaultGroupLimit Limit `json:"default_group_limit"`
+	// MaxFileSize is the largest size a regular file may reach (0: no
+	// limit but the format's).
+	MaxFileSize uint64 `json:"max_file_size"`
+}
+
+// GetSettings returns the store's settings (zero values when never set).
+func (s *Store) GetSettings() (Settings, error) {
+	var st Settings
+	err := s.kv.View(func(tx Txn) error {
+		return readSettings(tx, &st)
+	})
+	return st, err
+}
+
+// SetSettings replaces the store's settings. Changing the defaults does
+// not touch the limits of existing users and groups.
+func (s *Store) SetSettings(st Settings) error {
+	if st.DefaultUserLimit.Bytes < 0 || st.DefaultUserLimit.Inodes < 0 ||
+		st.DefaultGroupLimit.Bytes < 0 || st.DefaultGroupLimit.Inodes < 0 {
+		return fmt.Errorf("settings: negative limit: %w", syscall.EINVAL)
+	}
+	return s.update(func(o *op) error {
+		return setJSON(o.tx, stateKey(stateSettings), &st)
+	})
+}
+
+func readSettings(tx Txn, st *Settings) error {
+	err := getJSON(tx, stateKey(stateSettings), "settings", st)
+	if errors.Is(err, syscall.ENOENT) {
+		*st = Settings{}
+		return nil
+	}
+	return err
+}
+
+// applyDefaultLimit gives a new holder the default limit of its kind, in
+// the transaction that creates it.
+func (o *op) applyDefaultLimit(h Holder, group bool) error {
+	var st Settings
+	if err := readSettings(o.tx, &st); err != nil {
+		return err
+	}
+	l := st.DefaultUserLimit
+	if group {
+		l = st.DefaultGroupLimit
+	}
+	if l == (Limit{}) {
+		return nil
+	}
+	return o.tx.Set(limitKey(h), encodePair(l.Bytes, l.Inodes))
+}
