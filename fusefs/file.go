@@ -336,7 +336,6 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, e
 	defer h.node.v.fs.track("write", h.node.zone, time.Now(), &errno)
 	oi := h.oi
 	oi.mu.Lock()
-	defer oi.mu.Unlock()
 	if h.flags&syscall.O_APPEND != 0 {
 		off = int64(oi.size)
 	}
@@ -348,15 +347,16 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, e
 		written = n
 		return max(uint64(off)+uint64(n), old), err
 	})
-	if e != 0 {
-		if written == 0 {
-			return 0, e
-		}
-		if oi.writeErr == 0 {
-			oi.writeErr = e
-		}
+	if e != 0 && written > 0 && oi.writeErr == 0 {
+		oi.writeErr = e
+	}
+	oi.mu.Unlock()
+	if written == 0 && e != 0 {
+		return 0, e
 	}
 	h.node.v.fs.countWrite(h.node.zone, written)
+	// Outside the inode lock: delivery may wait on the other views'
+	// kernels, which may wait on a write of theirs that needs the lock.
 	h.node.v.fs.invalidate(h.node.v, h.node.zone, dataOf(oi.ino, off, int64(written)))
 	return uint32(written), 0
 }
@@ -427,7 +427,6 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) (e
 	defer h.node.v.fs.track("fallocate", h.node.zone, time.Now(), &errno)
 	oi := h.oi
 	oi.mu.Lock()
-	defer oi.mu.Unlock()
 	old := oi.size
 	newSize := old
 	if mode&unix.FALLOC_FL_KEEP_SIZE == 0 && off+size > newSize {
@@ -439,6 +438,7 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) (e
 		}
 		return newSize, nil
 	})
+	oi.mu.Unlock()
 	if e == 0 {
 		h.node.v.fs.invalidate(h.node.v, h.node.zone, attrOf(oi.ino))
 	}
@@ -465,7 +465,6 @@ func (n *node) truncate(rec *metadata.Inode, size uint64) syscall.Errno {
 	}
 	defer f.release(oi)
 	oi.mu.Lock()
-	defer oi.mu.Unlock()
 	old := oi.size
 	e = n.resizeLocked(oi, acl.OpTruncate, size, func() (uint64, error) {
 		if err := oi.blob.Truncate(int64(size)); err != nil {
@@ -473,10 +472,11 @@ func (n *node) truncate(rec *metadata.Inode, size uint64) syscall.Errno {
 		}
 		return size, nil
 	})
-	if e != 0 {
-		return e
+	if e == 0 {
+		e = f.persistLocked(oi)
 	}
-	if e := f.persistLocked(oi); e != 0 {
+	oi.mu.Unlock()
+	if e != 0 {
 		return e
 	}
 	n.changed("truncate", "", int64(size))
