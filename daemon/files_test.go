@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/shedfs/shedfs/fusefs"
 	"github.com/shedfs/shedfs/metadata"
 )
 
@@ -316,6 +317,7 @@ type fakeHooks struct {
 	members []string
 	entries []string
 	inodes  []uint64
+	events  []string
 }
 
 func (f *fakeHooks) userAdded(ctx context.Context, u *metadata.User) error { return nil }
@@ -329,6 +331,7 @@ func (f *fakeHooks) entryChanged(dir uint64, name string, replaced *metadata.Ino
 	f.entries = append(f.entries, name)
 }
 func (f *fakeHooks) inodeChanged(ino uint64) { f.inodes = append(f.inodes, ino) }
+func (f *fakeHooks) record(e fusefs.Event)   { f.events = append(f.events, e.Op+" "+e.Path) }
 
 // TestViewsAreTold checks that every admin change the views cache is
 // passed on: membership to the users concerned, imported names, and
@@ -376,5 +379,10 @@ func TestViewsAreTold(t *testing.T) {
 	n, _ := st.Meta.Lookup(st.Meta.ShareRoot(), "report.txt")
 	if !slices.Equal(h.inodes, []uint64{n.Ino}) || m.Mode != "owner" {
 		t.Errorf("mode set told %v, want [%d]", h.inodes, n.Ino)
+	}
+	// Each import and the override reach the audit trail.
+	want := []string{"import /uploads/in.csv", "import /uploads/s/in.csv", "admin_set_ownership /share/report.txt"}
+	if !slices.Equal(h.events, want) {
+		t.Errorf("audit events %q, want %q", h.events, want)
 	}
 }

@@ -126,6 +126,7 @@ func (l *Local) Import(ctx context.Context, req ImportRequest, body io.Reader, s
 		}
 	}
 	l.nameChanged(dir, req.Name, replaced)
+	l.audit(u.Name, zones.UploadsZone(u.Name), "/"+rel, "import", written)
 	l.log.Info("imported", "user", u.Name, "path", rel, "bytes", written, "replaced", res.Replaced)
 	return res, nil
 }

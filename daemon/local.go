@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shedfs/shedfs/fusefs"
 	"github.com/shedfs/shedfs/metadata"
 )
 
@@ -37,6 +38,8 @@ type viewHooks interface {
 	// inodeChanged tells the views that an inode's ownership changed
 	// outside any view, so cached attributes and open handles follow.
 	inodeChanged(ino uint64)
+	// record puts an admin change into the daemon's audit trail.
+	record(e fusefs.Event)
 }
 
 // Local performs admin operations directly on an open store. The daemon
@@ -500,7 +503,8 @@ func (l *Local) ShowQuota(ctx context.Context, holder string) ([]QuotaInfo, erro
 	return out, nil
 }
 
-// Status describes the store, and the daemon's views when one runs.
+// Status describes the store (principals, quota usage, size, last fsck)
+// and, when a daemon runs, its views, open files and request rate.
 func (l *Local) Status(ctx context.Context) (*Status, error) {
 	users, err := l.st.Meta.ListUsers()
 	if err != nil {
@@ -518,6 +522,15 @@ func (l *Local) Status(ctx context.Context) (*Status, error) {
 	case !rec.At.IsZero():
 		st.LastCheck = &CheckInfo{At: rec.At.UTC().Truncate(time.Second), Problems: rec.Problems, Unrepaired: rec.Unrepaired}
 	}
+	if st.Quotas, err = l.ShowQuota(ctx, ""); err != nil {
+		return nil, err
+	}
+	// The data size is estimated from the usage counters, which every
+	// change keeps up to date: walking blobs/ is left to status --du.
+	st.Size.LSMBytes, st.Size.VlogBytes = l.st.Meta.EngineSize()
+	for _, q := range st.Quotas {
+		st.Size.DataBytes += q.Used.Bytes
+	}
 	if l.hooks != nil {
 		l.hooks.fillStatus(st)
 	}
@@ -533,4 +546,18 @@ func (l *Local) maxFileSize() uint64 {
 		return 0
 	}
 	return st.MaxFileSize
+}
+
+// audit records a change made through the admin operations: through the
+// daemon's recorder when one runs, so the trail keeps one order, else
+// straight into the store.
+func (l *Local) audit(user string, zone metadata.Zone, path, op string, bytes int64) {
+	if l.hooks != nil {
+		l.hooks.record(fusefs.Event{Time: time.Now(), User: user, Zone: zone, Path: path, Op: op, Bytes: bytes})
+		return
+	}
+	rec := metadata.AuditRecord{Time: time.Now(), User: user, View: user, Zone: zone.String(), Path: path, Op: op, Result: metadata.ResultOK, Bytes: bytes}
+	if err := l.st.Meta.AppendAudit([]metadata.AuditRecord{rec}); err != nil {
+		l.log.Warn("audit record of an admin change not written", "op", op, "err", err)
+	}
 }

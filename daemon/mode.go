@@ -77,6 +77,7 @@ func (l *Local) SetMode(ctx context.Context, user, path string, req ModeSetReque
 		l.hooks.inodeChanged(n.Ino)
 	}
 	info := modeInfo(user, rel, out)
+	l.audit(user, out.Zone, "/"+strings.TrimPrefix(rel, "/"), "admin_set_ownership", 0)
 	l.log.Info("ownership changed by the admin", "user", user, "path", rel, "owner", info.Owner, "mode", info.Mode)
 	return info, nil
 }

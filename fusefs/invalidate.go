@@ -6,6 +6,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/metadata"
 )
 
@@ -166,3 +167,50 @@ func dataOf(ino uint64, off, n int64) inval { return inval{ino: ino, off: off, l
 
 // nameIn invalidates one name in a directory.
 func nameIn(dir uint64, name string) inval { return inval{ino: dir, name: name} }
+
+// EntryChanged tells every view that name in directory dir changed
+// outside any view (an import by the admin), and reclaims replaced, the
+// inode the change took the name from, once nothing holds it.
+func (f *FS) EntryChanged(dir uint64, name string, replaced *metadata.Inode) {
+	f.broadcast(nameIn(dir, name), attrOf(dir))
+	f.reclaimIfUnused(replaced)
+}
+
+// InodeChanged tells every view that ino's ownership or attributes changed
+// outside any view (the admin's mode override): open handles decide their
+// next write on the new record, and kernels drop cached attributes.
+func (f *FS) InodeChanged(ino uint64) {
+	rec, err := f.store.GetInode(ino)
+	if err != nil {
+		f.log.Error("reload changed inode", "ino", ino, "err", err)
+		return
+	}
+	if oi := f.lookupOpen(ino); oi != nil {
+		oi.mu.Lock()
+		oi.entry = acl.EntryOf(rec)
+		oi.mu.Unlock()
+	}
+	f.broadcast(attrOf(ino))
+}
+
+// broadcast sends items to every view, whatever the zone: the change came
+// from outside the views, so none of them knows it yet.
+func (f *FS) broadcast(items ...inval) {
+	b := &invalBatch{items: items, done: make(chan struct{})}
+	select {
+	case f.notify.queue <- b:
+	default:
+		f.log.Warn("invalidation queue full; views may show stale data until their caches expire")
+		return
+	}
+	t := time.NewTimer(notifyWait)
+	defer t.Stop()
+	select {
+	case <-b.done:
+	case <-t.C:
+	}
+}
+
+// Record puts an event that happened outside the views (an import, an
+// admin override) into the same trail as theirs.
+func (f *FS) Record(e Event) { f.record(e) }
