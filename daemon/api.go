@@ -39,6 +39,10 @@ type Admin interface {
 	// ShowQuota returns the quota of one holder, or of every holder when
 	// holder is empty.
 	ShowQuota(ctx context.Context, holder string) ([]QuotaInfo, error)
+	// GetSettings and SetSettings read and change the store's default
+	// quotas and max file size (settings.go).
+	GetSettings(ctx context.Context) (*Settings, error)
+	SetSettings(ctx context.Context, req SettingsSetRequest) (*Settings, error)
 
 	Status(ctx context.Context) (*Status, error)
 

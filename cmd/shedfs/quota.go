@@ -34,6 +34,7 @@ func quotaCommand() *cli.Command {
 				Flags:     []cli.Flag{storeFlag(), jsonFlag()},
 				Action:    runQuotaShow,
 			},
+			quotaDefaultsCommand(), // settings.go
 		},
 	}
 }
