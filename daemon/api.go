@@ -197,6 +197,37 @@ type Status struct {
 	Users     int        `json:"users"`
 	Groups    int        `json:"groups"`
 	LastCheck *CheckInfo `json:"last_check"`
+	// Requests is the daemon's recent rate of FUSE requests; nil when no
+	// daemon runs or it counts no requests (started without --metrics).
+	Requests *RequestRate `json:"requests"`
+	// Quotas is every holder's usage against its limit, as quota show.
+	Quotas []QuotaInfo `json:"quotas"`
+	// Size is what the store takes on disk.
+	Size StoreSize `json:"size"`
+}
+
+// RequestRate is how many FUSE requests a daemon served lately.
+type RequestRate struct {
+	// PerSecond is the average over the last WindowSeconds (up to a
+	// minute; less just after the daemon started).
+	PerSecond     float64 `json:"per_second"`
+	WindowSeconds float64 `json:"window_seconds"`
+	// Total is every request since the daemon started.
+	Total uint64 `json:"total"`
+}
+
+// StoreSize is what a store takes: badger's LSM tree and value log, and
+// the file contents in blobs/.
+type StoreSize struct {
+	LSMBytes  int64 `json:"lsm_bytes"`
+	VlogBytes int64 `json:"vlog_bytes"`
+	// DataBytes is the size of the file contents. Unless DataMeasured, it
+	// is the sum of the quota holders' byte usage: the files' apparent
+	// sizes, which is cheap to read but ignores holes and block rounding.
+	// DataMeasured means it is the disk usage of blobs/, walked on request
+	// (status --du).
+	DataBytes    int64 `json:"data_bytes"`
+	DataMeasured bool  `json:"data_measured"`
 }
 
 // Error codes of the admin API, stable for scripts.

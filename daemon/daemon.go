@@ -70,6 +70,10 @@ type Daemon struct {
 	// mount mounts one view; the real one is fusefs, unit tests replace it.
 	mount func(user, mountpoint string, opts fusefs.ViewOptions) (mountedView, error)
 
+	// rate is the request rate shown by status, set when ServeMetrics
+	// starts; nil without metrics.
+	rate atomic.Pointer[requestRate]
+
 	mu      sync.Mutex
 	views   map[string]*view
 	server  *Server
@@ -367,4 +371,5 @@ func (d *Daemon) fillStatus(st *Status) {
 	st.MountRoot = d.cfg.MountRoot
 	st.Views = d.Views()
 	st.OpenFiles = d.OpenFiles()
+	st.Requests = d.rate.Load().current()
 }

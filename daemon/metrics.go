@@ -42,8 +42,9 @@ func NewRegistry(opts *fusefs.Options) (*prometheus.Registry, error) {
 
 // MetricsServer serves /metrics over HTTP.
 type MetricsServer struct {
-	srv *http.Server
-	ln  net.Listener
+	srv  *http.Server
+	ln   net.Listener
+	rate *requestRate // the request rate of shedfs status, sampled from the registry
 }
 
 // ServeMetrics registers the gauges of d's store and daemon in reg and
@@ -67,7 +68,9 @@ func (d *Daemon) ServeMetrics(addr string, reg *prometheus.Registry, maxHolders 
 		}
 	}()
 	d.log.Info("metrics listening", "addr", ln.Addr().String())
-	return &MetricsServer{srv: srv, ln: ln}, nil
+	rate := newRequestRate(reg)
+	d.rate.Store(rate)
+	return &MetricsServer{srv: srv, ln: ln, rate: rate}, nil
 }
 
 // Addr is where the server listens (useful with port 0).
@@ -75,6 +78,7 @@ func (m *MetricsServer) Addr() string { return m.ln.Addr().String() }
 
 // Shutdown stops serving.
 func (m *MetricsServer) Shutdown(ctx context.Context) error {
+	m.rate.close()
 	return m.srv.Shutdown(ctx)
 }
 

@@ -238,7 +238,7 @@ func TestStatusWithoutDaemon(t *testing.T) {
 	s := newStoreDir(t)
 	ok(t, "user", "add", "alice", "--store", s)
 	out := ok(t, "status", "--store", s)
-	for _, want := range []string{"daemon:      not running", "users:       1", "last fsck:   never", "views:       0"} {
+	for _, want := range []string{"daemon:      not running", "users:       1", "last fsck:   never", "views:       no daemon", "requests:    no daemon", "store size:  "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
 		}

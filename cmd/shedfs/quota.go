@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -97,55 +96,4 @@ func quotaTable(w io.Writer, qs []daemon.QuotaInfo) error {
 			q.Used.Inodes, countOrNone(q.Limit.Inodes), percent(q.Used.Inodes, q.Limit.Inodes))
 	}
 	return tw.Flush()
-}
-
-func statusCommand() *cli.Command {
-	return &cli.Command{
-		Name:   "status",
-		Usage:  "show the store and, if one runs, the daemon serving it",
-		Flags:  []cli.Flag{storeFlag(), jsonFlag()},
-		Action: runStatus,
-	}
-}
-
-func runStatus(c *cli.Context) error {
-	if err := nargs(c, "no arguments", 0); err != nil {
-		return err
-	}
-	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
-		st, err := a.Status(ctx)
-		if err != nil {
-			return err
-		}
-		if c.Bool("json") {
-			return printJSON(c.App.Writer, st)
-		}
-		tw := table(c.App.Writer)
-		fmt.Fprintf(tw, "store:\t%s\n", st.Store)
-		if st.Daemon {
-			d := fmt.Sprintf("running (pid %d)", st.PID)
-			if st.MountRoot != "" {
-				d += ", mount root " + st.MountRoot
-			}
-			fmt.Fprintf(tw, "daemon:\t%s\n", d)
-		} else {
-			fmt.Fprintf(tw, "daemon:\tnot running\n")
-		}
-		fmt.Fprintf(tw, "views:\t%d\n", len(st.Views))
-		for _, v := range st.Views {
-			fmt.Fprintf(tw, "\t%s at %s\n", v.User, v.Mountpoint)
-		}
-		fmt.Fprintf(tw, "open files:\t%d\n", st.OpenFiles)
-		fmt.Fprintf(tw, "users:\t%d\n", st.Users)
-		fmt.Fprintf(tw, "groups:\t%d\n", st.Groups)
-		switch lc := st.LastCheck; {
-		case lc == nil:
-			fmt.Fprintf(tw, "last fsck:\tnever\n")
-		case lc.Problems == 0:
-			fmt.Fprintf(tw, "last fsck:\t%s, clean\n", lc.At.Local().Format(time.RFC3339))
-		default:
-			fmt.Fprintf(tw, "last fsck:\t%s, %d problems, %d not repaired\n", lc.At.Local().Format(time.RFC3339), lc.Problems, lc.Unrepaired)
-		}
-		return tw.Flush()
-	})
 }

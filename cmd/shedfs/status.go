@@ -1,0 +1,160 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/shedfs/shedfs/daemon"
+)
+
+// nearFull is the share of a quota limit from which status flags a holder.
+const nearFull = 0.9
+
+func statusCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "status",
+		Usage: "show the store and, if one runs, the daemon serving it",
+		Description: "Views, open files and the request rate come from the running daemon (the rate only when it\n" +
+			"serves --metrics); without a daemon the store is read directly. The data size is the sum of the\n" +
+			"quota holders' usage unless --du measures the disk usage of the blobs directory.",
+		Flags: []cli.Flag{
+			storeFlag(),
+			jsonFlag(),
+			&cli.BoolFlag{Name: "du", Usage: "measure the disk usage of the blobs directory (walks it) instead of estimating it from the usage counters"},
+		},
+		Action: runStatus,
+	}
+}
+
+func runStatus(c *cli.Context) error {
+	if err := nargs(c, "no arguments", 0); err != nil {
+		return err
+	}
+	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+		st, err := a.Status(ctx)
+		if err != nil {
+			return err
+		}
+		if c.Bool("du") {
+			n, err := diskUsage(filepath.Join(c.String("store"), "blobs"))
+			if err != nil {
+				return err
+			}
+			st.Size.DataBytes, st.Size.DataMeasured = n, true
+		}
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, st)
+		}
+		return printStatus(c.App.Writer, st)
+	})
+}
+
+// printStatus writes st for a terminal: one line per fact, then the quota
+// table.
+func printStatus(w io.Writer, st *daemon.Status) error {
+	tw := table(w)
+	fmt.Fprintf(tw, "store:\t%s\n", st.Store)
+	const noDaemon = "no daemon"
+	if st.Daemon {
+		d := fmt.Sprintf("running (pid %d)", st.PID)
+		if st.MountRoot != "" {
+			d += ", mount root " + st.MountRoot
+		}
+		fmt.Fprintf(tw, "daemon:\t%s\n", d)
+		fmt.Fprintf(tw, "views:\t%d\n", len(st.Views))
+		for _, v := range st.Views {
+			fmt.Fprintf(tw, "\t  %s → %s\n", v.User, v.Mountpoint)
+		}
+		fmt.Fprintf(tw, "open files:\t%d\n", st.OpenFiles)
+		if r := st.Requests; r != nil {
+			fmt.Fprintf(tw, "requests:\t%.1f/s over the last %.0fs, %d since start\n", r.PerSecond, r.WindowSeconds, r.Total)
+		} else {
+			fmt.Fprintf(tw, "requests:\tnot counted (the daemon serves no --metrics)\n")
+		}
+	} else {
+		fmt.Fprintf(tw, "daemon:\tnot running\n")
+		fmt.Fprintf(tw, "views:\t%s\n", noDaemon)
+		fmt.Fprintf(tw, "open files:\t%s\n", noDaemon)
+		fmt.Fprintf(tw, "requests:\t%s\n", noDaemon)
+	}
+	fmt.Fprintf(tw, "users:\t%d\n", st.Users)
+	fmt.Fprintf(tw, "groups:\t%d\n", st.Groups)
+	how := "estimated from quota usage"
+	if st.Size.DataMeasured {
+		how = "disk usage of blobs/"
+	}
+	fmt.Fprintf(tw, "store size:\t%s (metadata %s: LSM %s + value log %s; data %s, %s)\n",
+		daemon.FormatSize(st.Size.LSMBytes+st.Size.VlogBytes+st.Size.DataBytes),
+		daemon.FormatSize(st.Size.LSMBytes+st.Size.VlogBytes),
+		daemon.FormatSize(st.Size.LSMBytes), daemon.FormatSize(st.Size.VlogBytes),
+		daemon.FormatSize(st.Size.DataBytes), how)
+	switch lc := st.LastCheck; {
+	case lc == nil:
+		fmt.Fprintf(tw, "last fsck:\tnever\n")
+	case lc.Problems == 0:
+		fmt.Fprintf(tw, "last fsck:\t%s, clean\n", lc.At.Local().Format(time.RFC3339))
+	default:
+		fmt.Fprintf(tw, "last fsck:\t%s, %d problems, %d not repaired\n", lc.At.Local().Format(time.RFC3339), lc.Problems, lc.Unrepaired)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "quota:")
+	tw = table(w)
+	fmt.Fprintln(tw, "  HOLDER\tBYTES USED\tLIMIT\t%\tINODES USED\tLIMIT\t%\tSTATE")
+	for _, q := range st.Quotas {
+		flag := "-"
+		switch {
+		case full(q.Used.Bytes, q.Limit.Bytes) || full(q.Used.Inodes, q.Limit.Inodes):
+			flag = "NEAR FULL"
+		case q.Limit.Bytes > 0 || q.Limit.Inodes > 0:
+			flag = "ok"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", q.Holder,
+			daemon.FormatSize(q.Used.Bytes), sizeOrNone(q.Limit.Bytes), percent(q.Used.Bytes, q.Limit.Bytes),
+			q.Used.Inodes, countOrNone(q.Limit.Inodes), percent(q.Used.Inodes, q.Limit.Inodes), flag)
+	}
+	return tw.Flush()
+}
+
+// full reports whether used reaches nearFull of a set limit.
+func full(used, limit int64) bool {
+	return limit > 0 && float64(used) >= nearFull*float64(limit)
+}
+
+// diskUsage is the space the files under dir take on disk (allocated
+// blocks, so holes do not count), like du -s.
+func diskUsage(dir string) (int64, error) {
+	var total int64
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) && p == dir {
+				return filepath.SkipDir
+			}
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // removed while we walk
+			}
+			return err
+		}
+		if s, ok := fi.Sys().(*syscall.Stat_t); ok {
+			total += s.Blocks * 512
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("measure %s: %w", dir, err)
+	}
+	return total, nil
+}
