@@ -30,6 +30,8 @@ type bench struct {
 	mounts  []string   // every FUSE mount point ever started, checked by cleanup
 
 	dropped, notDropped int // page cache drops that worked / did not
+
+	loadStart string // /proc/loadavg when the run started
 }
 
 // row holds the samples of one metric for every target.
@@ -69,7 +71,7 @@ func run(ctx context.Context, cfg *config) (err error) {
 	if work, err = filepath.EvalSymlinks(work); err != nil {
 		return fmt.Errorf("work dir: %w", err)
 	}
-	b := &bench{cfg: cfg, work: work}
+	b := &bench{cfg: cfg, work: work, loadStart: loadAvg()}
 	defer func() {
 		if cerr := b.cleanup(); cerr != nil {
 			err = errors.Join(err, cerr)
@@ -338,6 +340,21 @@ type machineInfo struct {
 	WorkFS     string `json:"work_fs"`
 	WorkDir    string `json:"work_dir"`
 	ShedfsInfo string `json:"shedfs_version,omitempty"`
+	LoadStart  string `json:"loadavg_start"`
+	LoadEnd    string `json:"loadavg_end"`
+}
+
+// loadAvg returns the 1, 5 and 15 minute load averages, or "".
+func loadAvg() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // readMachineInfo gathers machineInfo; missing pieces stay empty.
@@ -347,6 +364,8 @@ func readMachineInfo(b *bench) machineInfo {
 		NumCPU:    runtime.NumCPU(),
 		GoVersion: runtime.Version(),
 		WorkDir:   filepath.Dir(b.work),
+		LoadStart: b.loadStart,
+		LoadEnd:   loadAvg(),
 	}
 	mi.Hostname, _ = os.Hostname()
 	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {

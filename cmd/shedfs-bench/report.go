@@ -218,6 +218,7 @@ func (rep *report) print(w io.Writer) {
 	m := rep.Machine
 	fmt.Fprintf(w, "\nshedfs-bench  %s\n", m.Date)
 	fmt.Fprintf(w, "machine: %s, nproc %d, %s, mem %s, kernel %s, %s\n", m.Hostname, m.NumCPU, m.CPU, m.MemTotal, m.Kernel, m.GoVersion)
+	fmt.Fprintf(w, "load average: %s at start, %s at end (other load moves every number; compare ratios within one run)\n", m.LoadStart, m.LoadEnd)
 	fmt.Fprintf(w, "work filesystem: %s (%s); native, loopback source and shedfs store all on it\n", m.WorkFS, m.WorkDir)
 	if m.ShedfsInfo != "" {
 		fmt.Fprintf(w, "shedfs: %s\n", m.ShedfsInfo)
