@@ -27,6 +27,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -107,7 +108,14 @@ func parseFlags(args []string) (*config, error) {
 	fset.StringVar(&cfg.jsonPath, "json", "", "also write the raw numbers as JSON to this file")
 	fset.BoolVar(&cfg.quick, "quick", false, "smoke run: 1 repetition, 1000 files, 64MiB sequential file, small tree")
 	fset.DurationVar(&cfg.mountTimeout, "mount-timeout", 30*time.Second, "how long to wait for a FUSE target to appear mounted")
+	// Parse errors are reported by main as one line; only -h prints usage.
+	fset.SetOutput(io.Discard)
 	if err := fset.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fset.SetOutput(os.Stdout)
+			fmt.Fprintf(os.Stdout, "usage: shedfs-bench [flags]\n\nMeasures a plain directory, a go-fuse loopback mount and shedfs in one run; see `make bench`.\n\n")
+			fset.PrintDefaults()
+		}
 		return nil, err
 	}
 	if fset.NArg() > 0 {
