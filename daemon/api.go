@@ -222,8 +222,9 @@ type StoreSize struct {
 	LSMBytes  int64 `json:"lsm_bytes"`
 	VlogBytes int64 `json:"vlog_bytes"`
 	// DataBytes is the size of the file contents. Unless DataMeasured, it
-	// is the sum of the quota holders' byte usage: the files' apparent
-	// sizes, which is cheap to read but ignores holes and block rounding.
+	// is the sum of the quota holders' byte usage: the files' logical
+	// sizes rounded up to 4 KiB, which is cheap to read but counts holes
+	// as data.
 	// DataMeasured means it is the disk usage of blobs/, walked on request
 	// (status --du).
 	DataBytes    int64 `json:"data_bytes"`
