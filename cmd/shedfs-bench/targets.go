@@ -39,6 +39,7 @@ func allTargets() []target {
 		{Name: "native", Start: startNative},
 		{Name: "loopback", Compare: []string{"native"}, Start: startLoopback},
 		{Name: "shedfs", Compare: []string{"native", "loopback"}, Start: shedfsTarget(nil)},
+		{Name: "shedfs+quota", Compare: []string{"shedfs"}, Start: shedfsQuotaTarget(nil)}, // quota.go
 	}
 }
 

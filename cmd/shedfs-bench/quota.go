@@ -1,0 +1,37 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// quotaBytes and quotaInodes are the limits of the "shedfs+quota" target:
+// far above what any workload writes, so that quotas are checked on every
+// write and create but never bite. The target costs what admission and
+// usage accounting cost, against "shedfs" with no limits.
+const (
+	quotaBytes  = "1TiB"
+	quotaInodes = "1000000000"
+)
+
+// shedfsQuotaTarget is shedfsTarget with user bench created beforehand, on
+// the target's own store, with a byte and an inode limit.
+func shedfsQuotaTarget(extra []string) func(context.Context, *bench, string) (*mounted, error) {
+	start := shedfsTarget(extra)
+	return func(ctx context.Context, b *bench, name string) (*mounted, error) {
+		store := filepath.Join(b.work, name+"-store")
+		if err := os.MkdirAll(store, 0o755); err != nil {
+			return nil, fmt.Errorf("shedfs dirs: %w", err)
+		}
+		cmd := exec.CommandContext(ctx, b.cfg.shedfsBin, "user", "add", "bench",
+			"--store", store, "--quota", quotaBytes, "--inodes", quotaInodes)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("%s: set the quota of user bench: %v: %s", name, err, strings.TrimSpace(string(out)))
+		}
+		return start(ctx, b, name)
+	}
+}
