@@ -39,6 +39,11 @@ func allTargets() []target {
 		{Name: "native", Start: startNative},
 		{Name: "loopback", Compare: []string{"native"}, Start: startLoopback},
 		{Name: "shedfs", Compare: []string{"native", "loopback"}, Start: shedfsTarget(nil)},
+		// The cost of observability: shedfs-bare has neither metrics nor
+		// the audit trail (which is on by default, so plain "shedfs" has
+		// it); shedfs-observed serves /metrics and keeps the trail.
+		{Name: "shedfs-bare", Start: shedfsTarget([]string{"--no-audit"})},
+		{Name: "shedfs-observed", Compare: []string{"shedfs-bare"}, Start: shedfsTarget([]string{"--metrics", "127.0.0.1:0"})},
 		{Name: "shedfs+quota", Compare: []string{"shedfs"}, Start: shedfsQuotaTarget(nil)}, // quota.go
 	}
 }
