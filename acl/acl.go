@@ -150,9 +150,12 @@ const (
 	OpSetOwner
 	OpSetZoneXattr
 	OpSymlink
+	// OpLookup is resolving a name, which the kernel does before any
+	// create, rename or link: a name refused there is refused for them.
+	OpLookup
 )
 
-var opNames = [...]string{"read", "write", "truncate", "setattr", "create", "unlink", "rmdir", "rename", "link", "set_mode", "set_owner", "set_zone_xattr", "symlink"}
+var opNames = [...]string{"read", "write", "truncate", "setattr", "create", "unlink", "rmdir", "rename", "link", "set_mode", "set_owner", "set_zone_xattr", "symlink", "lookup"}
 
 // String returns the operation's snake_case name.
 func (o Op) String() string {

@@ -18,6 +18,11 @@ func visible(a Actor, e Entry) Decision {
 	return deny(syscall.ENOENT, ReasonNotVisible)
 }
 
+// CheckName decides a name alone: ENAMETOOLONG over 255 bytes, EINVAL for
+// "", ".", ".." or one containing '/' or NUL. The FUSE layer asks it on
+// lookup, which the kernel sends before create, rename or link.
+func CheckName(name string) Decision { return checkName(name) }
+
 func checkName(name string) Decision {
 	switch zones.CheckName(name) {
 	case 0:

@@ -99,8 +99,10 @@ func (g *groupsDir) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Err
 
 // groups/ is read-only itself: acl refuses every change in it, and the
 // refusal is recorded like any other.
+// groups/ belongs to no zone; its denials are recorded in the zone of the
+// view root that holds it.
 func (g *groupsDir) deny(op acl.Op, name string) syscall.Errno {
-	return g.v.deny(op, path.Join("/", zones.NameGroups, name), metadata.Zone{}, acl.CheckDir(g.v.actor(), op, acl.GroupsDir(), name))
+	return g.v.deny(op, path.Join("/", zones.NameGroups, name), g.v.root.zone, acl.CheckDir(g.v.actor(), op, acl.GroupsDir(), name))
 }
 
 // Create implements fs.NodeCreater.
@@ -145,10 +147,10 @@ func (g *groupsDir) Rename(ctx context.Context, name string, newParent fs.InodeE
 
 // Setattr implements fs.NodeSetattrer.
 func (g *groupsDir) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	return g.v.deny(acl.OpSetattr, "/"+zones.NameGroups, metadata.Zone{}, acl.Setattr(g.v.actor(), acl.GroupsDir(), false))
+	return g.v.deny(acl.OpSetattr, "/"+zones.NameGroups, g.v.root.zone, acl.Setattr(g.v.actor(), acl.GroupsDir(), false))
 }
 
 // Setxattr implements fs.NodeSetxattrer.
 func (g *groupsDir) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
-	return g.v.deny(acl.OpSetattr, "/"+zones.NameGroups, metadata.Zone{}, acl.Setattr(g.v.actor(), acl.GroupsDir(), false))
+	return g.v.deny(acl.OpSetattr, "/"+zones.NameGroups, g.v.root.zone, acl.Setattr(g.v.actor(), acl.GroupsDir(), false))
 }

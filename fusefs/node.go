@@ -141,6 +141,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *
 	if e := n.visible(acl.OpRead); e != 0 {
 		return nil, e
 	}
+	if d := acl.CheckName(name); !d.Allowed() {
+		return nil, n.deny(acl.OpLookup, name, d)
+	}
 	f := n.v.fs
 	rec, err := f.store.Lookup(n.ino, name)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/zones"
 )
@@ -123,6 +124,9 @@ func (v *View) lookupReserved(ctx context.Context, parent *node, name string, ou
 // list returns the entries of a directory as this view shows them,
 // including the reserved names in the view root.
 func (v *View) list(ctx context.Context, n *node) ([]fuse.DirEntry, syscall.Errno) {
+	if e := n.visible(acl.OpRead); e != 0 {
+		return nil, e
+	}
 	rec, e := n.load()
 	if e != 0 {
 		return nil, e
