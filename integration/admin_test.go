@@ -48,6 +48,9 @@ func startServe(t *testing.T, store string, users ...string) *serveDaemon {
 	for _, u := range users {
 		s.waitView(u)
 	}
+	// Admin commands sent before the daemon listens would open the store
+	// themselves and find it locked.
+	s.waitSocket()
 	return s
 }
 
