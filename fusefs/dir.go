@@ -72,4 +72,6 @@ func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
 }
 
 // Releasedir implements fs.FileReleasedirer.
-func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {}
+func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
+	d.node.v.fs.dirClosed(d.node.ino)
+}

@@ -65,7 +65,9 @@ func (f *FS) acquire(n *metadata.Inode, create bool) (*openInode, syscall.Errno)
 		oi.refs++
 		return oi, 0
 	}
-	blob, err := f.blobs.OpenFile(n.Ino, true)
+	// A ghost's blob may be gone already; never make an empty one.
+	_, isGhost := f.ghosts[n.Ino]
+	blob, err := f.blobs.OpenFile(n.Ino, !isGhost)
 	if err != nil {
 		return nil, f.errno("open blob", err)
 	}

@@ -64,10 +64,14 @@ type FS struct {
 
 	mu   sync.Mutex
 	open map[uint64]*openInode
-	// live counts the views whose kernel holds each inode.
-	live map[uint64]int
-	// orphans are inodes without links that something still holds.
+	// stopSweep ends the ghost sweeper at Shutdown.
+	stopSweep chan struct{}
+	// orphans are inodes without links that an open handle still holds.
 	orphans map[uint64]bool
+	// dirsOpen counts open directory handles per inode.
+	dirsOpen map[uint64]int
+	// ghosts are reclaimed inodes kept for requests under way.
+	ghosts map[uint64]*ghost
 }
 
 // New prepares the shared state for views of one store. The caller keeps
@@ -85,17 +89,20 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
 		log = slog.New(slog.DiscardHandler)
 	}
 	f := &FS{
-		store:   store,
-		blobs:   blobDir,
-		opts:    opts,
-		log:     log,
-		open:    make(map[uint64]*openInode),
-		live:    make(map[uint64]int),
-		orphans: make(map[uint64]bool),
-		notify:  newNotifier(),
-		acct:    newAccountant(),
+		store:     store,
+		blobs:     blobDir,
+		opts:      opts,
+		log:       log,
+		open:      make(map[uint64]*openInode),
+		stopSweep: make(chan struct{}),
+		orphans:   make(map[uint64]bool),
+		dirsOpen:  make(map[uint64]int),
+		ghosts:    make(map[uint64]*ghost),
+		notify:    newNotifier(),
+		acct:      newAccountant(),
 	}
 	f.SettingsChanged()
+	go f.sweeper(f.stopSweep)
 	return f
 }
 
@@ -140,14 +147,28 @@ func (f *FS) errno(op string, err error) syscall.Errno {
 	return syscall.EIO
 }
 
-// An inode whose last link goes away lives on while anything still holds
-// it: an open handle in any view, or a kernel reference in any view (the
-// kernel may open or fstat an inode it looked up before the unlink). It is
-// reclaimed when the last of these goes: at the last release or the last
-// forget.
+// An inode whose last link goes away lives on while a handle holds it
+// open, in any view: reads, writes and fstat keep working, and its quota
+// charge stays. At the last release (or at once, if nothing is open) the
+// record is reclaimed and the charge freed. A kernel may still be about to
+// use the inode without a handle: it looked the name up just before the
+// unlink or rename and its OPEN or GETATTR is on the way. For those, a
+// ghost copy of the record and the blob stay for ghostGrace, long enough
+// for any request already under way; a read-only open in that time still
+// finds the file (and keeps the ghost while it is open).
+
+// ghostGrace is how long a reclaimed inode stays reachable by the requests
+// of kernels that resolved it before it went.
+const ghostGrace = 2 * time.Second
+
+// ghost is a reclaimed inode kept for requests under way.
+type ghost struct {
+	rec   *metadata.Inode
+	until time.Time
+}
 
 // reclaimIfUnused notes that n lost its last link and reclaims it unless
-// something still holds it.
+// a handle still holds it.
 func (f *FS) reclaimIfUnused(n *metadata.Inode) {
 	if n == nil || n.Nlink > 0 {
 		return
@@ -158,41 +179,16 @@ func (f *FS) reclaimIfUnused(n *metadata.Inode) {
 	f.reclaimIfIdle(n.Ino)
 }
 
-// reclaimIfIdle reclaims ino if it is an orphan that no handle and no
-// kernel reference holds any more.
+// reclaimIfIdle reclaims ino if it is an orphan that no handle holds. The
+// check and the reclaim happen under f.mu, so an open cannot slip between
+// them.
 func (f *FS) reclaimIfIdle(ino uint64) {
 	f.mu.Lock()
-	idle := f.orphans[ino] && f.open[ino] == nil && f.live[ino] == 0
-	if idle {
-		delete(f.orphans, ino)
+	defer f.mu.Unlock()
+	if !f.orphans[ino] || f.open[ino] != nil || f.dirsOpen[ino] > 0 {
+		return
 	}
-	f.mu.Unlock()
-	if idle {
-		f.reclaim(ino)
-	}
-}
-
-// nodeAdded and nodeForgotten count the kernel references to an inode
-// across views.
-func (f *FS) nodeAdded(ino uint64) {
-	f.mu.Lock()
-	f.live[ino]++
-	f.mu.Unlock()
-}
-
-func (f *FS) nodeForgotten(ino uint64) {
-	f.mu.Lock()
-	if f.live[ino]--; f.live[ino] <= 0 {
-		delete(f.live, ino)
-	}
-	f.mu.Unlock()
-	f.reclaimIfIdle(ino)
-}
-
-// reclaim removes an unlinked inode and its blob. The blob goes after the
-// metadata: a crash in between leaves a stray blob, which fsck removes,
-// never an inode without its content.
-func (f *FS) reclaim(ino uint64) {
+	delete(f.orphans, ino)
 	n, err := f.store.Reclaim(ino)
 	if err != nil {
 		if !errors.Is(err, syscall.ENOENT) {
@@ -200,10 +196,75 @@ func (f *FS) reclaim(ino uint64) {
 		}
 		return
 	}
-	if n.IsRegular() {
-		if err := f.blobs.Remove(ino); err != nil {
-			f.log.Error("remove blob", "ino", ino, "err", err)
+	f.ghosts[ino] = &ghost{rec: n, until: time.Now().Add(ghostGrace)}
+}
+
+// ghostOf returns the last record of a reclaimed inode still in its grace
+// period, or nil.
+func (f *FS) ghostOf(ino uint64) *metadata.Inode {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if g := f.ghosts[ino]; g != nil {
+		c := *g.rec
+		return &c
+	}
+	return nil
+}
+
+// sweepGhosts removes the blobs of ghosts whose grace is over and that no
+// handle holds; all of them when final.
+func (f *FS) sweepGhosts(final bool) {
+	now := time.Now()
+	var gone []uint64
+	f.mu.Lock()
+	for ino, g := range f.ghosts {
+		if final || now.After(g.until) && f.open[ino] == nil {
+			delete(f.ghosts, ino)
+			if g.rec.IsRegular() {
+				gone = append(gone, ino)
+			}
 		}
+	}
+	f.mu.Unlock()
+	for _, ino := range gone {
+		f.removeBlob(ino)
+	}
+}
+
+// sweeper runs sweepGhosts until stop closes.
+func (f *FS) sweeper(stop <-chan struct{}) {
+	t := time.NewTicker(ghostGrace / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			f.sweepGhosts(false)
+		case <-stop:
+			return
+		}
+	}
+}
+
+// dirOpened and dirClosed count open directory handles, which hold a
+// removed directory like open files hold a file.
+func (f *FS) dirOpened(ino uint64) {
+	f.mu.Lock()
+	f.dirsOpen[ino]++
+	f.mu.Unlock()
+}
+
+func (f *FS) dirClosed(ino uint64) {
+	f.mu.Lock()
+	if f.dirsOpen[ino]--; f.dirsOpen[ino] <= 0 {
+		delete(f.dirsOpen, ino)
+	}
+	f.mu.Unlock()
+	f.reclaimIfIdle(ino)
+}
+
+func (f *FS) removeBlob(ino uint64) {
+	if err := f.blobs.Remove(ino); err != nil {
+		f.log.Error("remove blob", "ino", ino, "err", err)
 	}
 }
 
@@ -230,15 +291,20 @@ func (f *FS) Shutdown() {
 	for _, oi := range left {
 		f.closeOpen(oi)
 	}
-	// No view is left to hold anything: every orphan goes.
+	// No view is left to hold anything: every orphan and ghost goes.
+	close(f.stopSweep)
 	f.mu.Lock()
-	f.live = make(map[uint64]int)
+	f.dirsOpen = make(map[uint64]int)
 	f.mu.Unlock()
 	orphans, err := f.store.Orphans()
 	if err != nil {
 		f.log.Error("list orphans at shutdown", "err", err)
 	}
 	for _, ino := range orphans {
-		f.reclaim(ino)
+		f.mu.Lock()
+		f.orphans[ino] = true
+		f.mu.Unlock()
+		f.reclaimIfIdle(ino)
 	}
+	f.sweepGhosts(true)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,8 +23,6 @@ type node struct {
 	v    *View
 	ino  uint64
 	zone metadata.Zone
-	// counted is set while the node counts as a kernel reference.
-	counted atomic.Bool
 }
 
 var (
@@ -51,25 +48,6 @@ var (
 	_ fs.NodeFsyncer        = (*node)(nil)
 )
 
-var (
-	_ fs.NodeOnAdder     = (*node)(nil)
-	_ fs.NodeOnForgetter = (*node)(nil)
-)
-
-// OnAdd implements fs.NodeOnAdder: the view's kernel now holds the inode.
-func (n *node) OnAdd(ctx context.Context) {
-	if n.counted.CompareAndSwap(false, true) {
-		n.v.fs.nodeAdded(n.ino)
-	}
-}
-
-// OnForget implements fs.NodeOnForgetter: the view's kernel let go.
-func (n *node) OnForget() {
-	if n.counted.CompareAndSwap(true, false) {
-		n.v.fs.nodeForgotten(n.ino)
-	}
-}
-
 func isEOF(err error) bool { return errors.Is(err, io.EOF) }
 
 // load reads the node's record with the not yet persisted state of an open
@@ -77,6 +55,11 @@ func isEOF(err error) bool { return errors.Is(err, io.EOF) }
 func (n *node) load() (*metadata.Inode, syscall.Errno) {
 	f := n.v.fs
 	rec, err := f.store.GetInode(n.ino)
+	if errors.Is(err, syscall.ENOENT) {
+		if g := f.ghostOf(n.ino); g != nil {
+			return g, 0
+		}
+	}
 	if err != nil {
 		return nil, f.errno("getattr", err)
 	}
@@ -391,6 +374,10 @@ func (n *node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, _ uint3
 	if !rec.IsRegular() {
 		return nil, 0, syscall.EINVAL
 	}
+	if rec.Nlink == 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY && n.v.fs.ghostOf(n.ino) != nil {
+		// Reclaimed, with its charge freed: nothing may grow it again.
+		return nil, 0, syscall.ENOENT
+	}
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
 		if d := acl.Write(n.v.actor(), acl.EntryOf(rec), acl.Quota{}, rec.Size, rec.Size); !d.Allowed() {
 			return nil, 0, n.deny(acl.OpWrite, "", d)
@@ -647,6 +634,7 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (_ fs.FileHandle
 	if e := n.visible(acl.OpRead); e != 0 {
 		return nil, 0, e
 	}
+	n.v.fs.dirOpened(n.ino)
 	return &dirHandle{node: n}, 0, 0
 }
 
