@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,7 +50,7 @@ type MetricsServer struct {
 
 // ServeMetrics registers the gauges of d's store and daemon in reg and
 // serves reg at addr/metrics until Shutdown.
-func (d *Daemon) ServeMetrics(addr string, reg *prometheus.Registry, maxHolders int) (*MetricsServer, error) {
+func (d *Daemon) ServeMetrics(addr string, reg *prometheus.Registry, maxHolders int, profiling bool) (*MetricsServer, error) {
 	if err := reg.Register(fusefs.NewStoreCollector(d.fs, maxHolders)); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
@@ -61,6 +62,13 @@ func (d *Daemon) ServeMetrics(addr string, reg *prometheus.Registry, maxHolders 
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelError),
 	}))
+	if profiling {
+		// Go's profiler, for finding where a slow callback spends its
+		// time; only on request, as it shows the daemon's internals.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

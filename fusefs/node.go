@@ -3,7 +3,6 @@ package fusefs
 import (
 	"context"
 	"errors"
-	"io"
 	"syscall"
 	"time"
 
@@ -47,8 +46,6 @@ var (
 	_ fs.NodeRemovexattrer  = (*node)(nil)
 	_ fs.NodeFsyncer        = (*node)(nil)
 )
-
-func isEOF(err error) bool { return errors.Is(err, io.EOF) }
 
 // load reads the node's record with the not yet persisted state of an open
 // file laid over it.

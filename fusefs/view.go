@@ -76,7 +76,9 @@ func (f *FS) Mount(user, mountpoint string, opts ViewOptions) (*View, error) {
 			Name:        "shedfs",
 			Options:     []string{"default_permissions"},
 			MaxWrite:    1 << 20,
-			Debug:       opts.Debug,
+			// Sequential reads ask for big chunks ahead of the reader.
+			MaxReadAhead: 1 << 20,
+			Debug:        opts.Debug,
 		},
 	}
 	server, err := fs.Mount(mountpoint, v.root, fsOpts)

@@ -16,6 +16,7 @@ func fsFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "metrics", Usage: "serve Prometheus metrics at this address (e.g. 127.0.0.1:9567)"},
 		&cli.IntFlag{Name: "metrics-max-holders", Value: daemon.DefaultMaxHolders, Usage: "export quota gauges for at most this many holders"},
+		&cli.BoolFlag{Name: "pprof", Usage: "also serve Go's profiler at /debug/pprof/ on the metrics address"},
 		&cli.BoolFlag{Name: "no-passthrough", Usage: "serve every read through the daemon instead of FUSE passthrough"},
 		&cli.StringFlag{Name: "symlinks", Value: "in-zone", Usage: "symlink policy: in-zone, allow or deny"},
 		&cli.StringFlag{Name: "share-mode", Value: "group", Usage: "ownership mode of new entries in share/: owner, group or owner_ro"},

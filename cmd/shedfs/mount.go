@@ -91,7 +91,7 @@ func runMount(c *cli.Context) error {
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if reg != nil {
-		ms, err := d.ServeMetrics(c.String("metrics"), reg, c.Int("metrics-max-holders"))
+		ms, err := d.ServeMetrics(c.String("metrics"), reg, c.Int("metrics-max-holders"), c.Bool("pprof"))
 		if err != nil {
 			d.Stop(context.Background())
 			return err
