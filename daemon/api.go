@@ -198,7 +198,7 @@ type Status struct {
 	Groups    int        `json:"groups"`
 	LastCheck *CheckInfo `json:"last_check"`
 	// Requests is the daemon's recent rate of FUSE requests; nil when no
-	// daemon runs or it counts no requests (started without --metrics).
+	// daemon runs.
 	Requests *RequestRate `json:"requests"`
 	// Quotas is every holder's usage against its limit, as quota show.
 	Quotas []QuotaInfo `json:"quotas"`

@@ -70,9 +70,8 @@ type Daemon struct {
 	// mount mounts one view; the real one is fusefs, unit tests replace it.
 	mount func(user, mountpoint string, opts fusefs.ViewOptions) (mountedView, error)
 
-	// rate is the request rate shown by status, set when ServeMetrics
-	// starts; nil without metrics.
-	rate atomic.Pointer[requestRate]
+	// rate is the request rate shown by status.
+	rate *requestRate
 
 	mu      sync.Mutex
 	views   map[string]*view
@@ -107,6 +106,7 @@ func New(cfg Config) (*Daemon, error) {
 		fs:    fusefs.New(cfg.Store.Meta, cfg.Store.Blobs, cfg.FS),
 		views: make(map[string]*view),
 	}
+	d.rate = newRequestRate(d.fs.Requests)
 	d.mount = func(user, mnt string, opts fusefs.ViewOptions) (mountedView, error) {
 		return d.fs.Mount(user, mnt, opts)
 	}
@@ -304,6 +304,7 @@ func (d *Daemon) Stop(ctx context.Context) error {
 		d.wg.Wait()
 	}
 	d.fs.Shutdown()
+	d.rate.close()
 	return errors.Join(errs...)
 }
 
@@ -371,5 +372,5 @@ func (d *Daemon) fillStatus(st *Status) {
 	st.MountRoot = d.cfg.MountRoot
 	st.Views = d.Views()
 	st.OpenFiles = d.OpenFiles()
-	st.Requests = d.rate.Load().current()
+	st.Requests = d.rate.current()
 }

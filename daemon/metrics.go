@@ -43,9 +43,8 @@ func NewRegistry(opts *fusefs.Options) (*prometheus.Registry, error) {
 
 // MetricsServer serves /metrics over HTTP.
 type MetricsServer struct {
-	srv  *http.Server
-	ln   net.Listener
-	rate *requestRate // the request rate of shedfs status, sampled from the registry
+	srv *http.Server
+	ln  net.Listener
 }
 
 // ServeMetrics registers the gauges of d's store and daemon in reg and
@@ -76,9 +75,7 @@ func (d *Daemon) ServeMetrics(addr string, reg *prometheus.Registry, maxHolders 
 		}
 	}()
 	d.log.Info("metrics listening", "addr", ln.Addr().String())
-	rate := newRequestRate(reg)
-	d.rate.Store(rate)
-	return &MetricsServer{srv: srv, ln: ln, rate: rate}, nil
+	return &MetricsServer{srv: srv, ln: ln}, nil
 }
 
 // Addr is where the server listens (useful with port 0).
@@ -86,7 +83,6 @@ func (m *MetricsServer) Addr() string { return m.ln.Addr().String() }
 
 // Shutdown stops serving.
 func (m *MetricsServer) Shutdown(ctx context.Context) error {
-	m.rate.close()
 	return m.srv.Shutdown(ctx)
 }
 

@@ -3,20 +3,15 @@ package daemon
 import (
 	"sync"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 )
 
-// The request rate of shedfs status is sampled from the metrics registry:
-// the callback path already counts every request there, so the rate costs
-// the callbacks nothing. Without --metrics there is no counter and no rate.
+// The request rate of shedfs status is sampled from the FUSE layer's
+// request counter (one atomic add per request), with or without --metrics.
 const (
 	// rateEvery is how often the request counter is sampled.
 	rateEvery = 5 * time.Second
 	// rateWindow is the span the rate is averaged over.
 	rateWindow = time.Minute
-	// requestsFamily is the counter the rate is taken from.
-	requestsFamily = "shedfs_fuse_requests_total"
 )
 
 // rateSample is the request counter at one time.
@@ -27,7 +22,7 @@ type rateSample struct {
 
 // requestRate keeps the last rateWindow of samples of the request counter.
 type requestRate struct {
-	gather func() (uint64, error)
+	gather func() uint64
 	start  rateSample
 
 	mu      sync.Mutex
@@ -37,33 +32,18 @@ type requestRate struct {
 	done chan struct{}
 }
 
-// newRequestRate starts sampling the request counter of g.
-func newRequestRate(g prometheus.Gatherer) *requestRate {
+// newRequestRate starts sampling the request counter total.
+func newRequestRate(total func() uint64) *requestRate {
 	r := &requestRate{
-		gather: func() (uint64, error) { return requestsTotal(g) },
+		gather: total,
 		stop:   make(chan struct{}),
 		done:   make(chan struct{}),
 	}
 	r.start = rateSample{at: time.Now()}
-	r.start.total, _ = r.gather()
+	r.start.total = r.gather()
 	r.samples = []rateSample{r.start}
 	go r.run()
 	return r
-}
-
-// requestsTotal sums the request counter over its labels.
-func requestsTotal(g prometheus.Gatherer) (uint64, error) {
-	mfs, err := g.Gather()
-	var total float64
-	for _, mf := range mfs {
-		if mf.GetName() != requestsFamily {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			total += m.GetCounter().GetValue()
-		}
-	}
-	return uint64(total), err
 }
 
 func (r *requestRate) run() {
@@ -83,7 +63,7 @@ func (r *requestRate) run() {
 // sample adds the counter now and forgets samples older than the window,
 // always keeping one to measure from. It returns the new sample.
 func (r *requestRate) sample() rateSample {
-	total, _ := r.gather()
+	total := r.gather()
 	s := rateSample{at: time.Now(), total: total}
 	r.mu.Lock()
 	defer r.mu.Unlock()

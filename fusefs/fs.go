@@ -61,6 +61,8 @@ type FS struct {
 	acct   *accountant
 	// maxFileSize is the store's setting, reloaded by SettingsChanged.
 	maxFileSize atomic.Uint64
+	// requests counts FUSE requests for the status rate.
+	requests atomic.Uint64
 
 	mu   sync.Mutex
 	open map[uint64]*openInode

@@ -52,6 +52,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, r := range acl.Reasons() {
 		m.denials.WithLabelValues(r)
 	}
+	// Every series exists from the start, so rate() sees the first bytes.
+	for k := metadata.ZonePrivate; k <= metadata.ZoneGroup; k++ {
+		m.bytesRead.WithLabelValues(k.String())
+		m.bytesWritten.WithLabelValues(k.String())
+	}
 	for _, c := range []prometheus.Collector{m.requests, m.duration, m.bytesRead, m.bytesWritten, m.denials} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -82,6 +87,7 @@ func resultLabel(e syscall.Errno) string {
 // track counts one request when it returns. Callbacks call it deferred
 // with a pointer to their errno result.
 func (f *FS) track(op string, z metadata.Zone, start time.Time, errno *syscall.Errno) {
+	f.requests.Add(1)
 	m := f.opts.Metrics
 	if m == nil {
 		return
@@ -89,6 +95,10 @@ func (f *FS) track(op string, z metadata.Zone, start time.Time, errno *syscall.E
 	m.requests.WithLabelValues(op, zoneLabel(z), resultLabel(*errno)).Inc()
 	m.duration.WithLabelValues(op).Observe(time.Since(start).Seconds())
 }
+
+// Requests counts every FUSE request served, with or without Prometheus
+// metrics, so that status can show a rate.
+func (f *FS) Requests() uint64 { return f.requests.Load() }
 
 func (f *FS) countRead(z metadata.Zone, n int) {
 	if m := f.opts.Metrics; m != nil && n > 0 {

@@ -77,7 +77,7 @@ func printStatus(w io.Writer, st *daemon.Status) error {
 		if r := st.Requests; r != nil {
 			fmt.Fprintf(tw, "requests:\t%.1f/s over the last %.0fs, %d since start\n", r.PerSecond, r.WindowSeconds, r.Total)
 		} else {
-			fmt.Fprintf(tw, "requests:\tnot counted (the daemon serves no --metrics)\n")
+			fmt.Fprintf(tw, "requests:\tnot counted\n")
 		}
 	} else {
 		fmt.Fprintf(tw, "daemon:\tnot running\n")
