@@ -114,7 +114,7 @@ func TestAuditDenialSurvivesRestart(t *testing.T) {
 func TestAuditRetention(t *testing.T) {
 	t.Parallel()
 	store := newStore(t)
-	v := startView(t, store, "alice", "--audit-max-records", "10")
+	v := startView(t, store, "alice", "--audit-max-records", "10", "--audit-retention-interval", "500ms")
 	for i := range 30 {
 		mustWrite(t, v.Path(fmt.Sprintf("f%02d", i)), nil, 0o644)
 	}
@@ -122,7 +122,7 @@ func TestAuditRetention(t *testing.T) {
 	if len(recs) != 30 {
 		t.Fatalf("audit trail holds %d records before retention, want 30", len(recs))
 	}
-	recs = waitTrail(t, store, 75*time.Second, "retention down to 10 records",
+	recs = waitTrail(t, store, 10*time.Second, "retention down to 10 records",
 		func(r []trailRecord) bool { return len(r) <= 10 })
 	if len(recs) != 10 || recs[0].Path != "/f20" || recs[9].Path != "/f29" {
 		t.Errorf("after retention: %d records from %q to %q, want the 10 newest (/f20 to /f29)", len(recs), recs[0].Path, recs[len(recs)-1].Path)

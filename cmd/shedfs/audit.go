@@ -36,6 +36,7 @@ func auditFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "no-audit", Usage: "keep no audit trail"},
 		&cli.StringFlag{Name: "audit-max-age", Value: "30d", Usage: "drop audit records older than this (e.g. 7d, 12h; 0: keep forever)"},
 		&cli.IntFlag{Name: "audit-max-records", Value: audit.DefaultMaxRecords, Usage: "keep at most this many audit records, dropping the oldest (0: no limit)"},
+		&cli.DurationFlag{Name: "audit-retention-interval", Value: audit.DefaultRetentionInterval, Usage: "how often old audit records are pruned"},
 		&cli.IntFlag{Name: "audit-queue", Value: audit.DefaultQueueSize, Usage: "audit events that may wait to be written; beyond, events are dropped, counted and reported in the trail"},
 	}
 }
@@ -47,7 +48,10 @@ func startAudit(c *cli.Context, meta *metadata.Store, log *slog.Logger) (*audit.
 	if c.Bool("no-audit") {
 		return nil, nil
 	}
-	opts := audit.Options{QueueSize: c.Int("audit-queue"), Logger: log}
+	opts := audit.Options{QueueSize: c.Int("audit-queue"), RetentionInterval: c.Duration("audit-retention-interval"), Logger: log}
+	if opts.RetentionInterval <= 0 {
+		return nil, fmt.Errorf("--audit-retention-interval %s: must be positive", opts.RetentionInterval)
+	}
 	if opts.QueueSize < 1 {
 		return nil, fmt.Errorf("--audit-queue %d: must be at least 1", opts.QueueSize)
 	}
