@@ -1,13 +1,13 @@
 # shedfs — build, demo, tests, benchmarks, lint.
 #
 #   make build   build bin/shedfs
-#   make run     the demo: mount alice's view at demo/mnt/alice (foreground; Ctrl-C stops)
+#   make run     the demo: shedfs serve with alice, bob, carol and team-alpha under demo/mnt (Ctrl-C stops)
 #   make test    every test: unit tests with -race, FUSE/integration tests, a short fuzz budget
 #   make bench   native dir vs go-fuse loopback vs shedfs, medians and ratios (cmd/shedfs-bench)
 #   make lint    gofmt, go vet, staticcheck
 #   make clean   unmount demo views, remove bin/ and demo/
 #
-# Knobs: make test FUZZTIME=30s   make bench BENCH_FLAGS=-quick   make run DEMO_MODE=serve
+# Knobs: make test FUZZTIME=30s   make bench BENCH_FLAGS=-quick   make run DEMO_MODE=mount
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -37,17 +37,18 @@ STATICCHECK = $(GOBIN_DIR)/staticcheck
 
 # --- demo settings ----------------------------------------------------------
 
-# DEMO_MODE=mount: one view of alice with `shedfs mount` (works today).
 # DEMO_MODE=serve: `shedfs serve` with several users and a group, one view
-# each under demo/mnt/ — switch the default once serve and the user/group
-# commands land.
-DEMO_MODE  ?= mount
+# each under demo/mnt/, metrics on DEMO_METRICS and the audit trail on.
+# DEMO_MODE=mount: one view of alice with `shedfs mount`.
+DEMO_MODE  ?= serve
 DEMO_DIR   := demo
 DEMO_STORE := $(DEMO_DIR)/store
 DEMO_MNT   := $(DEMO_DIR)/mnt
 DEMO_USER  ?= alice
-DEMO_USERS ?= alice bob
+DEMO_USERS ?= alice bob carol
 DEMO_GROUP ?= team-alpha
+DEMO_MEMBERS ?= alice bob
+DEMO_METRICS ?= 127.0.0.1:9567
 
 .PHONY: build run demo-mount demo-serve test bench lint clean
 
@@ -80,19 +81,29 @@ demo-mount:
 	if [ $$rc -ne 0 ] && [ $$rc -ne 130 ]; then exit $$rc; fi
 
 demo-serve:
-	@$(SHEDFS) serve --help >/dev/null 2>&1 || { echo "make run DEMO_MODE=serve: this $(SHEDFS) has no 'serve' command yet; use DEMO_MODE=mount" >&2; exit 2; }
 	$(call unmount_under,$(DEMO_MNT))
 	@mkdir -p $(DEMO_STORE) $(DEMO_MNT)
-	@set -x; for u in $(DEMO_USERS); do $(SHEDFS) user add --store $(DEMO_STORE) $$u 2>/dev/null || true; done; \
-	$(SHEDFS) group add --store $(DEMO_STORE) $(DEMO_GROUP) 2>/dev/null || true; \
-	for u in $(DEMO_USERS); do $(SHEDFS) group add-member --store $(DEMO_STORE) $(DEMO_GROUP) $$u 2>/dev/null || true; done
+	@S="$(SHEDFS)"; st="--store $(DEMO_STORE)"; \
+	for u in $(DEMO_USERS); do $$S user list $$st | grep -qw "^$$u" || $$S user add $$st $$u; done; \
+	$$S group list $$st | grep -qw "^$(DEMO_GROUP)" || $$S group add $$st $(DEMO_GROUP); \
+	$$S group add-member $$st $(DEMO_GROUP) $(DEMO_MEMBERS) >/dev/null; \
+	$$S quota set $$st user:alice --bytes 1GiB --inodes 100000 >/dev/null; \
+	$$S quota set $$st group:$(DEMO_GROUP) --bytes 2GiB >/dev/null; \
+	$$S import $$st --user alice --replace README.md >/dev/null
 	@echo
-	@echo "shedfs demo: one view per user ($(DEMO_USERS)) under $(CURDIR)/$(DEMO_MNT)/, group $(DEMO_GROUP) shared by them"
-	@echo "  look at them from another terminal:  ls -la $(DEMO_MNT)/*/ $(DEMO_MNT)/*/groups/"
+	@echo "shedfs demo: one view per user under $(CURDIR)/$(DEMO_MNT)/ ($(DEMO_USERS)); $(DEMO_MEMBERS) share groups/$(DEMO_GROUP)"
+	@echo "  look from another terminal:"
+	@echo "    ls -la $(DEMO_MNT)/alice $(DEMO_MNT)/alice/groups $(DEMO_MNT)/carol/groups"
+	@echo "    echo hi > $(DEMO_MNT)/alice/groups/$(DEMO_GROUP)/note; cat $(DEMO_MNT)/bob/groups/$(DEMO_GROUP)/note"
+	@echo "    getfattr -n user.shedfs.owner $(DEMO_MNT)/bob/groups/$(DEMO_GROUP)/note; df -h $(DEMO_MNT)/alice"
+	@echo "    echo no > $(DEMO_MNT)/alice/uploads/README.md   # refused: uploads/ is read-only"
+	@echo "  metrics:  curl -s http://$(DEMO_METRICS)/metrics | grep ^shedfs_"
+	@echo "  audit:    $(SHEDFS) audit --store $(DEMO_STORE)   (add --denied, --follow)"
+	@echo "  status:   $(SHEDFS) status --store $(DEMO_STORE)"
 	@echo "  Ctrl-C stops the daemon and unmounts every view."
 	@echo
 	@trap : INT TERM; rc=0; \
-	$(SHEDFS) serve --store $(DEMO_STORE) --mount-root $(DEMO_MNT) || rc=$$?; \
+	$(SHEDFS) serve --store $(DEMO_STORE) --mount-root $(DEMO_MNT) --metrics $(DEMO_METRICS) || rc=$$?; \
 	abs="$$(realpath -m $(DEMO_MNT))"; \
 	awk -v d="$$abs" 'index($$2, d "/") == 1 { print $$2 }' /proc/mounts | sort -r | while read -r m; do umount -l "$$m" || true; done; \
 	echo "shedfs demo stopped"; \
