@@ -29,6 +29,11 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (_ uint32
 			return 0, e
 		}
 		val = []byte(s)
+	} else if xattrNamespaceAllowed(attr) != 0 {
+		// security.* and system.* are never stored (see Setxattr): the
+		// kernel asks for security.capability on every write, and the
+		// answer needs no lookup.
+		return 0, syscall.ENODATA
 	} else {
 		v, err := n.v.fs.store.GetXattr(n.ino, attr)
 		if err != nil {
