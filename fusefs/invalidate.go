@@ -144,11 +144,17 @@ func (f *FS) invalidate(from *View, z metadata.Zone, items ...inval) {
 	if len(f.notify.others(from)) == 0 {
 		return
 	}
+	f.send(from, items)
+}
+
+// send queues items for every view but from (nil: every view) and waits a
+// bounded time for their delivery.
+func (f *FS) send(from *View, items []inval) {
 	b := &invalBatch{from: from, items: items, done: make(chan struct{})}
 	select {
 	case f.notify.queue <- b:
 	default:
-		f.log.Warn("invalidation queue full; other views may show stale data until their caches expire")
+		f.log.Warn("invalidation queue full; views may show stale data until their caches expire")
 		return
 	}
 	t := time.NewTimer(notifyWait)
@@ -196,19 +202,7 @@ func (f *FS) InodeChanged(ino uint64) {
 // broadcast sends items to every view, whatever the zone: the change came
 // from outside the views, so none of them knows it yet.
 func (f *FS) broadcast(items ...inval) {
-	b := &invalBatch{items: items, done: make(chan struct{})}
-	select {
-	case f.notify.queue <- b:
-	default:
-		f.log.Warn("invalidation queue full; views may show stale data until their caches expire")
-		return
-	}
-	t := time.NewTimer(notifyWait)
-	defer t.Stop()
-	select {
-	case <-b.done:
-	case <-t.C:
-	}
+	f.send(nil, items)
 }
 
 // Record puts an event that happened outside the views (an import, an

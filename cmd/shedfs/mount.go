@@ -1,13 +1,11 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os/signal"
 	"syscall"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 
 	"github.com/shedfs/shedfs/daemon"
@@ -45,70 +43,34 @@ func runMount(c *cli.Context) error {
 	if err := daemon.CheckMountpoint(mnt); err != nil {
 		return err
 	}
-	viewOpts, err := forcedOwner(c)
+	s, err := openServing(c, log, daemon.Config{})
 	if err != nil {
 		return err
 	}
-	viewOpts.Debug = c.Bool("debug")
-	fsOpts, err := fsOptions(c)
-	if err != nil {
-		return err
-	}
-	var reg *prometheus.Registry
-	if c.String("metrics") != "" {
-		if reg, err = daemon.NewRegistry(&fsOpts); err != nil {
-			return err
-		}
-	}
-	st, err := daemon.OpenStore(c.String("store"), daemon.OpenOptions{Create: true, Logger: log})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	rec, err := startAudit(c, st.Meta, log)
-	if err != nil {
-		return err
-	}
-	if rec != nil {
-		// Closed after the views stop, before the store closes.
-		defer rec.Close()
-		fsOpts.Recorder = rec
-		if reg != nil {
-			if err := daemon.RegisterAuditMetrics(reg, rec); err != nil {
-				return err
-			}
-		}
-	}
-	if err := daemon.EnsureUser(st, c.String("user")); err != nil {
-		return err
-	}
-	d, err := daemon.New(daemon.Config{Store: st, Logger: log, FS: fsOpts})
-	if err != nil {
+	user := c.String("user")
+	if err := daemon.EnsureUser(s.st, user); err != nil {
+		s.close()
 		return err
 	}
 	// Signals are caught before the mount, so that none can kill the
 	// process between mount and handler and leave a dead mount behind.
-	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if reg != nil {
-		ms, err := d.ServeMetrics(c.String("metrics"), reg, c.Int("metrics-max-holders"), c.Bool("pprof"))
-		if err != nil {
-			d.Stop(context.Background())
-			return err
-		}
-		defer ms.Shutdown(context.Background())
+	ctx, stopSignals := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stopSignals()
+	if err := s.startMetrics(c); err != nil {
+		s.stop()
+		return err
 	}
-	done, err := d.Mount(c.String("user"), mnt, viewOpts)
+	done, err := s.d.Mount(user, mnt, s.view)
 	if err != nil {
-		d.Stop(context.Background())
+		s.stop()
 		return err
 	}
 	// The admin API lets user, group and quota commands work while the
 	// store is held by this view; without it the view still works.
-	if err := d.StartAdmin(); err != nil {
+	if err := s.d.StartAdmin(); err != nil {
 		log.Warn("admin API unavailable; admin commands will fail while this view is mounted", "err", err)
 	}
-	log.Info("view mounted", "user", c.String("user"), "mountpoint", mnt, "store", st.Dir)
+	log.Info("view mounted", "user", user, "mountpoint", mnt, "store", s.st.Dir)
 
 	select {
 	case <-ctx.Done():
@@ -116,18 +78,8 @@ func runMount(c *cli.Context) error {
 	case <-done:
 		log.Info("view was unmounted", "mountpoint", mnt)
 	}
-	stop()
-	sctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
-	defer cancel()
-	if err := d.Stop(sctx); err != nil {
-		return err
-	}
-	if rec != nil {
-		if err := rec.Close(); err != nil {
-			log.Error("audit trail: last records not written", "err", err)
-		}
-	}
-	if err := st.Close(); err != nil {
+	stopSignals()
+	if err := s.stop(); err != nil {
 		return err
 	}
 	log.Info("view unmounted", "mountpoint", mnt)

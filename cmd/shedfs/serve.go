@@ -1,13 +1,11 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"os/signal"
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 
 	"github.com/shedfs/shedfs/daemon"
@@ -43,78 +41,25 @@ func runServe(c *cli.Context) error {
 	if err := daemon.CheckFuse(); err != nil {
 		return err
 	}
-	viewOpts, err := forcedOwner(c)
+	s, err := openServing(c, log, daemon.Config{MountRoot: c.String("mount-root")})
 	if err != nil {
 		return err
 	}
-	viewOpts.Debug = c.Bool("debug")
-	fsOpts, err := fsOptions(c)
-	if err != nil {
+	ctx, stopSignals := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stopSignals()
+	if err := s.startMetrics(c); err != nil {
+		s.stop()
 		return err
 	}
-	var reg *prometheus.Registry
-	if c.String("metrics") != "" {
-		if reg, err = daemon.NewRegistry(&fsOpts); err != nil {
-			return err
-		}
-	}
-	st, err := daemon.OpenStore(c.String("store"), daemon.OpenOptions{Create: true, Logger: log})
-	if err != nil {
+	if err := s.d.Start(ctx); err != nil {
+		s.close()
 		return err
 	}
-	defer st.Close()
-	rec, err := startAudit(c, st.Meta, log)
-	if err != nil {
-		return err
-	}
-	if rec != nil {
-		// Closed after the views stop, before the store closes.
-		defer rec.Close()
-		fsOpts.Recorder = rec
-		if reg != nil {
-			if err := daemon.RegisterAuditMetrics(reg, rec); err != nil {
-				return err
-			}
-		}
-	}
-	d, err := daemon.New(daemon.Config{
-		Store:       st,
-		MountRoot:   c.String("mount-root"),
-		DefaultView: viewOpts,
-		FS:          fsOpts,
-		Logger:      log,
-	})
-	if err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if reg != nil {
-		ms, err := d.ServeMetrics(c.String("metrics"), reg, c.Int("metrics-max-holders"), c.Bool("pprof"))
-		if err != nil {
-			d.Stop(context.Background())
-			return err
-		}
-		defer ms.Shutdown(context.Background())
-	}
-	if err := d.Start(ctx); err != nil {
-		return err
-	}
-	log.Info("serving", "store", st.Dir, "mount_root", c.String("mount-root"), "views", len(d.Views()))
+	log.Info("serving", "store", s.st.Dir, "mount_root", c.String("mount-root"), "views", len(s.d.Views()))
 	<-ctx.Done()
-	stop()
+	stopSignals()
 	log.Info("stopping: unmounting every view")
-	sctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
-	defer cancel()
-	if err := d.Stop(sctx); err != nil {
-		return err
-	}
-	if rec != nil {
-		if err := rec.Close(); err != nil {
-			log.Error("audit trail: last records not written", "err", err)
-		}
-	}
-	if err := st.Close(); err != nil {
+	if err := s.stop(); err != nil {
 		return err
 	}
 	log.Info("stopped cleanly")

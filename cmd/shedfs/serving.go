@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/urfave/cli/v2"
+
+	"github.com/shedfs/shedfs/audit"
+	"github.com/shedfs/shedfs/daemon"
+	"github.com/shedfs/shedfs/fusefs"
+)
+
+// serving is what serve and mount share: the open store, the FUSE options
+// with their metrics and audit recorder, and the daemon built on them.
+type serving struct {
+	log  *slog.Logger
+	st   *daemon.Store
+	view fusefs.ViewOptions
+	reg  *prometheus.Registry // nil without --metrics
+	rec  *audit.Recorder      // nil with --no-audit
+	ms   *daemon.MetricsServer
+	d    *daemon.Daemon
+}
+
+// openServing reads the shared flags, opens (creating) the store and
+// builds the daemon; cfg gets Store, FS, DefaultView and Logger filled in.
+// On error everything opened is closed again.
+func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving, error) {
+	s := &serving{log: log}
+	var err error
+	if s.view, err = forcedOwner(c); err != nil {
+		return nil, err
+	}
+	s.view.Debug = c.Bool("debug")
+	fsOpts, err := fsOptions(c)
+	if err != nil {
+		return nil, err
+	}
+	if c.String("metrics") != "" {
+		if s.reg, err = daemon.NewRegistry(&fsOpts); err != nil {
+			return nil, err
+		}
+	}
+	if s.st, err = daemon.OpenStore(c.String("store"), daemon.OpenOptions{Create: true, Logger: log}); err != nil {
+		return nil, err
+	}
+	if s.rec, err = startAudit(c, s.st.Meta, log); err != nil {
+		s.close()
+		return nil, err
+	}
+	if s.rec != nil {
+		fsOpts.Recorder = s.rec
+		if s.reg != nil {
+			if err := daemon.RegisterAuditMetrics(s.reg, s.rec); err != nil {
+				s.close()
+				return nil, err
+			}
+		}
+	}
+	cfg.Store, cfg.FS, cfg.DefaultView, cfg.Logger = s.st, fsOpts, s.view, log
+	if s.d, err = daemon.New(cfg); err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// startMetrics serves /metrics when --metrics asks for it.
+func (s *serving) startMetrics(c *cli.Context) error {
+	if s.reg == nil {
+		return nil
+	}
+	ms, err := s.d.ServeMetrics(c.String("metrics"), s.reg, c.Int("metrics-max-holders"), c.Bool("pprof"))
+	if err != nil {
+		return err
+	}
+	s.ms = ms
+	return nil
+}
+
+// stop unmounts every view (waiting at most stopTimeout) and closes the
+// rest in order: metrics, the audit trail (after the views, which feed it)
+// and the store last, marking it clean.
+func (s *serving) stop() error {
+	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	defer cancel()
+	if err := s.d.Stop(ctx); err != nil {
+		return err
+	}
+	return s.close()
+}
+
+// close releases what openServing opened, views aside.
+func (s *serving) close() error {
+	if s.ms != nil {
+		s.ms.Shutdown(context.Background())
+	}
+	if s.rec != nil {
+		if err := s.rec.Close(); err != nil {
+			s.log.Error("audit trail: last records not written", "err", err)
+		}
+	}
+	if s.st != nil {
+		return s.st.Close()
+	}
+	return nil
+}
