@@ -19,14 +19,6 @@ var skipPosix = map[string]string{
 	// conflict with each other: the test fails on ext4 and tmpfs too, and
 	// go-fuse's own TestAll leaves it out ("TODO - fix this test").
 	"FcntlFlockLocksFile": "POSIX record locks of one process never conflict; the test fails on ext4 too (go-fuse's TestAll skips it)",
-	// Both make symlinks with absolute targets ("/foobar", "/etc/passwd"),
-	// which the default in-zone symlink policy refuses with EPERM
-	// (DESIGN.md section 3), and `shedfs mount` has no flag to choose the
-	// "allow" policy. TestSymlinks covers relative links, TestSymlinkPolicy
-	// the refusals, and TestOpenReplacedRace the fstat-after-replace race
-	// that OpenSymlinkRace also exercises.
-	"SymlinkReadlink": "absolute symlink targets are EPERM under the default in-zone symlink policy",
-	"OpenSymlinkRace": "its shuffler makes an absolute symlink (/etc/passwd): EPERM under the default in-zone symlink policy; the race part is covered by TestOpenReplacedRace",
 }
 
 // posixSelfSkipOK lists the posixtest tests that may skip themselves (they
@@ -57,7 +49,10 @@ func TestPosix(t *testing.T) {
 	}
 	sort.Strings(names)
 
-	v := startView(t, newStore(t), "alice")
+	// SymlinkReadlink and OpenSymlinkRace make absolute symlinks, which
+	// the default in-zone policy refuses (TestSymlinkPolicy); POSIX is
+	// tested under the "allow" policy.
+	v := startView(t, newStore(t), "alice", "--symlinks", "allow")
 	for _, zone := range posixZones {
 		base := v.Path("posix")
 		if zone == "share" {
