@@ -296,6 +296,7 @@ func (n *node) newHandle(oi *openInode, flags uint32) (fs.FileHandle, uint32, sy
 		return &ptHandle{h}, 0, 0
 	default:
 		c.cached++
+		h.mode = modeCached
 		return h, 0, 0
 	}
 }
