@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -26,8 +27,13 @@ type bench struct {
 	treeFiles int
 	treeBytes int64
 
+	// mu guards started and mounts: the rss workload starts and stops
+	// targets from the workload goroutine while a signal may stop them all.
+	mu      sync.Mutex
 	started []*mounted // FUSE children still to stop, stopped by stopAll
 	mounts  []string   // every FUSE mount point ever started, checked by cleanup
+
+	rss rssState // the rss workload's store, tree and findings (rss.go)
 
 	dropped, notDropped int // page cache drops that worked / did not
 
@@ -45,7 +51,7 @@ type row struct {
 // always removed, including on error and on SIGINT/SIGTERM.
 func run(ctx context.Context, cfg *config) (err error) {
 	targets := selectTargets(cfg.targets)
-	workloads := selectWorkloads(cfg.workloads)
+	workloads, standalone := splitWorkloads(selectWorkloads(cfg.workloads))
 	for _, t := range targets {
 		if t.Name != "native" && os.Geteuid() != 0 {
 			return fmt.Errorf("target %q mounts FUSE and needs root (run as root, or use -targets native)", t.Name)
@@ -87,6 +93,9 @@ func run(ctx context.Context, cfg *config) (err error) {
 
 	var mounts []*mounted
 	for _, t := range targets {
+		if len(workloads) == 0 {
+			break // only standalone workloads: they start what they need
+		}
 		m, err := t.Start(ctx, b, t.Name)
 		if err != nil {
 			return fmt.Errorf("start target %s: %w", t.Name, err)
@@ -139,6 +148,11 @@ func run(ctx context.Context, cfg *config) (err error) {
 					}
 				}
 			}
+			for _, w := range standalone {
+				if err := w.Standalone(ctx, b); err != nil {
+					return fmt.Errorf("workload %s: %w", w.Name, err)
+				}
+			}
 			return nil
 		}()
 	}()
@@ -188,6 +202,18 @@ func selectTargets(names []string) []target {
 		}
 	}
 	return out
+}
+
+// splitWorkloads separates the per-target workloads from the standalone ones.
+func splitWorkloads(ws []workload) (perTarget, standalone []workload) {
+	for _, w := range ws {
+		if w.Standalone != nil {
+			standalone = append(standalone, w)
+		} else {
+			perTarget = append(perTarget, w)
+		}
+	}
+	return perTarget, standalone
 }
 
 // selectWorkloads returns the workloads named, in allWorkloads order.
@@ -298,8 +324,23 @@ func (b *bench) noteDrop(ok bool) {
 	}
 }
 
+// stopOne stops one started FUSE child and forgets it.
+func (b *bench) stopOne(m *mounted) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, s := range b.started {
+		if s == m {
+			b.started = append(b.started[:i], b.started[i+1:]...)
+			break
+		}
+	}
+	return m.stop()
+}
+
 // stopAll stops every started FUSE child, last started first.
 func (b *bench) stopAll() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	var errs []error
 	for i := len(b.started) - 1; i >= 0; i-- {
 		if err := b.started[i].stop(); err != nil {
@@ -317,7 +358,10 @@ func (b *bench) cleanup() error {
 	if err := b.stopAll(); err != nil {
 		return fmt.Errorf("%w: %v", errStillMounted, err)
 	}
-	for _, mnt := range b.mounts {
+	b.mu.Lock()
+	mounts := append([]string(nil), b.mounts...)
+	b.mu.Unlock()
+	for _, mnt := range mounts {
 		if ok, _ := isFUSEMount(mnt); ok {
 			return fmt.Errorf("%w at %s; remove %s by hand after `umount -l`", errStillMounted, mnt, b.work)
 		}

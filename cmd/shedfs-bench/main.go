@@ -31,6 +31,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -88,6 +89,9 @@ type config struct {
 	jsonPath     string
 	quick        bool
 	mountTimeout time.Duration
+	rssInodes    int
+	rssLoopback  bool
+	rssProfile   string
 }
 
 // parseFlags reads the command line into a config; -quick lowers the sizes
@@ -104,10 +108,13 @@ func parseFlags(args []string) (*config, error) {
 	fset.StringVar(&cfg.parentDir, "dir", "/var/tmp", "parent of the temporary work directory; native dir, loopback source and shedfs store all live there, on one filesystem")
 	fset.StringVar(&cfg.shedfsBin, "shedfs", "bin/shedfs", "path of the shedfs binary")
 	fset.StringVar(&targets, "targets", strings.Join(targetNames(allTargets()), ","), "comma-separated targets to measure")
-	fset.StringVar(&workloads, "workloads", strings.Join(workloadNames(allWorkloads()), ","), "comma-separated workloads to run")
+	fset.StringVar(&workloads, "workloads", strings.Join(workloadNames(defaultWorkloads()), ","), "comma-separated workloads to run (opt-in: rss)")
 	fset.StringVar(&cfg.jsonPath, "json", "", "also write the raw numbers as JSON to this file")
 	fset.BoolVar(&cfg.quick, "quick", false, "smoke run: 1 repetition, 1000 files, 64MiB sequential file, small tree")
 	fset.DurationVar(&cfg.mountTimeout, "mount-timeout", 30*time.Second, "how long to wait for a FUSE target to appear mounted")
+	fset.IntVar(&cfg.rssInodes, "rss-inodes", 1000000, "rss workload: files in the store (plus one directory per 1000)")
+	fset.BoolVar(&cfg.rssLoopback, "rss-loopback", false, fmt.Sprintf("rss workload: also measure the loopback on a native tree of -rss-inodes files even above %d", rssLoopbackMax))
+	fset.StringVar(&cfg.rssProfile, "rss-profile", "", "rss workload: serve pprof from each shedfs daemon and save its heap profile after every phase in this directory")
 	// Parse errors are reported by main as one line; only -h prints usage.
 	fset.SetOutput(io.Discard)
 	if err := fset.Parse(args); err != nil {
@@ -150,6 +157,14 @@ func parseFlags(args []string) (*config, error) {
 	}
 	if cfg.seqSize < 1<<20 {
 		return nil, fmt.Errorf("-seq-size must be at least 1MiB, got %d bytes", cfg.seqSize)
+	}
+	if cfg.rssInodes < 1 {
+		return nil, fmt.Errorf("-rss-inodes must be at least 1, got %d", cfg.rssInodes)
+	}
+	if cfg.rssProfile != "" {
+		if cfg.rssProfile, err = filepath.Abs(cfg.rssProfile); err != nil {
+			return nil, fmt.Errorf("-rss-profile: %w", err)
+		}
 	}
 	if cfg.targets, err = pickNames("-targets", targets, targetNames(allTargets())); err != nil {
 		return nil, err

@@ -21,6 +21,7 @@ type report struct {
 	Rows        []reportRow      `json:"rows"`
 	Checks      []check          `json:"design_targets"`
 	PeakRSS     map[string]int64 `json:"peak_rss_bytes,omitempty"`
+	RSS         *rssReport       `json:"rss,omitempty"`
 	SpeedRatios string           `json:"ratio_meaning"`
 }
 
@@ -133,6 +134,12 @@ func buildReport(b *bench, targets []target, rows []*row, rss map[string]int64) 
 		rep.Rows = append(rep.Rows, rr)
 	}
 	rep.Checks = designChecks(rep.Rows, rss)
+	if r := b.rss.rep; r != nil {
+		rep.RSS = r
+		if c, ok := r.check(); ok {
+			rep.Checks[len(rep.Checks)-1] = c
+		}
+	}
 	return rep
 }
 
@@ -227,6 +234,20 @@ func (rep *report) print(w io.Writer) {
 	if rep.Config.Quick {
 		quick = " (-quick smoke run: small sizes, not for comparing)"
 	}
+	if len(rep.Rows) > 0 {
+		rep.printTable(w, quick)
+	}
+	if rep.RSS != nil {
+		rep.RSS.print(w)
+	}
+	fmt.Fprintf(w, "\nDESIGN.md section 8 targets:\n")
+	for _, c := range rep.Checks {
+		fmt.Fprintf(w, "  %-4s  %s: %s\n", c.Result, c.Target, c.Detail)
+	}
+}
+
+// printTable writes the per-target workloads' medians and ratios.
+func (rep *report) printTable(w io.Writer, quick string) {
 	fmt.Fprintf(w, "medians of %d run(s)%s; page cache dropped before each seq read: %s\n", rep.Config.Reps, quick, rep.CacheDrop)
 	fmt.Fprintf(w, "ratios are speed ratios: >1.00 means the first is faster (for durations, base/target)\n\n")
 
@@ -264,10 +285,6 @@ func (rep *report) print(w io.Writer) {
 			}
 		}
 		fmt.Fprintf(w, "\npeak RSS of FUSE servers: %s\n", strings.Join(parts, ", "))
-	}
-	fmt.Fprintf(w, "\nDESIGN.md section 8 targets:\n")
-	for _, c := range rep.Checks {
-		fmt.Fprintf(w, "  %-4s  %s: %s\n", c.Result, c.Target, c.Detail)
 	}
 }
 

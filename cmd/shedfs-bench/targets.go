@@ -129,7 +129,15 @@ func startFUSEChild(ctx context.Context, b *bench, name, mnt, bin string, args .
 	cmd.Stdout = logf
 	cmd.Stderr = logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	// Start and record the child under b.mu, and not at all once ctx is
+	// done, so that a concurrent stopAll never misses it.
+	b.mu.Lock()
+	if err := ctx.Err(); err != nil {
+		b.mu.Unlock()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
 	if err := cmd.Start(); err != nil {
+		b.mu.Unlock()
 		return nil, fmt.Errorf("start %s: %w", bin, err)
 	}
 	m := &mounted{name: name, dir: mnt, mnt: mnt, cmd: cmd, done: make(chan struct{}), log: logPath}
@@ -139,6 +147,7 @@ func startFUSEChild(ctx context.Context, b *bench, name, mnt, bin string, args .
 	}()
 	b.started = append(b.started, m) // stopped by b.stopAll whatever happens next
 	b.mounts = append(b.mounts, mnt)
+	b.mu.Unlock()
 	slog.Info("starting FUSE target", "target", name, "cmd", strings.Join(append([]string{bin}, args...), " "))
 
 	deadline := time.Now().Add(b.cfg.mountTimeout)

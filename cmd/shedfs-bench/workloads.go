@@ -43,6 +43,12 @@ type workload struct {
 	Metrics func(b *bench) []metric
 	// Run does the work once in dir and returns one value per metric.
 	Run func(ctx context.Context, b *bench, dir string) ([]float64, error)
+	// Standalone, when set instead of Metrics and Run, runs the workload
+	// once per invocation, after the others, with its own targets and
+	// report section (the rss workload, rss.go).
+	Standalone func(ctx context.Context, b *bench) error
+	// OptIn workloads are left out of the default -workloads list.
+	OptIn bool
 }
 
 // allWorkloads is every workload, in row order.
@@ -51,7 +57,19 @@ func allWorkloads() []workload {
 		{Name: "smallfiles", Metrics: smallFilesMetrics, Run: runSmallFiles},
 		{Name: "untar", Metrics: untarMetrics, Run: runUntar},
 		{Name: "seq", Metrics: seqMetrics, Run: runSeq},
+		{Name: "rss", Standalone: runRSS, OptIn: true}, // rss.go
 	}
+}
+
+// defaultWorkloads is every workload that is not opt-in.
+func defaultWorkloads() []workload {
+	var out []workload
+	for _, w := range allWorkloads() {
+		if !w.OptIn {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // workloadNames lists the names of ws in order.
