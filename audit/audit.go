@@ -26,7 +26,7 @@ import (
 // burst of tens of thousands of operations, a batch per 100 ms, and a
 // trail that holds a month or a million records, whichever is smaller.
 const (
-	DefaultQueueSize         = 65536
+	DefaultQueueSize         = 16384
 	DefaultBatchSize         = 1000
 	DefaultFlushInterval     = 100 * time.Millisecond
 	DefaultRetentionInterval = time.Minute

@@ -36,7 +36,8 @@ func (slogBadger) Debugf(string, ...any) {}
 
 // openBadger opens the badger database in dir (or in memory). Options keep
 // memory modest: the daemon must stay under 200 MiB RSS with a million
-// inodes. Writes are not synced one by one; Store.Sync makes them durable at
+// inodes (memtable arenas are allocated whole, so they cost their size from
+// the start; records are small, so small tables and caches do). Writes are not synced one by one; Store.Sync makes them durable at
 // fsync time.
 func openBadger(dir string, inMemory, readOnly bool, logger *slog.Logger) (kv KV, err error) {
 	if logger == nil {
@@ -46,10 +47,10 @@ func openBadger(dir string, inMemory, readOnly bool, logger *slog.Logger) (kv KV
 		WithSyncWrites(false).
 		WithLogger(slogBadger{logger}).
 		WithLoggingLevel(badger.WARNING).
-		WithMemTableSize(16 << 20).
+		WithMemTableSize(8 << 20).
 		WithNumMemtables(2).
-		WithBlockCacheSize(32 << 20).
-		WithIndexCacheSize(16 << 20).
+		WithBlockCacheSize(16 << 20).
+		WithIndexCacheSize(8 << 20).
 		WithValueLogFileSize(64 << 20).
 		WithNumCompactors(2).
 		WithNumLevelZeroTables(3).
