@@ -201,6 +201,30 @@ func (f *FS) reclaimIfIdle(ino uint64) {
 	f.ghosts[ino] = &ghost{rec: n, until: time.Now().Add(ghostGrace)}
 }
 
+// unused reports whether no handle holds ino open; the store asks it
+// inside the unlink transaction (UnlinkFree).
+func (f *FS) unused(ino uint64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.open[ino] == nil && f.dirsOpen[ino] == 0
+}
+
+// addGhost keeps rec reachable for ghostGrace in case its record goes;
+// dropGhost takes it back when it did not.
+func (f *FS) addGhost(rec *metadata.Inode) {
+	g := *rec
+	g.Nlink = 0
+	f.mu.Lock()
+	f.ghosts[rec.Ino] = &ghost{rec: &g, until: time.Now().Add(ghostGrace)}
+	f.mu.Unlock()
+}
+
+func (f *FS) dropGhost(ino uint64) {
+	f.mu.Lock()
+	delete(f.ghosts, ino)
+	f.mu.Unlock()
+}
+
 // ghostOf returns the last record of a reclaimed inode still in its grace
 // period, or nil.
 func (f *FS) ghostOf(ino uint64) *metadata.Inode {

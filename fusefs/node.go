@@ -207,7 +207,14 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		if err != nil {
 			return f.errno("setattr", err)
 		}
-		n.changed("setattr", "", 0)
+		// Times alone (touch, tar, cp -a) are not worth a record each;
+		// permission and ownership changes are.
+		switch {
+		case setUID || setGID:
+			n.changed("chown", "", 0)
+		case setMode:
+			n.changed("chmod", "", 0)
+		}
 		f.invalidate(n.v, n.zone, attrOf(n.ino))
 	}
 	return n.Getattr(ctx, fh, out)
@@ -556,13 +563,21 @@ func (n *node) remove(op acl.Op, name string) syscall.Errno {
 	if !d.Allowed() {
 		return n.deny(op, name, d)
 	}
-	rec, err := f.store.Unlink(n.ino, name, op == acl.OpRmdir)
+	// The ghost is in place before the record can go, so a request of a
+	// kernel that resolved the name just before finds it either way.
+	f.addGhost(rec)
+	out, freed, err := f.store.UnlinkFree(n.ino, name, op == acl.OpRmdir, f.unused)
+	if !freed {
+		f.dropGhost(rec.Ino)
+	}
 	if err != nil {
 		return f.errno(op.String(), err)
 	}
 	n.changed(op.String(), name, 0)
-	f.invalidate(n.v, n.zone, nameIn(n.ino, name), attrOf(n.ino), attrOf(rec.Ino))
-	f.reclaimIfUnused(rec)
+	f.invalidate(n.v, n.zone, nameIn(n.ino, name), attrOf(n.ino), attrOf(out.Ino))
+	if !freed {
+		f.reclaimIfUnused(out)
+	}
 	return 0
 }
 

@@ -317,11 +317,27 @@ func (s *Store) Link(ino, newParent uint64, newName string) (*Inode, error) {
 // parent's mtime/ctime become now and its Nlink drops for a directory.
 // Returns the inode as it is after the change.
 func (s *Store) Unlink(parent uint64, name string, dir bool) (*Inode, error) {
+	n, _, err := s.unlink(parent, name, dir, nil)
+	return n, err
+}
+
+// UnlinkFree is Unlink that, when the inode loses its last link and
+// unused(ino) says nothing holds it open, deletes it in the same
+// transaction (as Reclaim would, freeing its charge) instead of leaving an
+// orphan record; freed tells which happened. The caller removes the blob.
+// One transaction instead of two is what makes rm -rf cheap.
+func (s *Store) UnlinkFree(parent uint64, name string, dir bool, unused func(ino uint64) bool) (n *Inode, freed bool, err error) {
+	return s.unlink(parent, name, dir, unused)
+}
+
+func (s *Store) unlink(parent uint64, name string, dir bool, unused func(ino uint64) bool) (*Inode, bool, error) {
 	if err := lookupName(name); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var out *Inode
+	var freed bool
 	err := s.update(func(o *op) error {
+		freed = false
 		p, err := o.dir(parent)
 		if err != nil {
 			return err
@@ -354,12 +370,22 @@ func (s *Store) Unlink(parent uint64, name string, dir bool) (*Inode, error) {
 		}
 		o.touchDir(p)
 		out = n
-		return o.dropLink(n)
+		if err := o.dropLink(n); err != nil {
+			return err
+		}
+		if n.Nlink > 0 || unused == nil || !unused(n.Ino) {
+			return nil
+		}
+		if err := o.deleteInode(n); err != nil {
+			return err
+		}
+		freed = true
+		return o.charge(HolderOf(n.Zone), -chargeOf(n), -1)
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return out, nil
+	return out, freed, nil
 }
 
 // Rename moves oldParent/oldName to newParent/newName as renameat2 does,

@@ -551,3 +551,48 @@ func TestUsageAndUpdate(t *testing.T) {
 		t.Fatalf("usage %+v", got)
 	}
 }
+
+// TestUnlinkFree checks that the last unlink of an unused inode deletes it
+// in the same transaction (charge freed, no orphan), while a used one, or
+// one with links left, is kept as Unlink keeps it.
+func TestUnlinkFree(t *testing.T) {
+	s := newStore(t)
+	root := s.ShareRoot()
+	before := must[Usage](t)(s.Usage("share"))
+	f := must[*Inode](t)(s.Create(root, "f", file(0o644), nil))
+	must[*Inode](t)(s.Update(f.Ino, func(n *Inode) error { n.Size = 5000; return nil }, nil))
+	must[*Inode](t)(s.Link(f.Ino, root, "f2"))
+	unused := func(uint64) bool { return true }
+	n, freed, err := s.UnlinkFree(root, "f", false, unused)
+	if err != nil || freed || n.Nlink != 1 {
+		t.Fatalf("unlink of one of two links: nlink %d, freed %v, %v", n.Nlink, freed, err)
+	}
+	n, freed, err = s.UnlinkFree(root, "f2", false, unused)
+	if err != nil || !freed || n.Nlink != 0 {
+		t.Fatalf("last unlink: nlink %d, freed %v, %v", n.Nlink, freed, err)
+	}
+	_, err = s.GetInode(f.Ino)
+	wantErrno(t, err, syscall.ENOENT)
+	if o := must[[]uint64](t)(s.Orphans()); len(o) != 0 {
+		t.Fatalf("orphans %v", o)
+	}
+	if u := must[Usage](t)(s.Usage("share")); u != before {
+		t.Fatalf("usage %+v, want %+v", u, before)
+	}
+	// An inode something holds stays, as an orphan.
+	g := must[*Inode](t)(s.Create(root, "g", file(0o644), nil))
+	n, freed, err = s.UnlinkFree(root, "g", false, func(uint64) bool { return false })
+	if err != nil || freed || n.Nlink != 0 {
+		t.Fatalf("unlink of a held file: nlink %d, freed %v, %v", n.Nlink, freed, err)
+	}
+	if o := must[[]uint64](t)(s.Orphans()); len(o) != 1 || o[0] != g.Ino {
+		t.Fatalf("orphans %v", o)
+	}
+	// An empty directory goes the same way.
+	d := must[*Inode](t)(s.Create(root, "d", dir(), nil))
+	if _, freed, err := s.UnlinkFree(root, "d", true, unused); err != nil || !freed {
+		t.Fatalf("rmdir: freed %v, %v", freed, err)
+	}
+	_, err = s.GetInode(d.Ino)
+	wantErrno(t, err, syscall.ENOENT)
+}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -29,6 +30,9 @@ type Store struct {
 	readOnly  bool
 	wasClean  bool
 	shareRoot uint64
+
+	// auditSeq tells apart audit records of the same nanosecond.
+	auditSeq atomic.Uint32
 
 	inoMu   sync.Mutex
 	inoNext uint64
