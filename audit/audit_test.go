@@ -195,7 +195,12 @@ func TestBurstLosesNothingWithRoom(t *testing.T) {
 func TestBurstCountsExactlyWhatOverflowed(t *testing.T) {
 	const n = 100_000
 	s := newStore(t)
-	r := New(s, Options{QueueSize: 512, BatchSize: 256})
+	// A disk slower than the burst (1 ms a batch), so the queue must
+	// overflow however fast this machine is.
+	r := newRecorder(s, Options{QueueSize: 512, BatchSize: 256}, func(recs []metadata.AuditRecord) error {
+		time.Sleep(time.Millisecond)
+		return s.AppendAudit(recs)
+	})
 	burst(r, n)
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
