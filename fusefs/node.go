@@ -229,7 +229,8 @@ func caller(ctx context.Context) (uint32, uint32) {
 }
 
 // newChild creates an entry of any type below n with the zone, owner and
-// default ownership mode a new entry gets, after acl admitted it.
+// default ownership mode a new entry gets, after acl admitted it. An empty
+// name makes an O_TMPFILE file, which no directory names yet.
 func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev uint32, target string) (*metadata.Inode, syscall.Errno) {
 	f := n.v.fs
 	parent, e := n.load()
@@ -242,9 +243,14 @@ func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev 
 	}
 	a := n.v.actor()
 	var d acl.Decision
-	if op == acl.OpSymlink {
+	switch {
+	case op == acl.OpSymlink:
 		d = acl.Symlink(a, acl.EntryOf(parent), name, target, n.v.depth(parent), f.opts.Zones.Symlinks, q)
-	} else {
+	case name == "":
+		// A tmpfile is admitted like any create in parent; the name
+		// only has to pass the name rules.
+		d = acl.Create(a, acl.EntryOf(parent), ".tmpfile", q)
+	default:
 		d = acl.Create(a, acl.EntryOf(parent), name, q)
 	}
 	if !d.Allowed() {
@@ -268,16 +274,44 @@ func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev 
 		Owner:   n.v.user,
 		OwnMode: f.opts.Zones.Policy(parent.Zone.Kind).DefaultMode,
 	}
-	rec, err := f.store.Create(n.ino, name, tmpl, admitInode)
+	var rec *metadata.Inode
+	if name == "" {
+		rec, err = f.store.CreateTmp(n.ino, tmpl, admitInode)
+	} else {
+		rec, err = f.store.Create(n.ino, name, tmpl, admitInode)
+	}
 	if errors.Is(err, syscall.EDQUOT) {
 		return nil, n.deny(op, name, acl.Decision{Errno: syscall.EDQUOT, Reason: acl.ReasonQuotaInodes})
 	}
 	if err != nil {
 		return nil, f.errno("create", err)
 	}
+	if name == "" {
+		// Nothing names it: it goes with its last handle unless
+		// linkat gives it a name first.
+		f.mu.Lock()
+		f.orphans[rec.Ino] = true
+		f.mu.Unlock()
+		return rec, 0
+	}
 	n.changed(op.String(), name, 0)
 	f.invalidate(n.v, n.zone, nameIn(n.ino, name), attrOf(n.ino))
 	return rec, 0
+}
+
+// openNew opens the first handle of a file just created below n.
+func (n *node) openNew(ctx context.Context, rec *metadata.Inode, flags uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	oi, e := n.v.fs.acquire(rec, true)
+	if e != 0 {
+		return nil, nil, 0, e
+	}
+	ch := n.entry(ctx, rec, out)
+	fh, fuseFlags, e := ch.Operations().(*node).newHandle(oi, flags)
+	if e != 0 {
+		n.v.fs.release(oi)
+		return nil, nil, 0, e
+	}
+	return ch, fh, fuseFlags, 0
 }
 
 // depth counts the directories between dir and its zone root, for the
@@ -301,17 +335,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if e != 0 {
 		return nil, nil, 0, e
 	}
-	oi, e := n.v.fs.acquire(rec, true)
-	if e != 0 {
-		return nil, nil, 0, e
-	}
-	ch := n.entry(ctx, rec, out)
-	fh, fuseFlags, e := ch.Operations().(*node).newHandle(oi, flags)
-	if e != 0 {
-		n.v.fs.release(oi)
-		return nil, nil, 0, e
-	}
-	return ch, fh, fuseFlags, 0
+	return n.openNew(ctx, rec, flags, out)
 }
 
 var _ fs.NodeTmpfiler = (*node)(nil)
@@ -321,47 +345,11 @@ var _ fs.NodeTmpfiler = (*node)(nil)
 // and charged like a create.
 func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse.EntryOut) (_ *fs.Inode, _ fs.FileHandle, _ uint32, errno syscall.Errno) {
 	defer n.v.fs.track("tmpfile", n.zone, time.Now(), &errno)
-	f := n.v.fs
-	parent, e := n.load()
+	rec, e := n.newChild(ctx, acl.OpCreate, "", syscall.S_IFREG|mode&07777, 0, "")
 	if e != 0 {
 		return nil, nil, 0, e
 	}
-	q, err := f.quota(parent.Zone)
-	if err != nil {
-		return nil, nil, 0, f.errno("quota", err)
-	}
-	if d := acl.Create(n.v.actor(), acl.EntryOf(parent), ".tmpfile", q); !d.Allowed() {
-		return nil, nil, 0, n.deny(acl.OpCreate, "", d)
-	}
-	uid, gid := caller(ctx)
-	rec, err := f.store.CreateTmp(n.ino, &metadata.Inode{
-		Mode:    syscall.S_IFREG | mode&07777,
-		Uid:     uid,
-		Gid:     gid,
-		Zone:    parent.Zone,
-		Owner:   n.v.user,
-		OwnMode: f.opts.Zones.Policy(parent.Zone.Kind).DefaultMode,
-	}, admitInode)
-	if errors.Is(err, syscall.EDQUOT) {
-		return nil, nil, 0, n.deny(acl.OpCreate, "", acl.Decision{Errno: syscall.EDQUOT, Reason: acl.ReasonQuotaInodes})
-	}
-	if err != nil {
-		return nil, nil, 0, f.errno("tmpfile", err)
-	}
-	f.mu.Lock()
-	f.orphans[rec.Ino] = true
-	f.mu.Unlock()
-	oi, e := f.acquire(rec, true)
-	if e != 0 {
-		return nil, nil, 0, e
-	}
-	ch := n.entry(ctx, rec, out)
-	fh, fuseFlags, e := ch.Operations().(*node).newHandle(oi, flags)
-	if e != 0 {
-		n.v.fs.release(oi)
-		return nil, nil, 0, e
-	}
-	return ch, fh, fuseFlags, 0
+	return n.openNew(ctx, rec, flags, out)
 }
 
 // Open implements fs.NodeOpener. Opening for writing is decided like a
