@@ -83,7 +83,7 @@ func TestLockTableSet(t *testing.T) {
 			"1/1 posix R 0-4, 1/1 posix R 25-29, 1/1 posix W 5-24"},
 		{"upgrade blocked by a reader", []fileLock{rec(1, 1, rd, 0, 9), rec(2, 1, rd, 5, 5), rec(1, 1, wr, 0, 9)}, eagain,
 			"1/1 posix R 0-9, 2/1 posix R 5-5"},
-		{"to EOF", []fileLock{rec(1, 1, wr, 100, maxOffset), rec(2, 1, wr, 1 << 40, 1<<40 + 1)}, eagain, "1/1 posix W 100-EOF"},
+		{"to EOF", []fileLock{rec(1, 1, wr, 100, maxOffset), rec(2, 1, wr, 1<<40, 1<<40+1)}, eagain, "1/1 posix W 100-EOF"},
 		{"flock excludes flock", []fileLock{fl(1, 1, wr), fl(2, 1, rd)}, eagain, "1/1 flock W 0-EOF"},
 		{"flock shared", []fileLock{fl(1, 1, rd), fl(2, 1, rd)}, 0, "1/1 flock R 0-EOF, 2/1 flock R 0-EOF"},
 		{"flock and posix ignore each other", []fileLock{fl(1, 1, wr), rec(2, 1, wr, 0, maxOffset)}, 0,
