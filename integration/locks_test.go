@@ -409,6 +409,38 @@ func TestLocksOwners(t *testing.T) {
 	}
 }
 
+// TestLocksRemovedMember: a member removed from a group cannot take new
+// locks through a handle opened before (EACCES, audited as a denial of
+// lock), and can still let go of the ones he held.
+func TestLocksRemovedMember(t *testing.T) {
+	t.Parallel()
+	s := startTeam(t)
+	mustWrite(t, s.In("alice", "groups", "team-alpha", "members"), []byte("x"), 0o644)
+	f, err := os.OpenFile(s.In("bob", "groups", "team-alpha", "members"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	wantOK(t, "bob's flock while a member", unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB))
+
+	adminOK(t, "group", "remove-member", "team-alpha", "bob", "--store", s.Store)
+
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart}
+	wantErrno(t, "bob's fcntl lock after his removal", unix.FcntlFlock(f.Fd(), unix.F_SETLK, &lk), unix.EACCES)
+	wantOK(t, "bob's unlock after his removal", unix.Flock(int(f.Fd()), unix.LOCK_UN))
+	if err := tryLock(t, "flock", true, s.In("alice", "groups", "team-alpha", "members")); err != nil {
+		t.Errorf("alice's flock once bob let go: %v", err)
+	}
+	waitTrail(t, s.Store, 5*time.Second, "bob's refused lock", func(recs []trailRecord) bool {
+		for _, r := range recs {
+			if r.Op == "lock" && r.Result == "EACCES" && r.Path == "/groups/team-alpha/members" {
+				return true
+			}
+		}
+		return false
+	}, "--denied", "--user", "bob")
+}
+
 // perlLockIntr is a perl program that takes a blocking lock of kind
 // ARGV[1] on ARGV[0] with an alarm in one second, and prints "EINTR" if
 // the wait is interrupted by it. Perl installs its handlers without
