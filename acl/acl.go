@@ -153,9 +153,11 @@ const (
 	// OpLookup is resolving a name, which the kernel does before any
 	// create, rename or link: a name refused there is refused for them.
 	OpLookup
+	// OpLock is taking a file lock (flock, fcntl, OFD).
+	OpLock
 )
 
-var opNames = [...]string{"read", "write", "truncate", "setattr", "create", "unlink", "rmdir", "rename", "link", "set_mode", "set_owner", "set_zone_xattr", "symlink", "lookup"}
+var opNames = [...]string{"read", "write", "truncate", "setattr", "create", "unlink", "rmdir", "rename", "link", "set_mode", "set_owner", "set_zone_xattr", "symlink", "lookup", "lock"}
 
 // String returns the operation's snake_case name.
 func (o Op) String() string {

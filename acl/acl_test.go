@@ -107,6 +107,7 @@ func TestRowUploads(t *testing.T) {
 		{"user_xattr", SetXattr(alice, uploadsFile, "user.comment", "x", nil), syscall.EACCES, R},
 		{"set_mode", SetXattr(alice, uploadsFile, XattrMode, "owner", nil), syscall.EPERM, ReasonXattrReadonly},
 		{"read", Read(alice, uploadsFile), 0, ""},
+		{"lock", Lock(alice, uploadsFile), 0, ""},
 		{"list", CheckDir(alice, OpRead, uploadsRoot, ""), 0, ""},
 		{"unlink", Unlink(alice, uploadsRoot, "f", uploadsFile), 0, ""},
 		{"unlink_in_subdir", Unlink(alice, uploadsDir, "f", uploadsFile), 0, ""},
@@ -127,6 +128,7 @@ func TestRowOwnerWrite(t *testing.T) {
 		{"owner_writes", Write(alice, f, Quota{}, 0, 100), 0, ""},
 		{"owner_truncates", Truncate(alice, g, Quota{}, 100, 0), 0, ""},
 		{"other_reads", Read(bob, f), 0, ""},
+		{"other_locks", Lock(bob, g), 0, ""},
 		{"non_member_of_group", Write(carol, g, Quota{}, 0, 1), syscall.EACCES, ReasonNotMember},
 	})
 }
@@ -172,6 +174,7 @@ func TestRowOwnerRO(t *testing.T) {
 		{"owner_set_owner", SetXattr(alice, f, XattrOwner, "bob", members("alice", "bob")), syscall.EPERM, ReasonOwnerRO},
 		{"owner_reads", Read(alice, f), 0, ""},
 		{"other_reads", Read(bob, f), 0, ""},
+		{"other_locks", Lock(bob, f), 0, ""},
 		{"owner_sets_mode_back", SetXattr(alice, f, XattrMode, "owner", nil), 0, ""},
 		{"owner_sets_group", SetMode(alice, f, "group"), 0, ""},
 		{"other_sets_mode", SetMode(bob, f, "group"), syscall.EPERM, ReasonOwnerOnly},
@@ -213,6 +216,7 @@ func TestGroupMode(t *testing.T) {
 	legacy := file(share, "alice", none) // unset mode in a shared zone acts as group
 	run(t, []row{
 		{"member_reads", Read(bob, f), 0, ""},
+		{"member_locks", Lock(bob, f), 0, ""},
 		{"member_writes", Write(bob, f, Quota{}, 0, 10), 0, ""},
 		{"member_truncates", Truncate(bob, f, Quota{}, 10, 0), 0, ""},
 		{"member_setattr", Setattr(bob, f, false), 0, ""},
@@ -223,6 +227,7 @@ func TestGroupMode(t *testing.T) {
 		{"anyone_unlinks_share", Unlink(carol, shareRoot, "f", s), 0, ""},
 		{"unset_mode_is_group", Write(carol, legacy, Quota{}, 0, 1), 0, ""},
 		{"non_member_cannot_read", Read(carol, f), syscall.EACCES, ReasonNotMember},
+		{"non_member_cannot_lock", Lock(carol, f), syscall.EACCES, ReasonNotMember},
 		{"non_member_cannot_create", Create(carol, teamRoot, "f", Quota{}), syscall.EACCES, ReasonNotMember},
 		{"other_users_private_is_invisible", Read(alice, bobPriv), syscall.ENOENT, ReasonNotVisible},
 		{"other_users_private_unlink", Unlink(alice, aliceRoot, "x", bobPriv), syscall.ENOENT, ReasonNotVisible},
@@ -473,7 +478,7 @@ func TestDecisionAndOp(t *testing.T) {
 		t.Errorf("reasonless = %q", s)
 	}
 	seen := map[string]bool{}
-	for o := OpRead; o <= OpSymlink; o++ {
+	for o := OpRead; o <= OpLock; o++ {
 		s := o.String()
 		if s == "" || seen[s] || strings.HasPrefix(s, "op_") {
 			t.Errorf("Op(%d).String() = %q", o, s)

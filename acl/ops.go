@@ -10,6 +10,12 @@ import (
 // lookup in it. Everything the view can reach may be read.
 func Read(a Actor, e Entry) Decision { return Check(a, OpRead, e) }
 
+// Lock decides taking a lock on e (flock, fcntl or OFD; unlocking is
+// never refused). Whoever may read a file may lock it, as on Linux, where a
+// lock needs only an open descriptor: locks are advisory and stop no read
+// or write, only other lockers.
+func Lock(a Actor, e Entry) Decision { return Check(a, OpLock, e) }
+
 // Write decides a write that takes regular file e from oldSize to newSize
 // bytes (newSize = max(oldSize, offset+len)): e's mode, then, only when the
 // file grows, the max file size and the byte quota of e's zone holder.

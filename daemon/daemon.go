@@ -372,5 +372,20 @@ func (d *Daemon) fillStatus(st *Status) {
 	st.MountRoot = d.cfg.MountRoot
 	st.Views = d.Views()
 	st.OpenFiles = d.OpenFiles()
+	st.Locks = d.Locks()
 	st.Requests = d.rate.current()
+}
+
+// Locks lists the file locks held through the views.
+func (d *Daemon) Locks() []LockInfo {
+	held := d.fs.Locks()
+	out := make([]LockInfo, 0, len(held))
+	for _, l := range held {
+		typ := "read"
+		if l.Write {
+			typ = "write"
+		}
+		out = append(out, LockInfo{User: l.User, Path: l.Path, Ino: l.Ino, Kind: l.Kind, Type: typ, Start: l.Start, Len: l.Len, PID: l.Pid})
+	}
+	return out
 }

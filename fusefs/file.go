@@ -231,6 +231,8 @@ type handle struct {
 	oi    *openInode
 	flags uint32
 	mode  ioMode
+	// locks are the lock owners that acted through this handle.
+	locks lockRefs
 }
 
 // ioMode is how the kernel does I/O on one open file.
@@ -419,6 +421,7 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) (errno syscall.Errno) 
 // Release implements fs.FileReleaser.
 func (h *handle) Release(ctx context.Context) (errno syscall.Errno) {
 	defer h.node.v.fs.track("release", h.node.zone, time.Now(), &errno)
+	h.releaseLocks()
 	h.closeHandle()
 	h.node.v.fs.release(h.oi)
 	return 0

@@ -59,6 +59,10 @@ type FS struct {
 
 	notify *notifier
 	acct   *accountant
+	// locks are the file locks of every view.
+	locks *lockTable
+	// views numbers the views, for lock owners.
+	views atomic.Uint64
 	// maxFileSize is the store's setting, reloaded by SettingsChanged.
 	maxFileSize atomic.Uint64
 	// requests counts FUSE requests for the status rate.
@@ -102,6 +106,7 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
 		ghosts:    make(map[uint64]*ghost),
 		notify:    newNotifier(),
 		acct:      newAccountant(),
+		locks:     newLockTable(),
 	}
 	f.SettingsChanged()
 	go f.sweeper(f.stopSweep)

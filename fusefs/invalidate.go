@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -162,6 +163,27 @@ func (f *FS) send(from *View, items []inval) {
 	select {
 	case <-b.done:
 	case <-t.C:
+	}
+}
+
+// syncCaches returns once every invalidation queued so far has reached
+// the kernels of the other views, or when ctx ends. A lock taken in view
+// v calls it, so that whatever the previous holder wrote through another
+// view is out of v's cache before the new holder reads: the notifier
+// delivers in order, so an empty batch queued now is done after them.
+func (f *FS) syncCaches(ctx context.Context, v *View, z metadata.Zone) {
+	if !shared(z) || len(f.notify.others(v)) == 0 {
+		return
+	}
+	b := &invalBatch{from: v, done: make(chan struct{})}
+	select {
+	case f.notify.queue <- b:
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case <-b.done:
+	case <-ctx.Done():
 	}
 }
 

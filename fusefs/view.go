@@ -29,7 +29,9 @@ type ViewOptions struct {
 
 // View is one mounted view of one user's world.
 type View struct {
-	fs     *FS
+	fs *FS
+	// id tells this view's lock owners from other views'.
+	id     uint64
 	user   string
 	roots  metadata.Roots
 	opts   ViewOptions
@@ -52,7 +54,7 @@ func (f *FS) Mount(user, mountpoint string, opts ViewOptions) (*View, error) {
 	if err != nil {
 		return nil, fmt.Errorf("view of %s: %w", user, err)
 	}
-	v := &View{fs: f, user: user, roots: u.Roots, opts: opts}
+	v := &View{fs: f, id: f.views.Add(1), user: user, roots: u.Roots, opts: opts}
 	v.root = &node{v: v, ino: u.Roots.Private, zone: zones.PrivateZone(user)}
 	if err := v.loadGroups(); err != nil {
 		return nil, fmt.Errorf("view of %s: %w", user, err)
@@ -78,16 +80,38 @@ func (f *FS) Mount(user, mountpoint string, opts ViewOptions) (*View, error) {
 			MaxWrite:    1 << 20,
 			// Sequential reads ask for big chunks ahead of the reader.
 			MaxReadAhead: 1 << 20,
-			Debug:        opts.Debug,
+			// flock, fcntl and OFD locks come to the daemon, which
+			// makes them conflict across views.
+			EnableLocks: true,
+			Debug:       opts.Debug,
 		},
 	}
-	server, err := fs.Mount(mountpoint, v.root, fsOpts)
+	raw := &lockingFS{RawFileSystem: fs.NewNodeFS(v.root, fsOpts), v: v}
+	server, err := fuse.NewServer(raw, mountpoint, &fsOpts.MountOptions)
 	if err != nil {
+		return nil, fmt.Errorf("mount view of %s at %s: %w", user, mountpoint, err)
+	}
+	go server.Serve()
+	if err := server.WaitMount(); err != nil {
 		return nil, fmt.Errorf("mount view of %s at %s: %w", user, mountpoint, err)
 	}
 	v.server = server
 	f.notify.add(v)
+	go func() {
+		// Whatever the view's processes held goes with the view.
+		server.Wait()
+		f.locks.dropView(v.id)
+	}()
 	return v, nil
+}
+
+// storeIno is the store inode behind a FUSE node ID of this view: node IDs
+// are store inode numbers, but for the root, which the kernel calls 1.
+func (v *View) storeIno(nodeID uint64) uint64 {
+	if nodeID == fuse.FUSE_ROOT_ID {
+		return v.roots.Private
+	}
+	return nodeID
 }
 
 // Unmount detaches the view from the kernel; Wait returns once serving ends.
