@@ -13,8 +13,9 @@
 // Checks run in a fixed order, so that the most fundamental reason wins:
 // name validity, visibility, structure (groups/, reserved root names, zone
 // roots), cross-zone links and renames, zone policy (uploads), the mode of
-// the directory whose entries change, the mode of the entry itself, size,
-// and quota last, so that a denied call never reaches quota admission.
+// the directory whose entries change, the file type of a new entry, the
+// mode of the entry itself, size, and quota last, so that a denied call
+// never reaches quota admission.
 package acl
 
 import (
@@ -114,6 +115,17 @@ const (
 	// ReasonXattrBadValue: an unknown mode or a malformed principal name
 	// written to user.shedfs.mode or user.shedfs.owner (EINVAL).
 	ReasonXattrBadValue = "xattr_bad_value"
+	// ReasonDeviceNode: mknod of a character or block device (EPERM): a
+	// sandbox hands out no devices.
+	ReasonDeviceNode = "device_node"
+	// ReasonXattrNamespace: setting an xattr outside user.* and trusted.*
+	// (EOPNOTSUPP): security.* and system.* would mean something to the
+	// kernel (capabilities, ACLs) that shedfs does not enforce.
+	ReasonXattrNamespace = "xattr_namespace"
+	// ReasonPassthroughReaders: opening for writing a file that the same
+	// view holds open for passthrough reading (ETXTBSY), which the kernel
+	// would otherwise fail with EIO or let bypass the per-write checks.
+	ReasonPassthroughReaders = "passthrough_readers"
 )
 
 // Reasons returns every reason a Decision can carry, for pre-registering
@@ -125,7 +137,8 @@ func Reasons() []string {
 		ReasonGroupsReadonly, ReasonQuotaBytes, ReasonQuotaInodes,
 		ReasonFileTooBig, ReasonNotMember, ReasonNotVisible,
 		ReasonNameTooLong, ReasonBadName, ReasonXattrReadonly,
-		ReasonXattrBadValue,
+		ReasonXattrBadValue, ReasonDeviceNode, ReasonXattrNamespace,
+		ReasonPassthroughReaders,
 	}
 }
 

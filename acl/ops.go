@@ -55,16 +55,67 @@ func Setattr(a Actor, e Entry, timesOnly bool) Decision {
 	return Check(a, OpSetattr, e)
 }
 
-// Create decides create, mkdir or mknod of name in dir, charging one inode
-// to q (the quota of dir's zone holder).
+// Create decides creating regular file name in dir, charging one inode to
+// q (the quota of dir's zone holder).
 func Create(a Actor, dir Entry, name string, q Quota) Decision {
+	return Mknod(a, dir, name, syscall.S_IFREG, q)
+}
+
+// Mknod decides create, mkdir or mknod of name in dir with the file type
+// of mode (its S_IFMT bits), charging one inode to q. The directory is
+// decided before the type, as Linux checks the directory before
+// CAP_MKNOD, so that a refused directory says why whatever the type.
+func Mknod(a Actor, dir Entry, name string, mode uint32, q Quota) Decision {
 	if d := checkName(name); !d.Allowed() {
 		return d
 	}
 	if d := CheckDir(a, OpCreate, dir, name); !d.Allowed() {
 		return d
 	}
+	if d := FileType(mode); !d.Allowed() {
+		return d
+	}
 	return AdmitInodes(q.Usage, q.Limit, 1)
+}
+
+// FileType decides the file type of a new entry (the S_IFMT bits of
+// mode): character and block devices are EPERM (device_node), every other
+// type is allowed.
+func FileType(mode uint32) Decision {
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFCHR, syscall.S_IFBLK:
+		return deny(syscall.EPERM, ReasonDeviceNode)
+	}
+	return Decision{}
+}
+
+// Tmpfile decides an O_TMPFILE file in dir: admitted like a create there,
+// charging one inode to q, with no name to check (linkat names it later,
+// decided as Link).
+func Tmpfile(a Actor, dir Entry, q Quota) Decision {
+	if d := Check(a, OpCreate, dir); !d.Allowed() {
+		return d
+	}
+	return AdmitInodes(q.Usage, q.Limit, 1)
+}
+
+// Passthrough reports whether a read-only open of e in a's view may hand
+// the kernel the blob itself (FUSE passthrough): only when the view may
+// not write e at all, since passthrough skips every per-write check and
+// the kernel then forces it on every later open of the inode in the view.
+func Passthrough(a Actor, e Entry) bool {
+	return !Write(a, e, Quota{}, 0, 0).Allowed()
+}
+
+// WriteOpen decides opening for writing a file that the same view holds
+// open passthroughReaders times for passthrough reading (its mode changed
+// since they opened): ETXTBSY, as writing to a running executable, rather
+// than an EIO from the kernel or a write that bypasses the quota.
+func WriteOpen(passthroughReaders int) Decision {
+	if passthroughReaders > 0 {
+		return deny(syscall.ETXTBSY, ReasonPassthroughReaders)
+	}
+	return Decision{}
 }
 
 // Symlink decides creating symlink name → target in dir, under symlink

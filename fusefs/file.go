@@ -290,9 +290,8 @@ func (n *node) newHandle(oi *openInode, flags uint32) (fs.FileHandle, uint32, sy
 	}
 	switch {
 	case write && c.passthrough > 0:
-		return nil, 0, syscall.ETXTBSY
-	case !write && n.v.fs.opts.Passthrough && c.cached == 0 &&
-		!acl.Write(n.v.actor(), oi.entry, acl.Quota{}, oi.size, oi.size).Allowed():
+		return nil, 0, n.deny(acl.OpWrite, "", acl.WriteOpen(c.passthrough))
+	case !write && n.v.fs.opts.Passthrough && c.cached == 0 && acl.Passthrough(n.v.actor(), oi.entry):
 		c.passthrough++
 		h.mode = modePassthrough
 		return &ptHandle{h}, 0, 0

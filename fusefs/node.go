@@ -247,11 +247,9 @@ func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev 
 	case op == acl.OpSymlink:
 		d = acl.Symlink(a, acl.EntryOf(parent), name, target, n.v.depth(parent), f.opts.Zones.Symlinks, q)
 	case name == "":
-		// A tmpfile is admitted like any create in parent; the name
-		// only has to pass the name rules.
-		d = acl.Create(a, acl.EntryOf(parent), ".tmpfile", q)
+		d = acl.Tmpfile(a, acl.EntryOf(parent), q)
 	default:
-		d = acl.Create(a, acl.EntryOf(parent), name, q)
+		d = acl.Mknod(a, acl.EntryOf(parent), name, mode, q)
 	}
 	if !d.Allowed() {
 		return nil, n.deny(op, name, d)
@@ -274,14 +272,21 @@ func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev 
 		Owner:   n.v.user,
 		OwnMode: f.opts.Zones.Policy(parent.Zone.Kind).DefaultMode,
 	}
+	// Admitted again inside the transaction, so concurrent creates never
+	// pass the limit; a refusal there is acl's decision like any other.
+	var refused acl.Decision
+	admit := func(u metadata.Usage, l metadata.Limit) error {
+		refused = acl.AdmitInodes(u, l, 1)
+		return refused.Err()
+	}
 	var rec *metadata.Inode
 	if name == "" {
-		rec, err = f.store.CreateTmp(n.ino, tmpl, admitInode)
+		rec, err = f.store.CreateTmp(n.ino, tmpl, admit)
 	} else {
-		rec, err = f.store.Create(n.ino, name, tmpl, admitInode)
+		rec, err = f.store.Create(n.ino, name, tmpl, admit)
 	}
-	if errors.Is(err, syscall.EDQUOT) {
-		return nil, n.deny(op, name, acl.Decision{Errno: syscall.EDQUOT, Reason: acl.ReasonQuotaInodes})
+	if !refused.Allowed() {
+		return nil, n.deny(op, name, refused)
 	}
 	if err != nil {
 		return nil, f.errno("create", err)
@@ -403,14 +408,10 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 }
 
 // Mknod implements fs.NodeMknoder: fifos, sockets and empty regular files.
-// Device nodes are refused: a sandbox hands out no devices.
+// Device nodes are refused by acl (a sandbox hands out no devices), so no
+// device number is ever stored.
 func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
 	defer n.v.fs.track("mknod", n.zone, time.Now(), &errno)
-	switch mode & syscall.S_IFMT {
-	case syscall.S_IFIFO, syscall.S_IFSOCK, syscall.S_IFREG:
-	default:
-		return nil, syscall.EPERM
-	}
 	rec, e := n.newChild(ctx, acl.OpCreate, name, mode, 0, "")
 	if e != 0 {
 		return nil, e
@@ -472,13 +473,14 @@ func (n *node) parentIno() uint64 {
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
 	defer n.v.fs.track("link", n.zone, time.Now(), &errno)
 	f := n.v.fs
-	t, ok := target.(*node)
-	if !ok {
-		return nil, n.deny(acl.OpLink, name, acl.Decision{Errno: syscall.EXDEV, Reason: acl.ReasonCrossZone})
-	}
 	dir, e := n.load()
 	if e != 0 {
 		return nil, e
+	}
+	t, ok := target.(*node)
+	if !ok {
+		// groups/ is the only other kind of inode.
+		return nil, n.deny(acl.OpLink, name, acl.Link(n.v.actor(), acl.GroupsDir(), acl.EntryOf(dir), name))
 	}
 	src, e := t.load()
 	if e != 0 {

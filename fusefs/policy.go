@@ -133,9 +133,3 @@ func (f *FS) quota(z metadata.Zone) (acl.Quota, error) {
 	u.Bytes += f.acct.pending(h)
 	return acl.Quota{Usage: u, Limit: l, MaxFileSize: f.maxFileSize.Load()}, nil
 }
-
-// admitInode is the in-transaction check of a create against the inode
-// quota, so concurrent creates never pass the limit.
-func admitInode(u metadata.Usage, l metadata.Limit) error {
-	return acl.AdmitInodes(u, l, 1).Err()
-}

@@ -3,7 +3,6 @@ package fusefs
 import (
 	"context"
 	"fmt"
-	"math"
 	"sync"
 	"syscall"
 	"time"
@@ -43,10 +42,9 @@ type View struct {
 	groupList []string // the user's groups, reloaded on membership changes
 }
 
-// groupsIno is the synthetic inode number
-// of groups/, which has no record in the store. Store inode numbers grow
-// from the bottom, so the top of the range is free.
-const groupsIno = math.MaxUint64 - 1
+// groupsIno is the synthetic inode number of groups/, which has no record
+// in the store: one the store never assigns.
+const groupsIno = metadata.SyntheticIno
 
 // Mount mounts the view of user at mountpoint and starts serving it.
 func (f *FS) Mount(user, mountpoint string, opts ViewOptions) (*View, error) {

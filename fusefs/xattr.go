@@ -3,7 +3,6 @@ package fusefs
 import (
 	"context"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -15,6 +14,13 @@ import (
 // computed from the inode (owner, ownership mode, zone), never stored.
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (_ uint32, errno syscall.Errno) {
 	defer n.v.fs.track("getxattr", n.zone, time.Now(), &errno)
+	if !acl.IsShedfsXattr(attr) && !acl.XattrNamespace(attr).Allowed() {
+		// security.* and system.* are never stored (see Setxattr): the
+		// kernel asks for security.capability on every write, and the
+		// answer, the same for every inode, needs no lookup and is no
+		// read worth a denial.
+		return 0, syscall.ENODATA
+	}
 	if e := n.visible(acl.OpRead); e != 0 {
 		return 0, e
 	}
@@ -29,11 +35,6 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (_ uint32
 			return 0, e
 		}
 		val = []byte(s)
-	} else if xattrNamespaceAllowed(attr) != 0 {
-		// security.* and system.* are never stored (see Setxattr): the
-		// kernel asks for security.capability on every write, and the
-		// answer needs no lookup.
-		return 0, syscall.ENODATA
 	} else {
 		v, err := n.v.fs.store.GetXattr(n.ino, attr)
 		if err != nil {
@@ -65,9 +66,6 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	}
 	if acl.IsShedfsXattr(attr) {
 		return n.setOwnership(attr, string(data))
-	}
-	if e := xattrNamespaceAllowed(attr); e != 0 {
-		return e
 	}
 	if err := f.store.SetXattr(n.ino, attr, data, int(flags)); err != nil {
 		return f.errno("setxattr", err)
@@ -180,19 +178,4 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (_ uint32, errno sysc
 		off++
 	}
 	return uint32(size), 0
-}
-
-// xattrNamespaceAllowed keeps to the namespaces a sandboxed user may
-// write: user.* and trusted.* are stored; security.* and system.* (ACLs,
-// capabilities) would mean something to the kernel that shedfs does not
-// enforce, so they are refused rather than silently ignored.
-func xattrNamespaceAllowed(name string) syscall.Errno {
-	switch {
-	case len(name) > metadata.MaxXattrNameLen:
-		return syscall.ERANGE
-	case strings.HasPrefix(name, "user."), strings.HasPrefix(name, "trusted."):
-		return 0
-	default:
-		return syscall.EOPNOTSUPP
-	}
 }

@@ -237,7 +237,8 @@ func TestCoherenceGroupFile(t *testing.T) {
 // TestCoherenceCarolAndRemoval: carol's view never shows team-alpha, even
 // while alice and bob work in it; removing bob from the group takes
 // groups/team-alpha out of his view at once, and his open handles fail on
-// the next write with EACCES. Adding him back shows it again at once.
+// the next write with EACCES (never EIO), each refusal audited. Adding him
+// back shows it again at once.
 func TestCoherenceCarolAndRemoval(t *testing.T) {
 	t.Parallel()
 	s := startTeam(t)
@@ -301,6 +302,10 @@ func TestCoherenceCarolAndRemoval(t *testing.T) {
 	if got := mustRead(t, team); !bytes.Equal(got, []byte("team\nbob 1\n")) {
 		t.Errorf("team.txt after bob's refused writes: %q", got)
 	}
+	checkAudit(t, s.Store, []auditWant{
+		{"bob", "group:team-alpha", "write", "/groups/team-alpha/team.txt", "EACCES", "not_member"},
+		{"bob", "group:team-alpha", "truncate", "/groups/team-alpha/team.txt", "EACCES", "not_member"},
+	})
 	carolNever("after bob's removal")
 
 	adminOK(t, "group", "add-member", "team-alpha", "bob", "--store", s.Store)

@@ -44,8 +44,9 @@ const checkBatch = 200
 // Parent fields, regular file sizes (the blob's size wins: a blob is written
 // before its metadata, so it holds every write that returned), missing blobs
 // (created empty, size 0), unreachable inodes and orphan records (reclaimed;
-// only call Check when nothing is mounted), blobs of no inode (removed), and
-// usage counters (recomputed from sizes). It records a CheckRecord.
+// only call Check when nothing is mounted), blobs of no inode (removed),
+// usage counters (recomputed from sizes), and the inode counter lease
+// (raised past every number in use). It records a CheckRecord.
 //
 // blobs may be nil to check the metadata alone. Usage is compared with what
 // the store would hold after repair, so a report without repair lists what
@@ -330,6 +331,12 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 	for _, k := range dangling {
 		actions = append(actions, func(o *op) error { return o.tx.Delete(k) })
 	}
+	leaseProblems, leaseFix, err := s.checkInoLease(inos)
+	if err != nil {
+		return nil, fmt.Errorf("check: %w", err)
+	}
+	rep.Problems = append(rep.Problems, leaseProblems...)
+	actions = append(actions, leaseFix...)
 
 	// Phase 4: repair. Metadata first, so a blob is only removed once no
 	// inode refers to it any more.

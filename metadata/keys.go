@@ -26,6 +26,7 @@ const (
 	stateLastCheck = "lastcheck"
 	stateShareRoot = "shareroot"
 	stateSettings  = "settings"
+	stateInoKey    = "inokey"
 )
 
 func inoKey(prefix byte, ino uint64) []byte {

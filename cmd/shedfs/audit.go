@@ -300,7 +300,7 @@ func (p *auditPrinter) add(r metadata.AuditRecord) error {
 	}
 	p.rows = append(p.rows, []string{
 		r.Time.Local().Format("2006-01-02 15:04:05.000"),
-		orDash(r.User), orDash(r.Zone), orDash(r.Op), orDash(path), orDash(r.Result), orDash(r.Rule),
+		cell(r.User), cell(r.Zone), cell(r.Op), cell(path), cell(r.Result), cell(r.Rule),
 	})
 	return nil
 }
