@@ -124,7 +124,7 @@ func TestLinkUnlinkReclaim(t *testing.T) {
 	root := s.ShareRoot()
 	u := must[*User](t)(s.AddUser("bob"))
 	f := must[*Inode](t)(s.Create(root, "f", file(0o644), nil))
-	must[*Inode](t)(s.Create(root, "d", dir(), nil))
+	d := must[*Inode](t)(s.Create(root, "d", dir(), nil))
 	sub := must[*Inode](t)(s.Create(d.Ino, "sub", dir(), nil))
 
 	n := must[*Inode](t)(s.Link(f.Ino, d.Ino, "f2"))
@@ -589,7 +589,7 @@ func TestUnlinkFree(t *testing.T) {
 		t.Fatalf("orphans %v", o)
 	}
 	// An empty directory goes the same way.
-	must[*Inode](t)(s.Create(root, "d", dir(), nil))
+	d := must[*Inode](t)(s.Create(root, "d", dir(), nil))
 	if _, freed, err := s.UnlinkFree(root, "d", true, unused); err != nil || !freed {
 		t.Fatalf("rmdir: freed %v, %v", freed, err)
 	}
