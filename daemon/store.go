@@ -39,7 +39,7 @@ type OpenOptions struct {
 	// a store left by an unclean stop still looks unclean to the next
 	// open, which then repairs it.
 	ReadOnly bool
-	Logger    *slog.Logger
+	Logger   *slog.Logger
 }
 
 // OpenStore opens the store in dir. After an unclean stop it checks and
