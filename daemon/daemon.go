@@ -17,6 +17,7 @@ import (
 
 	"github.com/shedfs/shedfs/fusefs"
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/quota"
 )
 
 // Config is what a Daemon serves.
@@ -100,6 +101,11 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.FS.Logger == nil {
 		cfg.FS.Logger = log
 	}
+	// One accountant for the views and the admin API: an import is
+	// admitted against what open files have pending, and quota show
+	// counts it.
+	acct := quota.New(cfg.Store.Meta)
+	cfg.FS.Accountant = acct
 	d := &Daemon{
 		cfg:   cfg,
 		log:   log,
@@ -111,6 +117,7 @@ func New(cfg Config) (*Daemon, error) {
 		return d.fs.Mount(user, mnt, opts)
 	}
 	d.local = NewLocal(cfg.Store, log)
+	d.local.acct = acct
 	d.local.hooks = d
 	return d, nil
 }

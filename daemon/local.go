@@ -12,6 +12,7 @@ import (
 
 	"github.com/shedfs/shedfs/fusefs"
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/quota"
 )
 
 // viewHooks is how a running daemon learns about changes to the set of
@@ -49,6 +50,10 @@ type Local struct {
 	st    *Store
 	log   *slog.Logger
 	hooks viewHooks
+	// acct admits imports and shows usage: the daemon's views share it,
+	// so pending bytes of open files count; without a daemon nothing is
+	// pending.
+	acct *quota.Accountant
 
 	// mu serialises changes, so that a user is never removed while its
 	// view is being mounted, or added twice at once.
@@ -61,7 +66,7 @@ func NewLocal(st *Store, log *slog.Logger) *Local {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Local{st: st, log: log}
+	return &Local{st: st, log: log, acct: quota.New(st.Meta)}
 }
 
 var _ Admin = (*Local)(nil)
@@ -128,7 +133,7 @@ func (l *Local) userInfo(u *metadata.User) (*UserInfo, error) {
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("no user named %s", u.Name))
 	}
-	used, err := l.st.Meta.Usage(userHolder(u.Name))
+	used, err := l.acct.Usage(userHolder(u.Name))
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("usage of user %s", u.Name))
 	}
@@ -214,7 +219,7 @@ func (l *Local) RemoveUser(ctx context.Context, name string, force bool) (*Remov
 
 // holderData measures what removing a principal would delete.
 func (l *Local) holderData(name string, h metadata.Holder, roots int64) (*RemoveResult, error) {
-	used, err := l.st.Meta.Usage(h)
+	used, err := l.acct.Usage(h)
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("usage of %s", h))
 	}
@@ -257,7 +262,7 @@ func (l *Local) AddGroup(ctx context.Context, req GroupAddRequest) (*GroupInfo, 
 
 // groupInfo assembles what is shown about a group.
 func (l *Local) groupInfo(g *metadata.Group) (*GroupInfo, error) {
-	used, err := l.st.Meta.Usage(groupHolder(g.Name))
+	used, err := l.acct.Usage(groupHolder(g.Name))
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("usage of group %s", g.Name))
 	}
@@ -452,7 +457,7 @@ func (l *Local) SetQuota(ctx context.Context, holder string, req QuotaSetRequest
 }
 
 func (l *Local) quotaInfo(h metadata.Holder) (*QuotaInfo, error) {
-	used, err := l.st.Meta.Usage(h)
+	used, err := l.acct.Usage(h)
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("usage of %s", h))
 	}

@@ -34,7 +34,12 @@ type OpenOptions struct {
 	// NoRecover skips the automatic repair after an unclean stop (fsck
 	// does its own).
 	NoRecover bool
-	Logger    *slog.Logger
+	// ReadOnly opens the store without changing anything, dirty marker
+	// included (fsck --dry-run): no repair, no reclaiming of orphans, and
+	// a store left by an unclean stop still looks unclean to the next
+	// open, which then repairs it.
+	ReadOnly bool
+	Logger   *slog.Logger
 }
 
 // OpenStore opens the store in dir. After an unclean stop it checks and
@@ -59,6 +64,9 @@ func OpenStore(dir string, opts OpenOptions) (*Store, error) {
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	case !st.IsDir():
 		return nil, fmt.Errorf("store %s is not a directory", dir)
+	}
+	if opts.ReadOnly {
+		return openReadOnly(dir, log)
 	}
 	meta, err := metadata.Open(filepath.Join(dir, "meta"), metadata.Options{Logger: log})
 	if err != nil {
@@ -90,7 +98,25 @@ func OpenStore(dir string, opts OpenOptions) (*Store, error) {
 	return s, nil
 }
 
-// Close closes the metadata, marking the stop clean.
+// openReadOnly opens an existing store for inspection only.
+func openReadOnly(dir string, log *slog.Logger) (*Store, error) {
+	blobDir := filepath.Join(dir, "blobs")
+	if fi, err := os.Stat(blobDir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("store %s has no blobs directory", dir)
+	}
+	meta, err := metadata.Open(filepath.Join(dir, "meta"), metadata.Options{Logger: log, ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", dir, err)
+	}
+	bl, err := blobs.OpenDir(blobDir)
+	if err != nil {
+		meta.Close()
+		return nil, fmt.Errorf("store %s: %w", dir, err)
+	}
+	return &Store{Dir: dir, Meta: meta, Blobs: bl}, nil
+}
+
+// Close closes the metadata, marking the stop clean (unless read-only).
 func (s *Store) Close() error {
 	if err := s.Meta.Close(); err != nil {
 		return fmt.Errorf("close store %s: %w", s.Dir, err)

@@ -53,7 +53,7 @@ type openInode struct {
 func (f *FS) setSizeLocked(oi *openInode, size uint64) {
 	oi.size = size
 	pc := metadata.Charge(size) - metadata.Charge(oi.persisted)
-	f.acct.add(oi.holder, pc-oi.pendingCharge)
+	f.acct.Add(oi.holder, pc-oi.pendingCharge)
 	oi.pendingCharge = pc
 }
 
@@ -118,7 +118,7 @@ func (f *FS) closeOpen(oi *openInode) {
 	oi.mu.Lock()
 	if orphan {
 		// Its charge goes with the inode at reclaim.
-		f.acct.add(oi.holder, -oi.pendingCharge)
+		f.acct.Add(oi.holder, -oi.pendingCharge)
 		oi.pendingCharge = 0
 	} else {
 		f.persistLocked(oi)
@@ -135,7 +135,7 @@ func (f *FS) persistLocked(oi *openInode) syscall.Errno {
 		return 0
 	}
 	size, mtime := oi.size, oi.mtime
-	unlock := f.acct.lock(oi.holder)
+	unlock := f.acct.Lock(oi.holder)
 	defer unlock()
 	_, err := f.store.Update(oi.ino, func(n *metadata.Inode) error {
 		n.Size = size
@@ -146,7 +146,7 @@ func (f *FS) persistLocked(oi *openInode) syscall.Errno {
 	if err != nil {
 		return f.errno("persist size", err)
 	}
-	f.acct.add(oi.holder, -oi.pendingCharge)
+	f.acct.Add(oi.holder, -oi.pendingCharge)
 	oi.pendingCharge = 0
 	oi.persisted = size
 	oi.dirty = false
@@ -184,7 +184,7 @@ func (n *node) resizeLocked(oi *openInode, op acl.Op, newSize uint64, apply func
 	var unlock func()
 	var d acl.Decision
 	if grows {
-		unlock = f.acct.lock(oi.holder)
+		unlock = f.acct.Lock(oi.holder)
 		q, err := f.quota(oi.entry.Zone)
 		if err != nil {
 			unlock()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/shedfs/shedfs/blobs"
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/quota"
 	"github.com/shedfs/shedfs/zones"
 )
 
@@ -37,6 +38,10 @@ type Options struct {
 	Recorder Recorder
 	// Metrics counts requests, bytes and denials; nil counts nothing.
 	Metrics *Metrics
+	// Accountant admits every byte charge against usage plus what is
+	// pending; the daemon shares one with its admin API (imports). Nil:
+	// one of the FS's own.
+	Accountant *quota.Accountant
 	// Passthrough lets read-only opens read the blob directly in the
 	// kernel (FUSE passthrough, Linux 6.9+, root). Reads then bypass the
 	// daemon and are not counted in the byte metrics.
@@ -58,7 +63,7 @@ type FS struct {
 	log   *slog.Logger
 
 	notify *notifier
-	acct   *accountant
+	acct   *quota.Accountant
 	// locks are the file locks of every view.
 	locks *lockTable
 	// views numbers the views, for lock owners.
@@ -105,8 +110,11 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
 		dirsOpen:  make(map[uint64]int),
 		ghosts:    make(map[uint64]*ghost),
 		notify:    newNotifier(),
-		acct:      newAccountant(),
+		acct:      opts.Accountant,
 		locks:     newLockTable(),
+	}
+	if f.acct == nil {
+		f.acct = quota.New(store)
 	}
 	f.SettingsChanged()
 	go f.sweeper(f.stopSweep)

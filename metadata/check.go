@@ -60,6 +60,7 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 	var entries []ckEntry
 	var dangling [][]byte
 	stored := map[Holder]Usage{}
+	limits := map[Holder]Limit{}
 	var roots []uint64
 
 	// Phase 1: read everything in one snapshot.
@@ -117,6 +118,14 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 				b, i = -1, -1 // forces a rewrite
 			}
 			stored[Holder(k[1:])] = Usage{Bytes: b, Inodes: i}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := tx.Scan([]byte{pLimit}, nil, func(k, v []byte) error {
+			if b, i, err := decodePair(v); err == nil {
+				limits[Holder(k[1:])] = Limit{Bytes: b, Inodes: i}
+			}
 			return nil
 		}); err != nil {
 			return err
@@ -337,6 +346,7 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 	}
 	rep.Problems = append(rep.Problems, leaseProblems...)
 	actions = append(actions, leaseFix...)
+	overQuota := overQuotaProblems(holders, usage, limits)
 
 	// Phase 4: repair. Metadata first, so a blob is only removed once no
 	// inode refers to it any more.
@@ -359,6 +369,9 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 			s.log.Info("check repaired", "kind", p.Kind, "ino", p.Ino, "detail", p.Detail)
 		}
 	}
+	// Usage above a limit is no damage a check may undo by deleting
+	// data: it is reported, never repaired, after the other repairs.
+	rep.Problems = append(rep.Problems, overQuota...)
 	rep.Duration = time.Since(rep.Started)
 	if !s.readOnly {
 		rec := CheckRecord{At: rep.Started, Problems: len(rep.Problems), Unrepaired: rep.Unrepaired()}
@@ -367,6 +380,27 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 		}
 	}
 	return rep, nil
+}
+
+// overQuotaProblems reports each holder whose counted usage (as it is
+// after repair) is above its limit. Usage is admitted against the limit on
+// every charge, so this means a limit lowered below the usage, or a charge
+// that escaped admission; either way the operator decides: raise the limit
+// or delete data.
+func overQuotaProblems(holders []Holder, usage map[Holder]Usage, limits map[Holder]Limit) []Problem {
+	var out []Problem
+	for _, h := range holders {
+		u, l := usage[h], limits[h]
+		if l.Bytes > 0 && u.Bytes > l.Bytes {
+			out = append(out, Problem{Kind: KindOverQuota,
+				Detail: fmt.Sprintf("%s: %d bytes used, limit %d (%d over)", h, u.Bytes, l.Bytes, u.Bytes-l.Bytes)})
+		}
+		if l.Inodes > 0 && u.Inodes > l.Inodes {
+			out = append(out, Problem{Kind: KindOverQuota,
+				Detail: fmt.Sprintf("%s: %d inodes used, limit %d (%d over)", h, u.Inodes, l.Inodes, u.Inodes-l.Inodes)})
+		}
+	}
+	return out
 }
 
 // runActions applies repair actions in batches, halving a batch badger

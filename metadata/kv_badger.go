@@ -78,6 +78,8 @@ func openBadger(dir string, inMemory, readOnly bool, logger *slog.Logger) (kv KV
 			return nil, fmt.Errorf("open store %s: %w", dir, ErrLocked)
 		case errors.Is(err, os.ErrPermission):
 			return nil, fmt.Errorf("open store %s: %w", dir, err)
+		case readOnly && strings.Contains(msg, badger.ErrTruncateNeeded.Error()):
+			return nil, fmt.Errorf("open store %s read-only: %w", dir, errNeedsReplay)
 		default:
 			return nil, fmt.Errorf("open store %s: %w: %s", dir, ErrCorrupt, msg)
 		}

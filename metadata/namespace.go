@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // ValidName checks a name for a new directory entry: ENAMETOOLONG over
@@ -307,6 +308,101 @@ func (s *Store) Link(ino, newParent uint64, newName string) (*Inode, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// Publish gives an unnamed regular file (made by CreateTmp and written
+// while no directory named it) its final size, mtime and name in parent,
+// all in one transaction, so that the name appears only with the whole
+// content, and a crash before it leaves an orphan that the next start or
+// fsck reclaims. The holder's byte usage moves by the size's charge, and
+// admit (when not nil) is consulted first with the usage, the limit and
+// the net delta: that charge, less the charge of a file replace frees.
+//
+// An existing name is EEXIST unless replace, which swaps the new file in
+// for a regular file (EISDIR for a directory, EEXIST for anything else) and
+// returns it with its link dropped, as Rename does, for the caller to
+// Reclaim. EINVAL if ino is not an unnamed regular file; EXDEV if parent is
+// in another zone.
+func (s *Store) Publish(ino, parent uint64, name string, size uint64, mtime time.Time, replace bool, admit func(u Usage, l Limit, delta int64) error) (replaced *Inode, err error) {
+	if err := ValidName(name); err != nil {
+		return nil, err
+	}
+	err = s.update(func(o *op) error {
+		replaced = nil
+		n, err := o.inode(ino)
+		if err != nil {
+			return err
+		}
+		if !n.IsRegular() || n.Nlink != 0 {
+			return fmt.Errorf("publish inode %d: not an unnamed regular file: %w", ino, syscall.EINVAL)
+		}
+		p, err := o.dir(parent)
+		if err != nil {
+			return err
+		}
+		if p.Zone != n.Zone {
+			return syscall.EXDEV
+		}
+		var old *Inode
+		switch child, _, err := o.entry(parent, name); {
+		case err == nil && !replace:
+			return syscall.EEXIST
+		case err == nil:
+			if old, err = o.inode(child); err != nil {
+				return fmt.Errorf("entry %d/%q points at missing inode %d: %w", parent, name, child, syscall.EIO)
+			}
+			if old.IsDir() {
+				return syscall.EISDIR
+			}
+			if !old.IsRegular() {
+				return syscall.EEXIST
+			}
+		case !errors.Is(err, syscall.ENOENT):
+			return err
+		}
+		h := HolderOf(n.Zone)
+		before := chargeOf(n)
+		n.Size = size
+		delta := chargeOf(n) - before
+		if old != nil {
+			if err := o.dropLink(old); err != nil {
+				return err
+			}
+			if old.Nlink == 0 {
+				// Freed once reclaimed; admission counts it gone.
+				delta -= chargeOf(old)
+			}
+			replaced = old
+		}
+		if admit != nil {
+			u, err := o.usage(h)
+			if err != nil {
+				return err
+			}
+			l, err := readLimit(o.tx, h)
+			if err != nil {
+				return err
+			}
+			if err := admit(u, l, delta); err != nil {
+				return err
+			}
+		}
+		if err := o.charge(h, chargeOf(n)-before, 0); err != nil {
+			return err
+		}
+		if err := o.tx.Delete(orphanKey(ino)); err != nil {
+			return err
+		}
+		n.Nlink = 1
+		n.Mtime, n.Ctime = mtime, o.now
+		o.put(n)
+		o.touchDir(p)
+		return o.setEntry(parent, name, n)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return replaced, nil
 }
 
 // Unlink removes name from parent. With dir set it behaves as rmdir

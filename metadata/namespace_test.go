@@ -596,3 +596,68 @@ func TestUnlinkFree(t *testing.T) {
 	_, err = s.GetInode(d.Ino)
 	wantErrno(t, err, syscall.ENOENT)
 }
+
+// TestPublish: an unnamed file gets its size and name in one transaction;
+// before, no name shows it and it is an orphan; a replace swaps in the new
+// file and hands back the old one; admission sees the net charge.
+func TestPublish(t *testing.T) {
+	s := newStore(t)
+	root := s.ShareRoot()
+	h := HolderOf(Zone{Kind: ZoneShare})
+	tmp := must[*Inode](t)(s.CreateTmp(root, file(0o644), nil))
+	if ents := must[[]DirEntry](t)(s.ReadDir(root)); len(ents) != 0 {
+		t.Fatalf("an unnamed file is listed: %v", ents)
+	}
+	if orphans := must[[]uint64](t)(s.Orphans()); len(orphans) != 1 || orphans[0] != tmp.Ino {
+		t.Fatalf("orphans %v, want the unnamed file", orphans)
+	}
+	mtime := time.Unix(1700000000, 0)
+	if _, err := s.Publish(tmp.Ino, root, "f", 5000, mtime, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := must[*Inode](t)(s.Lookup(root, "f"))
+	if got.Ino != tmp.Ino || got.Size != 5000 || got.Nlink != 1 || !got.Mtime.Equal(mtime) {
+		t.Errorf("published %+v", got)
+	}
+	if orphans := must[[]uint64](t)(s.Orphans()); len(orphans) != 0 {
+		t.Errorf("orphans after publish: %v", orphans)
+	}
+	if u := must[Usage](t)(s.Usage(h)); u.Bytes != 8192 || u.Inodes != 2 {
+		t.Errorf("usage %+v, want 8192 bytes, 2 inodes", u)
+	}
+	if _, err := s.Publish(tmp.Ino, root, "g", 1, mtime, false, nil); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("publishing a named file: %v, want EINVAL", err)
+	}
+
+	second := must[*Inode](t)(s.CreateTmp(root, file(0o644), nil))
+	_, err := s.Publish(second.Ino, root, "f", 100, mtime, false, nil)
+	wantErrno(t, err, syscall.EEXIST)
+	var sawDelta int64
+	refuse := func(u Usage, l Limit, delta int64) error { sawDelta = delta; return syscall.EDQUOT }
+	_, err = s.Publish(second.Ino, root, "f", 100, mtime, true, refuse)
+	wantErrno(t, err, syscall.EDQUOT)
+	if sawDelta != 4096-8192 {
+		t.Errorf("admission saw delta %d, want %d (the new charge less the replaced one)", sawDelta, 4096-8192)
+	}
+	if got := must[*Inode](t)(s.Lookup(root, "f")); got.Ino != tmp.Ino {
+		t.Error("a refused publish replaced the file")
+	}
+	old, err := s.Publish(second.Ino, root, "f", 100, mtime, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old == nil || old.Ino != tmp.Ino || old.Nlink != 0 {
+		t.Fatalf("replaced %+v, want the first file without links", old)
+	}
+	if got := must[*Inode](t)(s.Lookup(root, "f")); got.Ino != second.Ino || got.Size != 100 {
+		t.Errorf("after replace: %+v", got)
+	}
+	must[*Inode](t)(s.Reclaim(old.Ino))
+	if u := must[Usage](t)(s.Usage(h)); u.Bytes != 4096 || u.Inodes != 2 {
+		t.Errorf("usage after replace and reclaim %+v, want 4096 bytes, 2 inodes", u)
+	}
+	must[*Inode](t)(s.Create(root, "d", dir(), nil))
+	third := must[*Inode](t)(s.CreateTmp(root, file(0o644), nil))
+	_, err = s.Publish(third.Ino, root, "d", 1, mtime, true, nil)
+	wantErrno(t, err, syscall.EISDIR)
+}

@@ -70,6 +70,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 	}
 	kv, err := openBadger(dir, opts.InMemory, opts.ReadOnly, logger)
+	if errors.Is(err, errNeedsReplay) {
+		kv, err = openSnapshot(dir, logger)
+	}
 	if err != nil {
 		return nil, err
 	}
