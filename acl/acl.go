@@ -114,6 +114,18 @@ const (
 	// ReasonXattrBadValue: an unknown mode or a malformed principal name
 	// written to user.shedfs.mode or user.shedfs.owner (EINVAL).
 	ReasonXattrBadValue = "xattr_bad_value"
+	// ReasonXattrSpace: the extended attributes of one inode would pass
+	// MaxXattrSpace (ENOSPC, as ext4 answers when an inode's attribute
+	// block is full).
+	ReasonXattrSpace = "xattr_space"
+	// ReasonAllocateMode: an fallocate mode that would store blocks past
+	// the file's size, which quotas do not see (FALLOC_FL_KEEP_SIZE), or
+	// that moves data (collapse, insert, unshare) (EOPNOTSUPP).
+	ReasonAllocateMode = "allocate_mode"
+	// ReasonStoreFull: the disk that holds the store has less free space
+	// or fewer free inodes than the daemon keeps for its metadata
+	// (ENOSPC). Deletes are never refused for it.
+	ReasonStoreFull = "store_full"
 )
 
 // Reasons returns every reason a Decision can carry, for pre-registering
@@ -125,7 +137,8 @@ func Reasons() []string {
 		ReasonGroupsReadonly, ReasonQuotaBytes, ReasonQuotaInodes,
 		ReasonFileTooBig, ReasonNotMember, ReasonNotVisible,
 		ReasonNameTooLong, ReasonBadName, ReasonXattrReadonly,
-		ReasonXattrBadValue,
+		ReasonXattrBadValue, ReasonXattrSpace, ReasonAllocateMode,
+		ReasonStoreFull,
 	}
 }
 

@@ -491,7 +491,7 @@ func TestDecisionAndOp(t *testing.T) {
 			}
 		}
 	}
-	if len(rs) != 17 {
+	if len(rs) != 20 {
 		t.Errorf("%d reasons", len(rs))
 	}
 }

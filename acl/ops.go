@@ -37,6 +37,38 @@ func resize(a Actor, op Op, e Entry, q Quota, oldSize, newSize uint64) Decision 
 	return AdmitBytes(q.Usage, q.Limit, chargeDelta(oldSize, newSize))
 }
 
+// fallocate(2) mode bits, as Linux numbers them.
+const (
+	fallocKeepSize  = 0x01
+	fallocPunchHole = 0x02
+	fallocZeroRange = 0x10
+)
+
+// Allocate decides the mode of fallocate(2) over length bytes at off of a
+// regular file of size bytes, and returns the size the file has after it;
+// whether the caller may change the file to that size is Truncate's to
+// decide. Quotas charge the logical size, so only the modes whose blocks
+// stay within it are allowed: allocating (mode 0) or zeroing
+// (FALLOC_FL_ZERO_RANGE) a range, which extends the size past its end, and
+// punching a hole (FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE), which frees.
+// Any other mode — preallocating past the end with FALLOC_FL_KEEP_SIZE,
+// which would store blocks no quota sees, or collapsing, inserting and
+// unsharing ranges — is EOPNOTSUPP (allocate_mode), which tools such as
+// posix_fallocate fall back from. A range past 2^64 is EFBIG.
+func Allocate(mode uint32, size, off, length uint64) (uint64, Decision) {
+	end := off + length
+	if end < off {
+		return size, deny(syscall.EFBIG, ReasonFileTooBig)
+	}
+	switch mode {
+	case 0, fallocZeroRange:
+		return max(size, end), Decision{}
+	case fallocPunchHole | fallocKeepSize:
+		return size, Decision{}
+	}
+	return size, deny(syscall.EOPNOTSUPP, ReasonAllocateMode)
+}
+
 // Setattr decides chmod, chown, utimens and setting or removing an
 // ordinary xattr on e. timesOnly says that only atime/mtime change: that is
 // allowed on the roots of share/ and the groups (so that tar and cp -a can
