@@ -190,7 +190,7 @@ func TestLinkUnlinkReclaim(t *testing.T) {
 		t.Fatalf("reclaimed %+v", r)
 	}
 	after := must[Usage](t)(s.Usage("share"))
-	if after.Inodes != before.Inodes-1 || after.Bytes != before.Bytes-Charge(10000) {
+	if after.Inodes != before.Inodes-1 || after.Bytes != before.Bytes-Charge(10000)-XattrCost("user.a", 1) {
 		t.Fatalf("usage %+v -> %+v", before, after)
 	}
 	_, err = s.Reclaim(f.Ino)
