@@ -241,6 +241,7 @@ const (
 	CodeForbidden = "forbidden"
 	CodeTooLarge  = "too_large"
 	CodeQuota     = "quota_exceeded"
+	CodeNoSpace   = "no_space"
 	CodeMethod    = "method_not_allowed"
 	CodeMount     = "mount_failed"
 	CodeInternal  = "internal"
@@ -271,7 +272,7 @@ func (e *Error) HTTPStatus() int {
 		return http.StatusForbidden
 	case CodeTooLarge:
 		return http.StatusRequestEntityTooLarge
-	case CodeQuota:
+	case CodeQuota, CodeNoSpace:
 		return http.StatusInsufficientStorage
 	case CodeMethod:
 		return http.StatusMethodNotAllowed

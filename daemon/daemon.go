@@ -100,6 +100,12 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.FS.Logger == nil {
 		cfg.FS.Logger = log
 	}
+	if cfg.FS.Space == nil && cfg.Store.Space != nil {
+		cfg.FS.Space = cfg.Store.Space
+		// A serving daemon watches the disk: the reserve goes when
+		// something else fills it and comes back when space returns.
+		cfg.Store.Space.Start()
+	}
 	d := &Daemon{
 		cfg:   cfg,
 		log:   log,

@@ -134,6 +134,18 @@ func (f *FS) quota(z metadata.Zone) (acl.Quota, error) {
 	return acl.Quota{Usage: u, Limit: l, MaxFileSize: f.maxFileSize.Load()}, nil
 }
 
+// room decides growing the store by bytes and inodes on its disk.
+func (f *FS) room(bytes, inodes int64) acl.Decision {
+	if f.opts.Space == nil {
+		return acl.Decision{}
+	}
+	return f.opts.Space.Admit(bytes, inodes)
+}
+
+// entryBytes is what a new entry is taken to grow the store by on disk:
+// its metadata and, for a file, its blob's inode and shard.
+const entryBytes = metadata.ChargeUnit
+
 // admitInode is the in-transaction check of a create against the inode
 // quota, so concurrent creates never pass the limit.
 func admitInode(u metadata.Usage, l metadata.Limit) error {
