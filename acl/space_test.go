@@ -24,7 +24,11 @@ func TestRowAllocate(t *testing.T) {
 		{"zero_range", allocate(fallocZeroRange, 10, 0, 100), 0, ""},
 		{"punch_hole", allocate(fallocPunchHole|fallocKeepSize, 1<<20, 0, 4096), 0, ""},
 		{"keep_size", allocate(fallocKeepSize, 0, 0, 200<<20), syscall.EOPNOTSUPP, ReasonAllocateMode},
+		{"keep_size_past_charged_size", allocate(fallocKeepSize, 100, 50, 4047), syscall.EOPNOTSUPP, ReasonAllocateMode},
+		{"keep_size_within_charged_size", allocate(fallocKeepSize, 100, 50, 4046), 0, ""},
+		{"keep_size_within_size", allocate(fallocKeepSize, 1<<20, 0, 1<<20), 0, ""},
 		{"zero_range_keep_size", allocate(fallocZeroRange|fallocKeepSize, 0, 0, 1<<20), syscall.EOPNOTSUPP, ReasonAllocateMode},
+		{"zero_range_keep_size_within", allocate(fallocZeroRange|fallocKeepSize, 8192, 0, 8192), 0, ""},
 		{"punch_without_keep_size", allocate(fallocPunchHole, 0, 0, 1), syscall.EOPNOTSUPP, ReasonAllocateMode},
 		{"collapse_range", allocate(0x08, 1<<20, 0, 4096), syscall.EOPNOTSUPP, ReasonAllocateMode},
 		{"insert_range", allocate(0x20, 1<<20, 0, 4096), syscall.EOPNOTSUPP, ReasonAllocateMode},
@@ -39,6 +43,7 @@ func TestRowAllocate(t *testing.T) {
 		{0, 100, 90, 50, 140},
 		{fallocZeroRange, 0, 4096, 4096, 8192},
 		{fallocPunchHole | fallocKeepSize, 8192, 4096, 1 << 20, 8192},
+		{fallocKeepSize, 100, 0, 4096, 100},
 	} {
 		if got, d := Allocate(c.mode, c.size, c.off, c.length); got != c.new || !d.Allowed() {
 			t.Errorf("Allocate(%#x, %d, %d, %d) = %d, %v; want %d", c.mode, c.size, c.off, c.length, got, d, c.new)

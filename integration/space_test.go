@@ -18,7 +18,7 @@ import (
 // TestFallocateKeepSize: preallocating past the end of a file
 // (FALLOC_FL_KEEP_SIZE) would store blocks that no quota sees, so it is
 // refused with EOPNOTSUPP; the modes whose blocks stay within the charged
-// size work.
+// size work, KEEP_SIZE within it included.
 func TestFallocateKeepSize(t *testing.T) {
 	t.Parallel()
 	v := quotaView(t, []string{"quota", "set", "user:alice", "--bytes", "1MiB"})
@@ -49,6 +49,8 @@ func TestFallocateKeepSize(t *testing.T) {
 	// and the charge follow.
 	wantOK(t, "fallocate(0) 256 KiB", unix.Fallocate(fd, 0, 0, 256<<10))
 	wantOK(t, "fallocate(PUNCH_HOLE|KEEP_SIZE)", unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, 64<<10))
+	wantOK(t, "fallocate(KEEP_SIZE) within the size", unix.Fallocate(fd, unix.FALLOC_FL_KEEP_SIZE, 0, 128<<10))
+	wantErrno(t, "fallocate(KEEP_SIZE) past the size", unix.Fallocate(fd, unix.FALLOC_FL_KEEP_SIZE, 128<<10, 256<<10), unix.EOPNOTSUPP)
 	wantOK(t, "fallocate(ZERO_RANGE) extending", unix.Fallocate(fd, unix.FALLOC_FL_ZERO_RANGE, 256<<10, 64<<10))
 	wantErrno(t, "fallocate(0) past the quota", unix.Fallocate(fd, 0, 0, 2<<20), unix.EDQUOT)
 	f.Close()
