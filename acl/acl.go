@@ -126,6 +126,18 @@ const (
 	// view holds open for passthrough reading (ETXTBSY), which the kernel
 	// would otherwise fail with EIO or let bypass the per-write checks.
 	ReasonPassthroughReaders = "passthrough_readers"
+	// ReasonXattrSpace: the extended attributes of one inode would pass
+	// MaxXattrSpace (ENOSPC, as ext4 answers when an inode's attribute
+	// block is full).
+	ReasonXattrSpace = "xattr_space"
+	// ReasonAllocateMode: an fallocate mode that would store blocks past
+	// the file's size, which quotas do not see (FALLOC_FL_KEEP_SIZE), or
+	// that moves data (collapse, insert, unshare) (EOPNOTSUPP).
+	ReasonAllocateMode = "allocate_mode"
+	// ReasonStoreFull: the disk that holds the store has less free space
+	// or fewer free inodes than the daemon keeps for its metadata
+	// (ENOSPC). Deletes are never refused for it.
+	ReasonStoreFull = "store_full"
 )
 
 // Reasons returns every reason a Decision can carry, for pre-registering
@@ -139,6 +151,8 @@ func Reasons() []string {
 		ReasonNameTooLong, ReasonBadName, ReasonXattrReadonly,
 		ReasonXattrBadValue, ReasonDeviceNode, ReasonXattrNamespace,
 		ReasonPassthroughReaders,
+		ReasonXattrBadValue, ReasonXattrSpace, ReasonAllocateMode,
+		ReasonStoreFull,
 	}
 }
 

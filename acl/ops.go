@@ -3,6 +3,7 @@ package acl
 import (
 	"syscall"
 
+	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/zones"
 )
 
@@ -41,6 +42,43 @@ func resize(a Actor, op Op, e Entry, q Quota, oldSize, newSize uint64) Decision 
 		return d
 	}
 	return AdmitBytes(q.Usage, q.Limit, chargeDelta(oldSize, newSize))
+}
+
+// fallocate(2) mode bits, as Linux numbers them.
+const (
+	fallocKeepSize  = 0x01
+	fallocPunchHole = 0x02
+	fallocZeroRange = 0x10
+)
+
+// Allocate decides the mode of fallocate(2) over length bytes at off of a
+// regular file of size bytes, and returns the size the file has after it;
+// whether the caller may change the file to that size is Truncate's to
+// decide. Quotas charge the logical size rounded up to
+// metadata.ChargeUnit, so only blocks within that may be stored:
+// allocating (mode 0) or zeroing (FALLOC_FL_ZERO_RANGE) a range, which
+// extends the size past its end; punching a hole
+// (FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE), which frees; and
+// preallocating or zeroing with FALLOC_FL_KEEP_SIZE within the charged
+// size. Preallocating past it with FALLOC_FL_KEEP_SIZE, which would store
+// blocks no quota sees, and collapsing, inserting or unsharing ranges are
+// EOPNOTSUPP (allocate_mode). A range past 2^64 is EFBIG.
+func Allocate(mode uint32, size, off, length uint64) (uint64, Decision) {
+	end := off + length
+	if end < off {
+		return size, deny(syscall.EFBIG, ReasonFileTooBig)
+	}
+	switch mode {
+	case 0, fallocZeroRange:
+		return max(size, end), Decision{}
+	case fallocPunchHole | fallocKeepSize:
+		return size, Decision{}
+	case fallocKeepSize, fallocZeroRange | fallocKeepSize:
+		if size <= MaxSize && end <= uint64(metadata.Charge(size)) {
+			return size, Decision{}
+		}
+	}
+	return size, deny(syscall.EOPNOTSUPP, ReasonAllocateMode)
 }
 
 // Setattr decides chmod, chown, utimens and setting or removing an

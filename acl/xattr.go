@@ -16,6 +16,27 @@ const (
 	XattrZone   = XattrPrefix + "zone"
 )
 
+// MaxXattrSpace is how many bytes of extended attributes one inode may
+// hold, as metadata.XattrCost counts them (names, values and a small
+// overhead each): about what ext4 gives an inode, and small enough that
+// the names always fit listxattr's 64 KiB.
+const MaxXattrSpace = 64 * 1024
+
+// AdmitXattr decides an inode's extended attributes going from before to
+// after bytes (metadata.XattrCost summed over them), charged to the holder
+// whose usage and limit q gives: past MaxXattrSpace ENOSPC (xattr_space),
+// past the byte quota EDQUOT (quota_bytes). A change that does not grow
+// them is always admitted.
+func AdmitXattr(q Quota, before, after int64) Decision {
+	if after <= before {
+		return Decision{}
+	}
+	if after > MaxXattrSpace {
+		return deny(syscall.ENOSPC, ReasonXattrSpace)
+	}
+	return AdmitBytes(q.Usage, q.Limit, after-before)
+}
+
 // IsShedfsXattr reports whether name is in the user.shedfs. namespace,
 // which shedfs computes from the entry and never stores as an ordinary
 // xattr.

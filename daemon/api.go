@@ -265,6 +265,7 @@ const (
 	CodeForbidden = "forbidden"
 	CodeTooLarge  = "too_large"
 	CodeQuota     = "quota_exceeded"
+	CodeNoSpace   = "no_space"
 	CodeMethod    = "method_not_allowed"
 	CodeMount     = "mount_failed"
 	CodeInternal  = "internal"
@@ -295,7 +296,7 @@ func (e *Error) HTTPStatus() int {
 		return http.StatusForbidden
 	case CodeTooLarge:
 		return http.StatusRequestEntityTooLarge
-	case CodeQuota:
+	case CodeQuota, CodeNoSpace:
 		return http.StatusInsufficientStorage
 	case CodeMethod:
 		return http.StatusMethodNotAllowed

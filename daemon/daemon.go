@@ -106,6 +106,12 @@ func New(cfg Config) (*Daemon, error) {
 	// counts it.
 	acct := quota.New(cfg.Store.Meta)
 	cfg.FS.Accountant = acct
+	if cfg.FS.Space == nil && cfg.Store.Space != nil {
+		cfg.FS.Space = cfg.Store.Space
+		// A serving daemon watches the disk: the reserve goes when
+		// something else fills it and comes back when space returns.
+		cfg.Store.Space.Start()
+	}
 	d := &Daemon{
 		cfg:   cfg,
 		log:   log,

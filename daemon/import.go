@@ -80,6 +80,9 @@ func (l *Local) Import(ctx context.Context, req ImportRequest, body io.Reader, s
 		Mode: syscall.S_IFREG | importFileMode, Uid: u.Uid, Gid: u.Gid,
 		Zone: zones.UploadsZone(u.Name), Owner: u.Name,
 	}
+	if err := l.room(metadata.ChargeUnit, 1, what); err != nil {
+		return nil, err
+	}
 	n, err := l.st.Meta.CreateTmp(dir, tmpl, admitOneInode)
 	switch {
 	case errors.Is(err, syscall.EDQUOT):
@@ -191,6 +194,19 @@ func (l *Local) sessionDir(u *metadata.User, session string) (uint64, error) {
 	return 0, errorf(CodeBusy, "create %s of user %s: it keeps changing; retry", rel, u.Name)
 }
 
+// room refuses growth of the store by bytes and inodes that its disk has
+// no room for (space.Guard), as the views do; without a guard (a store
+// open read-only) there is nothing to refuse.
+func (l *Local) room(bytes, inodes int64, what string) error {
+	if l.st.Space == nil {
+		return nil
+	}
+	if d := l.st.Space.Admit(bytes, inodes); !d.Allowed() {
+		return errorf(CodeNoSpace, "%s: the store's disk is full (%s)", what, d.Reason)
+	}
+	return nil
+}
+
 // admitOneInode admits the inode of a new file or session directory.
 func admitOneInode(u metadata.Usage, l metadata.Limit) error {
 	return acl.AdmitInodes(u, l, 1).Err()
@@ -270,9 +286,12 @@ func (l *Local) writeImport(ctx context.Context, user string, ino uint64, body i
 					return 0, l.quotaError(user, fmt.Sprintf("%s (more than %s)", what, FormatSize(written)))
 				}
 			}
+			if err := l.room(int64(n), 0, what); err != nil {
+				return 0, err
+			}
 			if _, err := f.Write(buf[:n]); err != nil {
 				if errors.Is(err, syscall.ENOSPC) {
-					return 0, errorf(CodeInternal, "%s: the store's disk is full", what)
+					return 0, errorf(CodeNoSpace, "%s: the store's disk is full", what)
 				}
 				return 0, asError(err, what+": write")
 			}

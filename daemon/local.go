@@ -98,6 +98,9 @@ func (l *Local) AddUser(ctx context.Context, req UserAddRequest) (*UserInfo, err
 	if req.Quota.Bytes < 0 || req.Quota.Inodes < 0 {
 		return nil, errorf(CodeInvalid, "quota of user %s: negative limit", req.Name)
 	}
+	if err := l.room(userRootInodes*metadata.ChargeUnit, userRootInodes, "add user "+req.Name); err != nil {
+		return nil, err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	u, err := l.st.Meta.AddUser(req.Name)
@@ -248,6 +251,9 @@ func (l *Local) removeBlobs(inos []uint64) {
 // AddGroup creates an empty group.
 func (l *Local) AddGroup(ctx context.Context, req GroupAddRequest) (*GroupInfo, error) {
 	if err := ValidName("group", req.Name); err != nil {
+		return nil, err
+	}
+	if err := l.room(groupRootInodes*metadata.ChargeUnit, groupRootInodes, "add group "+req.Name); err != nil {
 		return nil, err
 	}
 	l.mu.Lock()

@@ -15,13 +15,18 @@ import (
 
 	"github.com/shedfs/shedfs/blobs"
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/space"
 )
 
-// Store is an opened store directory: its metadata and its blobs.
+// Store is an opened store directory: its metadata and its blobs, and the
+// guard of its disk.
 type Store struct {
 	Dir   string
 	Meta  *metadata.Store
 	Blobs *blobs.Dir
+	// Space admits growth by the free space of the store's disk; nil when
+	// the store is open read-only.
+	Space *space.Guard
 	// Recovery is the repair report when the previous stop was unclean,
 	// nil otherwise.
 	Recovery *metadata.Report
@@ -35,9 +40,9 @@ type OpenOptions struct {
 	// does its own).
 	NoRecover bool
 	// ReadOnly opens the store without changing anything, dirty marker
-	// included (fsck --dry-run): no repair, no reclaiming of orphans, and
-	// a store left by an unclean stop still looks unclean to the next
-	// open, which then repairs it.
+	// included (fsck --dry-run, and reading commands on a full disk): no
+	// repair, no reclaiming of orphans, and a store left by an unclean
+	// stop still looks unclean to the next open, which then repairs it.
 	ReadOnly bool
 	Logger   *slog.Logger
 }
@@ -68,7 +73,17 @@ func OpenStore(dir string, opts OpenOptions) (*Store, error) {
 	if opts.ReadOnly {
 		return openReadOnly(dir, log)
 	}
-	meta, err := metadata.Open(filepath.Join(dir, "meta"), metadata.Options{Logger: log})
+	metaDir := filepath.Join(dir, "meta")
+	// Before the metadata: opening it for writing needs room on the
+	// disk, which the guard makes by releasing the reserve.
+	guard, err := space.Open(dir, space.Options{
+		Headroom: func() int64 { return metadata.Headroom(metaDir) },
+		Logger:   log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", dir, err)
+	}
+	meta, err := metadata.Open(metaDir, metadata.Options{Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
@@ -77,7 +92,7 @@ func OpenStore(dir string, opts OpenOptions) (*Store, error) {
 		meta.Close()
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
-	s := &Store{Dir: dir, Meta: meta, Blobs: bl}
+	s := &Store{Dir: dir, Meta: meta, Blobs: bl, Space: guard}
 	if !meta.WasClean() && !opts.NoRecover {
 		log.Warn("store was not closed cleanly; checking it", "store", dir)
 		rep, err := meta.Check(bl, true, nil)
@@ -118,6 +133,9 @@ func openReadOnly(dir string, log *slog.Logger) (*Store, error) {
 
 // Close closes the metadata, marking the stop clean (unless read-only).
 func (s *Store) Close() error {
+	if s.Space != nil {
+		s.Space.Close()
+	}
 	if err := s.Meta.Close(); err != nil {
 		return fmt.Errorf("close store %s: %w", s.Dir, err)
 	}

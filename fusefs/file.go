@@ -175,9 +175,11 @@ func (f *FS) overlay(n *metadata.Inode) {
 // resize admits and applies a size change of an open file (write,
 // truncate, fallocate) under its holder's lock: grow is checked against
 // the mode, the max file size and the quota; the new size is reserved as
-// pending before the lock is dropped. apply does the blob work; on failure
-// nothing is charged. oi.mu must be held.
-func (n *node) resizeLocked(oi *openInode, op acl.Op, newSize uint64, apply func() (uint64, error)) syscall.Errno {
+// pending before the lock is dropped. blocks is how much disk apply may
+// allocate on the host (holes filled included), which the store's disk
+// must have room for. apply does the blob work; on failure nothing is
+// charged. oi.mu must be held.
+func (n *node) resizeLocked(oi *openInode, op acl.Op, newSize uint64, blocks int64, apply func() (uint64, error)) syscall.Errno {
 	f := n.v.fs
 	a := n.v.actor()
 	grows := metadata.Charge(newSize) > metadata.Charge(oi.size) || newSize > oi.size
@@ -199,6 +201,9 @@ func (n *node) resizeLocked(oi *openInode, op acl.Op, newSize uint64, apply func
 		d = acl.Write(a, oi.entry, acl.Quota{}, oi.size, oi.size)
 	} else {
 		d = acl.Truncate(a, oi.entry, acl.Quota{}, oi.size, newSize)
+	}
+	if d.Allowed() && blocks > 0 {
+		d = f.room(blocks, 0)
 	}
 	if !d.Allowed() {
 		if unlock != nil {
@@ -352,7 +357,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, e
 	old := oi.size
 	end := max(uint64(off)+uint64(len(data)), old)
 	var written int
-	e := h.node.resizeLocked(oi, acl.OpWrite, end, func() (uint64, error) {
+	e := h.node.resizeLocked(oi, acl.OpWrite, end, int64(len(data)), func() (uint64, error) {
 		n, err := oi.blob.WriteAt(data, off)
 		written = n
 		return max(uint64(off)+uint64(n), old), err
@@ -432,18 +437,24 @@ func (h *handle) Getattr(ctx context.Context, out *fuse.AttrOut) (errno syscall.
 	return h.node.Getattr(ctx, nil, out)
 }
 
-// Allocate implements fs.FileAllocater (fallocate(2)). Growing the file is
-// admitted like a truncate.
+// Allocate implements fs.FileAllocater (fallocate(2)). acl decides the
+// mode and the size it leads to; growing the file is then admitted like a
+// truncate, and allocating blocks needs room on the store's disk.
 func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) (errno syscall.Errno) {
 	defer h.node.v.fs.track("fallocate", h.node.zone, time.Now(), &errno)
 	oi := h.oi
 	oi.mu.Lock()
 	old := oi.size
-	newSize := old
-	if mode&unix.FALLOC_FL_KEEP_SIZE == 0 && off+size > newSize {
-		newSize = off + size
+	newSize, d := acl.Allocate(mode, old, off, size)
+	if !d.Allowed() {
+		oi.mu.Unlock()
+		return h.node.deny(acl.OpTruncate, "", d)
 	}
-	e := h.node.resizeLocked(oi, acl.OpTruncate, newSize, func() (uint64, error) {
+	var blocks int64 // what the host allocates: nothing for a hole punch
+	if mode&unix.FALLOC_FL_PUNCH_HOLE == 0 {
+		blocks = int64(min(size, acl.MaxSize))
+	}
+	e := h.node.resizeLocked(oi, acl.OpTruncate, newSize, blocks, func() (uint64, error) {
 		if err := unix.Fallocate(int(oi.blob.Fd()), mode, int64(off), int64(size)); err != nil {
 			return old, err
 		}
@@ -477,7 +488,7 @@ func (n *node) truncate(rec *metadata.Inode, size uint64) syscall.Errno {
 	defer f.release(oi)
 	oi.mu.Lock()
 	old := oi.size
-	e = n.resizeLocked(oi, acl.OpTruncate, size, func() (uint64, error) {
+	e = n.resizeLocked(oi, acl.OpTruncate, size, 0, func() (uint64, error) {
 		if err := oi.blob.Truncate(int64(size)); err != nil {
 			return old, err
 		}

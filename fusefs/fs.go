@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/blobs"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/quota"
@@ -46,6 +47,15 @@ type Options struct {
 	// kernel (FUSE passthrough, Linux 6.9+, root). Reads then bypass the
 	// daemon and are not counted in the byte metrics.
 	Passthrough bool
+	// Space admits growth of the store by the room left on its disk
+	// (space.Guard); nil admits everything.
+	Space Space
+}
+
+// Space is what the callbacks need of the store's disk guard: whether
+// the store may grow by bytes and inodes (acl.AdmitSpace).
+type Space interface {
+	Admit(bytes, inodes int64) acl.Decision
 }
 
 const (

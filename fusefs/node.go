@@ -251,6 +251,9 @@ func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev 
 	default:
 		d = acl.Mknod(a, acl.EntryOf(parent), name, mode, q)
 	}
+	if d.Allowed() {
+		d = f.room(entryBytes+int64(len(target)), 1)
+	}
 	if !d.Allowed() {
 		return nil, n.deny(op, name, d)
 	}
@@ -297,18 +300,39 @@ func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev 
 		f.mu.Lock()
 		f.orphans[rec.Ino] = true
 		f.mu.Unlock()
-		return rec, 0
 	}
-	n.changed(op.String(), name, 0)
-	f.invalidate(n.v, n.zone, nameIn(n.ino, name), attrOf(n.ino))
 	return rec, 0
 }
 
-// openNew opens the first handle of a file just created below n.
-func (n *node) openNew(ctx context.Context, rec *metadata.Inode, flags uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+// created records and announces a new entry name in n, once it is whole.
+func (n *node) created(op acl.Op, name string) {
+	n.changed(op.String(), name, 0)
+	n.v.fs.invalidate(n.v, n.zone, nameIn(n.ino, name), attrOf(n.ino))
+}
+
+// uncreate takes back a file newChild made whose blob could not be
+// created (a full disk): a failed create leaves no entry behind.
+func (n *node) uncreate(name string, rec *metadata.Inode) {
+	f := n.v.fs
+	if name == "" {
+		f.reclaimIfIdle(rec.Ino)
+		return
+	}
+	if _, _, err := f.store.UnlinkFree(n.ino, name, false, f.unused); err != nil {
+		f.log.Error("undo a failed create", "ino", rec.Ino, "err", err)
+	}
+}
+
+// openNew opens the first handle of a file just created below n as name
+// ("" for O_TMPFILE), creating its blob; if that fails, the file goes.
+func (n *node) openNew(ctx context.Context, name string, rec *metadata.Inode, flags uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	oi, e := n.v.fs.acquire(rec, true)
 	if e != 0 {
+		n.uncreate(name, rec)
 		return nil, nil, 0, e
+	}
+	if name != "" {
+		n.created(acl.OpCreate, name)
 	}
 	ch := n.entry(ctx, rec, out)
 	fh, fuseFlags, e := ch.Operations().(*node).newHandle(oi, flags)
@@ -340,7 +364,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if e != 0 {
 		return nil, nil, 0, e
 	}
-	return n.openNew(ctx, rec, flags, out)
+	return n.openNew(ctx, name, rec, flags, out)
 }
 
 var _ fs.NodeTmpfiler = (*node)(nil)
@@ -354,7 +378,7 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 	if e != 0 {
 		return nil, nil, 0, e
 	}
-	return n.openNew(ctx, rec, flags, out)
+	return n.openNew(ctx, "", rec, flags, out)
 }
 
 // Open implements fs.NodeOpener. Opening for writing is decided like a
@@ -404,6 +428,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if e != 0 {
 		return nil, e
 	}
+	n.created(acl.OpCreate, name)
 	return n.entry(ctx, rec, out), 0
 }
 
@@ -416,6 +441,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 	if e != 0 {
 		return nil, e
 	}
+	n.created(acl.OpCreate, name)
 	return n.entry(ctx, rec, out), 0
 }
 
@@ -426,6 +452,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if e != 0 {
 		return nil, e
 	}
+	n.created(acl.OpSymlink, name)
 	return n.entry(ctx, rec, out), 0
 }
 
@@ -486,7 +513,11 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if e != 0 {
 		return nil, e
 	}
-	if d := acl.Link(n.v.actor(), acl.EntryOf(src), acl.EntryOf(dir), name); !d.Allowed() {
+	d := acl.Link(n.v.actor(), acl.EntryOf(src), acl.EntryOf(dir), name)
+	if d.Allowed() {
+		d = f.room(entryBytes, 0)
+	}
+	if !d.Allowed() {
 		return nil, n.deny(acl.OpLink, name, d)
 	}
 	rec, err := f.store.Link(t.ino, n.ino, name)

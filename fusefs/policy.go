@@ -128,3 +128,15 @@ func (f *FS) quota(z metadata.Zone) (acl.Quota, error) {
 	}
 	return acl.Quota{Usage: u, Limit: l, MaxFileSize: f.maxFileSize.Load()}, nil
 }
+
+// room decides growing the store by bytes and inodes on its disk.
+func (f *FS) room(bytes, inodes int64) acl.Decision {
+	if f.opts.Space == nil {
+		return acl.Decision{}
+	}
+	return f.opts.Space.Admit(bytes, inodes)
+}
+
+// entryBytes is what a new entry is taken to grow the store by on disk:
+// its metadata and, for a file, its blob's inode and shard.
+const entryBytes = metadata.ChargeUnit

@@ -52,7 +52,10 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (_ uint32
 }
 
 // Setxattr implements fs.NodeSetxattrer. Setting user.shedfs.mode or
-// user.shedfs.owner changes the entry's ownership, as acl allows.
+// user.shedfs.owner changes the entry's ownership, as acl allows. Other
+// attributes are charged to the entry's holder (metadata.XattrCost) and
+// capped per inode, as acl.AdmitXattr decides inside the store's
+// transaction.
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) (errno syscall.Errno) {
 	defer n.v.fs.track("setxattr", n.zone, time.Now(), &errno)
 	f := n.v.fs
@@ -67,7 +70,25 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if acl.IsShedfsXattr(attr) {
 		return n.setOwnership(attr, string(data))
 	}
-	if err := f.store.SetXattr(n.ino, attr, data, int(flags)); err != nil {
+	if d := f.room(metadata.XattrCost(attr, len(data)), 0); !d.Allowed() {
+		return n.deny(acl.OpSetattr, "", d)
+	}
+	// The holder's lock and pending bytes, as for a write, so that xattrs
+	// and open files never pass the quota together.
+	h := metadata.HolderOf(rec.Zone)
+	unlock := f.acct.Lock(h)
+	pending := f.acct.Pending(h)
+	d = acl.Decision{}
+	err := f.store.SetXattr(n.ino, attr, data, int(flags), func(c metadata.XattrChange) error {
+		c.Usage.Bytes += pending
+		d = acl.AdmitXattr(acl.Quota{Usage: c.Usage, Limit: c.Limit}, c.Before, c.After)
+		return d.Err()
+	})
+	unlock()
+	if !d.Allowed() {
+		return n.deny(acl.OpSetattr, "", d)
+	}
+	if err != nil {
 		return f.errno("setxattr", err)
 	}
 	n.changed("setxattr", "", 0)

@@ -45,8 +45,9 @@ const checkBatch = 200
 // before its metadata, so it holds every write that returned), missing blobs
 // (created empty, size 0), unreachable inodes and orphan records (reclaimed;
 // only call Check when nothing is mounted), blobs of no inode (removed),
-// usage counters (recomputed from sizes), and the inode counter lease
-// (raised past every number in use). It records a CheckRecord.
+// usage counters (recomputed from sizes and XattrCost), and the inode
+// counter lease (raised past every number in use). It records a
+// CheckRecord.
 //
 // blobs may be nil to check the metadata alone. Usage is compared with what
 // the store would hold after repair, so a report without repair lists what
@@ -61,6 +62,7 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 	var dangling [][]byte
 	stored := map[Holder]Usage{}
 	limits := map[Holder]Limit{}
+	xattrs := map[uint64]int64{} // XattrCost per inode that has any
 	var roots []uint64
 
 	// Phase 1: read everything in one snapshot.
@@ -108,6 +110,12 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 				rep.Problems = append(rep.Problems, Problem{Kind: "orphan-inode", Ino: keyIno(k),
 					Detail: "orphan record of a missing inode"})
 			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := tx.Scan([]byte{pXattr}, nil, func(k, v []byte) error {
+			xattrs[keyIno(k)] += xattrKeyCost(k, v)
 			return nil
 		}); err != nil {
 			return err
@@ -313,6 +321,7 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 		}
 		u := usage[n.holder]
 		u.Inodes++
+		u.Bytes += xattrs[ino]
 		if n.isReg() {
 			u.Bytes += Charge(size)
 		}
@@ -441,7 +450,8 @@ func (o *op) purge(ino uint64) error {
 	}
 	// Deleting a directory's entry prefix of a non-directory is harmless,
 	// so an undecodable record is treated as a directory.
-	return o.deleteInode(n)
+	_, err := o.deleteInode(n)
+	return err
 }
 
 // LastCheck returns the record of the last Check, zero if none ran.

@@ -472,11 +472,12 @@ func (s *Store) unlink(parent uint64, name string, dir bool, unused func(ino uin
 		if n.Nlink > 0 || unused == nil || !unused(n.Ino) {
 			return nil
 		}
-		if err := o.deleteInode(n); err != nil {
+		xattrs, err := o.deleteInode(n)
+		if err != nil {
 			return err
 		}
 		freed = true
-		return o.charge(HolderOf(n.Zone), -chargeOf(n), -1)
+		return o.charge(HolderOf(n.Zone), -chargeOf(n)-xattrs, -1)
 	})
 	if err != nil {
 		return nil, false, err
@@ -667,11 +668,12 @@ func (s *Store) Reclaim(ino uint64) (*Inode, error) {
 		if n.Nlink != 0 {
 			return syscall.EBUSY
 		}
-		if err := o.deleteInode(n); err != nil {
+		xattrs, err := o.deleteInode(n)
+		if err != nil {
 			return err
 		}
 		out = n
-		return o.charge(HolderOf(n.Zone), -chargeOf(n), -1)
+		return o.charge(HolderOf(n.Zone), -chargeOf(n)-xattrs, -1)
 	})
 	if err != nil {
 		return nil, err
@@ -680,29 +682,34 @@ func (s *Store) Reclaim(ino uint64) (*Inode, error) {
 }
 
 // deleteInode removes an inode's record, xattrs, orphan record and (for a
-// directory) its entries, without touching usage.
-func (o *op) deleteInode(n *Inode) error {
+// directory) its entries, without touching usage. It returns what the
+// xattrs cost (XattrCost), for the caller to uncharge.
+func (o *op) deleteInode(n *Inode) (int64, error) {
 	o.forget(n.Ino)
 	var keys [][]byte
-	collect := func(k, _ []byte) error {
+	var xattrs int64
+	if err := o.tx.Scan(xattrPrefix(n.Ino), nil, func(k, v []byte) error {
 		keys = append(keys, append([]byte(nil), k...))
+		xattrs += xattrKeyCost(k, v)
 		return nil
-	}
-	if err := o.tx.Scan(xattrPrefix(n.Ino), nil, collect); err != nil {
-		return err
+	}); err != nil {
+		return 0, err
 	}
 	if n.IsDir() {
-		if err := o.tx.Scan(entryPrefix(n.Ino), nil, collect); err != nil {
-			return err
+		if err := o.tx.Scan(entryPrefix(n.Ino), nil, func(k, _ []byte) error {
+			keys = append(keys, append([]byte(nil), k...))
+			return nil
+		}); err != nil {
+			return 0, err
 		}
 	}
 	keys = append(keys, inodeKey(n.Ino), orphanKey(n.Ino))
 	for _, k := range keys {
 		if err := o.tx.Delete(k); err != nil {
-			return fmt.Errorf("delete inode %d: %w", n.Ino, err)
+			return 0, fmt.Errorf("delete inode %d: %w", n.Ino, err)
 		}
 	}
-	return nil
+	return xattrs, nil
 }
 
 // Orphans lists the inodes with Nlink 0 kept for open handles.

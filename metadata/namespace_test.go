@@ -170,7 +170,7 @@ func TestLinkUnlinkReclaim(t *testing.T) {
 	}
 	// An unlinked inode still works for open handles.
 	must[*Inode](t)(s.Update(f.Ino, func(n *Inode) error { n.Size = 10000; return nil }, nil))
-	must[error](t)(nil, s.SetXattr(f.Ino, "user.a", []byte("v"), 0))
+	must[error](t)(nil, s.SetXattr(f.Ino, "user.a", []byte("v"), 0, nil))
 	// Linking an inode without names revives it (linkat of O_TMPFILE; the
 	// kernel refuses it for other unlinked files before it reaches us).
 	n = must[*Inode](t)(s.Link(f.Ino, root, "back"))
@@ -190,7 +190,7 @@ func TestLinkUnlinkReclaim(t *testing.T) {
 		t.Fatalf("reclaimed %+v", r)
 	}
 	after := must[Usage](t)(s.Usage("share"))
-	if after.Inodes != before.Inodes-1 || after.Bytes != before.Bytes-Charge(10000) {
+	if after.Inodes != before.Inodes-1 || after.Bytes != before.Bytes-Charge(10000)-XattrCost("user.a", 1) {
 		t.Fatalf("usage %+v -> %+v", before, after)
 	}
 	_, err = s.Reclaim(f.Ino)
@@ -448,19 +448,19 @@ func TestXattr(t *testing.T) {
 	f := must[*Inode](t)(s.Create(s.ShareRoot(), "f", file(0o644), nil))
 	_, err := s.GetXattr(f.Ino, "user.x")
 	wantErrno(t, err, syscall.ENODATA)
-	wantErrno(t, s.SetXattr(f.Ino, "user.x", []byte("1"), XattrReplace), syscall.ENODATA)
+	wantErrno(t, s.SetXattr(f.Ino, "user.x", []byte("1"), XattrReplace, nil), syscall.ENODATA)
 	time.Sleep(time.Millisecond)
-	if err := s.SetXattr(f.Ino, "user.x", []byte("1"), XattrCreate); err != nil {
+	if err := s.SetXattr(f.Ino, "user.x", []byte("1"), XattrCreate, nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := must[*Inode](t)(s.GetInode(f.Ino)); !n.Ctime.After(f.Ctime) {
 		t.Fatal("ctime not updated")
 	}
-	wantErrno(t, s.SetXattr(f.Ino, "user.x", []byte("2"), XattrCreate), syscall.EEXIST)
-	if err := s.SetXattr(f.Ino, "user.x", []byte("2"), XattrReplace); err != nil {
+	wantErrno(t, s.SetXattr(f.Ino, "user.x", []byte("2"), XattrCreate, nil), syscall.EEXIST)
+	if err := s.SetXattr(f.Ino, "user.x", []byte("2"), XattrReplace, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetXattr(f.Ino, "user.a", nil, 0); err != nil {
+	if err := s.SetXattr(f.Ino, "user.a", nil, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	if v := must[[]byte](t)(s.GetXattr(f.Ino, "user.x")); string(v) != "2" {
@@ -472,14 +472,14 @@ func TestXattr(t *testing.T) {
 	if l := must[[]string](t)(s.ListXattr(f.Ino)); strings.Join(l, ",") != "user.a,user.x" {
 		t.Fatalf("list %v", l)
 	}
-	wantErrno(t, s.SetXattr(f.Ino, strings.Repeat("n", 256), nil, 0), syscall.ERANGE)
-	wantErrno(t, s.SetXattr(f.Ino, "", nil, 0), syscall.ERANGE)
-	wantErrno(t, s.SetXattr(f.Ino, "user.big", make([]byte, MaxXattrValueLen+1), 0), syscall.E2BIG)
-	if err := s.SetXattr(f.Ino, "user.max", make([]byte, MaxXattrValueLen), 0); err != nil {
+	wantErrno(t, s.SetXattr(f.Ino, strings.Repeat("n", 256), nil, 0, nil), syscall.ERANGE)
+	wantErrno(t, s.SetXattr(f.Ino, "", nil, 0, nil), syscall.ERANGE)
+	wantErrno(t, s.SetXattr(f.Ino, "user.big", make([]byte, MaxXattrValueLen+1), 0, nil), syscall.E2BIG)
+	if err := s.SetXattr(f.Ino, "user.max", make([]byte, MaxXattrValueLen), 0, nil); err != nil {
 		t.Fatal(err)
 	}
-	wantErrno(t, s.SetXattr(f.Ino, "user.x", nil, 7), syscall.EINVAL)
-	wantErrno(t, s.SetXattr(999999, "user.x", nil, 0), syscall.ENOENT)
+	wantErrno(t, s.SetXattr(f.Ino, "user.x", nil, 7, nil), syscall.EINVAL)
+	wantErrno(t, s.SetXattr(999999, "user.x", nil, 0, nil), syscall.ENOENT)
 	wantErrno(t, s.RemoveXattr(f.Ino, "user.none"), syscall.ENODATA)
 	if err := s.RemoveXattr(f.Ino, "user.x"); err != nil {
 		t.Fatal(err)

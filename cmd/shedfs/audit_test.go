@@ -221,7 +221,7 @@ func TestAuditSettings(t *testing.T) {
 					return err
 				}
 				defer st.Close()
-				rec, err := startAudit(c, st.Meta, nil)
+				rec, err := startAudit(c, st, nil)
 				if err != nil {
 					return err
 				}

@@ -41,7 +41,7 @@ func runStatus(c *cli.Context) error {
 	if err := nargs(c, "no arguments", 0); err != nil {
 		return err
 	}
-	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+	return withAdminRead(c, func(ctx context.Context, a daemon.Admin) error {
 		st, err := a.Status(ctx)
 		if err != nil {
 			return err
