@@ -496,7 +496,7 @@ func TestDecisionAndOp(t *testing.T) {
 			}
 		}
 	}
-	if len(rs) != 20 {
+	if len(rs) != 24 {
 		t.Errorf("%d reasons", len(rs))
 	}
 }
