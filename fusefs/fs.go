@@ -22,11 +22,14 @@ import (
 
 // Options are the settings shared by every view of one daemon.
 type Options struct {
-	// EntryTimeout and AttrTimeout are how long the kernel may cache names
-	// and attributes. Views stay coherent through invalidation, so these
-	// can be long; zero means the defaults below.
-	EntryTimeout time.Duration
-	AttrTimeout  time.Duration
+	// EntryTimeout, AttrTimeout and NegativeTimeout are how long the
+	// kernel may cache names, attributes and names found missing. Every
+	// change passes through the daemon, which invalidates what a view's
+	// kernel did not see itself, so they are long and correctness never
+	// rests on them; zero means the defaults below.
+	EntryTimeout    time.Duration
+	AttrTimeout     time.Duration
+	NegativeTimeout time.Duration
 	// Logger receives errors the kernel cannot be told about in detail.
 	Logger *slog.Logger
 	// Zones holds the configurable zone policy: default ownership modes
@@ -44,8 +47,9 @@ type Options struct {
 }
 
 const (
-	defaultEntryTimeout = time.Second
-	defaultAttrTimeout  = time.Second
+	defaultEntryTimeout    = time.Hour
+	defaultAttrTimeout     = time.Hour
+	defaultNegativeTimeout = time.Hour
 )
 
 // FS is the state every view of one store shares: the metadata store, the
@@ -58,7 +62,11 @@ type FS struct {
 	log   *slog.Logger
 
 	notify *notifier
-	acct   *accountant
+	// known is which views' kernels hold each shared inode.
+	known *knownInodes
+	// versions numbers content changes, for FOPEN_KEEP_CACHE.
+	versions *contentVersions
+	acct     *accountant
 	// maxFileSize is the store's setting, reloaded by SettingsChanged.
 	maxFileSize atomic.Uint64
 	// requests counts FUSE requests for the status rate.
@@ -86,6 +94,9 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
 	if opts.AttrTimeout == 0 {
 		opts.AttrTimeout = defaultAttrTimeout
 	}
+	if opts.NegativeTimeout == 0 {
+		opts.NegativeTimeout = defaultNegativeTimeout
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -100,7 +111,9 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
 		orphans:   make(map[uint64]bool),
 		dirsOpen:  make(map[uint64]int),
 		ghosts:    make(map[uint64]*ghost),
-		notify:    newNotifier(),
+		notify:    newNotifier(log),
+		known:     newKnownInodes(),
+		versions:  newContentVersions(),
 		acct:      newAccountant(),
 	}
 	f.SettingsChanged()
