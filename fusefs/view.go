@@ -81,12 +81,15 @@ func (f *FS) Mount(user, mountpoint string, opts ViewOptions) (*View, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mount view of %s at %s: %w", user, mountpoint, err)
 	}
+	// Set before the first request: an entry handed out from then on
+	// may be invalidated through it.
+	v.server = server
 	go server.Serve()
 	if err := server.WaitMount(); err != nil {
 		server.Unmount()
+		f.known.dropView(v)
 		return nil, fmt.Errorf("mount view of %s at %s: %w", user, mountpoint, err)
 	}
-	v.server = server
 	f.notify.add(v)
 	return v, nil
 }
