@@ -146,11 +146,9 @@ func (d *Daemon) Start(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("list users: %w", err)
 		}
-		for i := range users {
-			if err := d.mountManaged(&users[i]); err != nil {
-				d.Stop(ctx)
-				return err
-			}
+		if err := d.mountAll(users); err != nil {
+			d.Stop(ctx)
+			return err
 		}
 	}
 	srv, err := Listen(SocketPath(d.cfg.Store.Dir), d.local, d.log)
@@ -203,7 +201,36 @@ func (d *Daemon) viewOptions(u *metadata.User) fusefs.ViewOptions {
 	return opts
 }
 
-// mountManaged mounts a user's view under the mount root.
+// mountParallel is how many views mountAll mounts at once: a mount spends
+// its time waiting for the kernel's round trips, not on the CPU.
+const mountParallel = 16
+
+// mountAll mounts the views of users under the mount root, several at a
+// time, and returns the first error.
+func (d *Daemon) mountAll(users []metadata.User) error {
+	errs := make([]error, len(users))
+	sem := make(chan struct{}, mountParallel)
+	var wg sync.WaitGroup
+	for i := range users {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = d.mountManaged(&users[i])
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mountManaged mounts a user's view under the mount root. The mount itself
+// runs outside d.mu, so that several go on at once.
 func (d *Daemon) mountManaged(u *metadata.User) error {
 	mnt := filepath.Join(d.cfg.MountRoot, u.Name)
 	if err := os.Mkdir(mnt, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -213,15 +240,37 @@ func (d *Daemon) mountManaged(u *metadata.User) error {
 		return fmt.Errorf("view of %s: %w", u.Name, err)
 	}
 	d.mu.Lock()
+	mounted, err := d.mountableLocked(u.Name)
+	d.mu.Unlock()
+	if err != nil || mounted {
+		return err
+	}
+	mv, err := d.mount(u.Name, mnt, d.viewOptions(u))
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
 	defer d.mu.Unlock()
+	if mounted, err := d.mountableLocked(u.Name); err != nil || mounted {
+		// Stopped, or mounted by another caller meanwhile.
+		if uerr := mv.Unmount(); uerr != nil {
+			d.log.Error("unmount a view mounted twice", "user", u.Name, "err", uerr)
+		}
+		return err
+	}
+	d.watchLocked(u.Name, mnt, mv, true)
+	d.log.Info("view mounted", "user", u.Name, "mountpoint", mnt, "force_owner", d.viewOptions(u).ForceOwner)
+	return nil
+}
+
+// mountableLocked refuses a view while the daemon stops, and reports
+// whether the user's view is mounted already; d.mu is held.
+func (d *Daemon) mountableLocked(user string) (mounted bool, err error) {
 	if d.stopped {
-		return fmt.Errorf("view of %s: the daemon is stopping", u.Name)
+		return false, fmt.Errorf("view of %s: the daemon is stopping", user)
 	}
-	if _, ok := d.views[u.Name]; ok {
-		return nil
-	}
-	_, err := d.mountLocked(u.Name, mnt, d.viewOptions(u), true)
-	return err
+	_, ok := d.views[user]
+	return ok, nil
 }
 
 // mountLocked mounts a view and watches it; d.mu is held.
@@ -230,6 +279,13 @@ func (d *Daemon) mountLocked(user, mnt string, opts fusefs.ViewOptions, managed 
 	if err != nil {
 		return nil, err
 	}
+	d.log.Info("view mounted", "user", user, "mountpoint", mnt, "force_owner", opts.ForceOwner)
+	return d.watchLocked(user, mnt, mv, managed), nil
+}
+
+// watchLocked registers a mounted view and follows it until it stops
+// serving; d.mu is held.
+func (d *Daemon) watchLocked(user, mnt string, mv mountedView, managed bool) *view {
 	v := &view{user: user, mountpoint: mnt, managed: managed, mv: mv, done: make(chan struct{})}
 	d.views[user] = v
 	d.wg.Add(1)
@@ -246,8 +302,7 @@ func (d *Daemon) mountLocked(user, mnt string, opts fusefs.ViewOptions, managed 
 		}
 		d.mu.Unlock()
 	}()
-	d.log.Info("view mounted", "user", user, "mountpoint", mnt, "force_owner", opts.ForceOwner)
-	return v, nil
+	return v
 }
 
 // unmount ends one view and waits for it to stop serving, until ctx ends.

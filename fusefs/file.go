@@ -370,6 +370,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, e
 		return 0, e
 	}
 	h.node.v.fs.countWrite(h.node.zone, written)
+	h.node.v.fs.changedContent(h.node, oi.ino)
 	// Outside the inode lock: delivery may wait on the other views'
 	// kernels, which may wait on a write of theirs that needs the lock.
 	h.node.v.fs.invalidate(h.node.v, h.node.zone, dataOf(oi.ino, off, int64(written)))
@@ -462,7 +463,8 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) (e
 	})
 	oi.mu.Unlock()
 	if e == 0 {
-		h.node.v.fs.invalidate(h.node.v, h.node.zone, attrOf(oi.ino))
+		h.node.v.fs.changedContent(h.node, oi.ino)
+		h.node.v.fs.invalidate(h.node.v, h.node.zone, dataOf(oi.ino, int64(off), int64(size)))
 	}
 	return e
 }
@@ -502,6 +504,7 @@ func (n *node) truncate(rec *metadata.Inode, size uint64) syscall.Errno {
 		return e
 	}
 	n.changed("truncate", "", int64(size))
+	f.changedContent(n, oi.ino)
 	f.invalidate(n.v, n.zone, dataOf(oi.ino, int64(size), 0))
 	return 0
 }

@@ -24,11 +24,14 @@ import (
 
 // Options are the settings shared by every view of one daemon.
 type Options struct {
-	// EntryTimeout and AttrTimeout are how long the kernel may cache names
-	// and attributes. Views stay coherent through invalidation, so these
-	// can be long; zero means the defaults below.
-	EntryTimeout time.Duration
-	AttrTimeout  time.Duration
+	// EntryTimeout, AttrTimeout and NegativeTimeout are how long the
+	// kernel may cache names, attributes and names found missing. Every
+	// change passes through the daemon, which invalidates what a view's
+	// kernel did not see itself, so they are long and correctness never
+	// rests on them; zero means the defaults below.
+	EntryTimeout    time.Duration
+	AttrTimeout     time.Duration
+	NegativeTimeout time.Duration
 	// Logger receives errors the kernel cannot be told about in detail.
 	Logger *slog.Logger
 	// Zones holds the configurable zone policy: default ownership modes
@@ -59,8 +62,9 @@ type Space interface {
 }
 
 const (
-	defaultEntryTimeout = time.Second
-	defaultAttrTimeout  = time.Second
+	defaultEntryTimeout    = time.Hour
+	defaultAttrTimeout     = time.Hour
+	defaultNegativeTimeout = time.Hour
 )
 
 // FS is the state every view of one store shares: the metadata store, the
@@ -73,7 +77,11 @@ type FS struct {
 	log   *slog.Logger
 
 	notify *notifier
-	acct   *quota.Accountant
+	// known is which views' kernels hold each shared inode.
+	known *knownInodes
+	// versions numbers content changes, for FOPEN_KEEP_CACHE.
+	versions *contentVersions
+	acct     *quota.Accountant
 	// locks are the file locks of every view.
 	locks *lockTable
 	// views numbers the views, for lock owners.
@@ -105,6 +113,9 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
 	if opts.AttrTimeout == 0 {
 		opts.AttrTimeout = defaultAttrTimeout
 	}
+	if opts.NegativeTimeout == 0 {
+		opts.NegativeTimeout = defaultNegativeTimeout
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -119,7 +130,9 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
 		orphans:   make(map[uint64]bool),
 		dirsOpen:  make(map[uint64]int),
 		ghosts:    make(map[uint64]*ghost),
-		notify:    newNotifier(),
+		notify:    newNotifier(log),
+		known:     newKnownInodes(),
+		versions:  newContentVersions(),
 		acct:      opts.Accountant,
 		locks:     newLockTable(),
 	}

@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,6 +23,9 @@ type node struct {
 	v    *View
 	ino  uint64
 	zone metadata.Zone
+	// seen is the content version this view's kernel last opened the
+	// inode at (see contentVersions).
+	seen atomic.Uint64
 }
 
 var (
@@ -105,11 +109,29 @@ func (n *node) entry(ctx context.Context, rec *metadata.Inode, out *fuse.EntryOu
 // entryUnder is entry for a child of any kernel-side parent, such as the
 // synthetic groups/ folder.
 func (v *View) entryUnder(ctx context.Context, parent *fs.Inode, rec *metadata.Inode, out *fuse.EntryOut) *fs.Inode {
+	rec = v.learn(rec)
 	v.fillAttr(rec, &out.Attr)
 	out.SetEntryTimeout(v.fs.opts.EntryTimeout)
 	out.SetAttrTimeout(v.fs.opts.AttrTimeout)
 	child := &node{v: v, ino: rec.Ino, zone: rec.Zone}
 	return parent.NewInode(ctx, child, fs.StableAttr{Mode: rec.Mode & syscall.S_IFMT, Ino: rec.Ino})
+}
+
+// learn counts an entry of a shared inode that this view's kernel is
+// about to be given, and returns its record read after that: a change
+// committed later finds the view among the holders and invalidates the
+// entry, one committed before is in the record.
+func (v *View) learn(rec *metadata.Inode) *metadata.Inode {
+	if !shared(rec.Zone) {
+		return rec
+	}
+	v.fs.known.learn(v, rec.Ino)
+	fresh, err := v.fs.store.GetInode(rec.Ino)
+	if err != nil {
+		return rec
+	}
+	v.fs.overlay(fresh)
+	return fresh
 }
 
 // Lookup implements fs.NodeLookuper.
@@ -307,7 +329,8 @@ func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev 
 // created records and announces a new entry name in n, once it is whole.
 func (n *node) created(op acl.Op, name string) {
 	n.changed(op.String(), name, 0)
-	n.v.fs.invalidate(n.v, n.zone, nameIn(n.ino, name), attrOf(n.ino))
+	n.v.fs.changedContent(n, n.ino)
+	n.v.fs.invalidate(n.v, n.zone, nameIn(n.ino, name), dirOf(n.ino))
 }
 
 // uncreate takes back a file newChild made whose blob could not be
@@ -335,12 +358,13 @@ func (n *node) openNew(ctx context.Context, name string, rec *metadata.Inode, fl
 		n.created(acl.OpCreate, name)
 	}
 	ch := n.entry(ctx, rec, out)
-	fh, fuseFlags, e := ch.Operations().(*node).newHandle(oi, flags)
+	cn := ch.Operations().(*node)
+	fh, fuseFlags, e := cn.newHandle(oi, flags)
 	if e != 0 {
 		n.v.fs.release(oi)
 		return nil, nil, 0, e
 	}
-	return ch, fh, fuseFlags, 0
+	return ch, fh, fuseFlags | cn.keepCache(fh), 0
 }
 
 // depth counts the directories between dir and its zone root, for the
@@ -418,7 +442,26 @@ func (n *node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, _ uint3
 		n.v.fs.release(oi)
 		return nil, 0, e
 	}
-	return fh, fuseFlags, 0
+	return fh, fuseFlags | n.keepCache(fh), 0
+}
+
+// keepCache is FOPEN_KEEP_CACHE when the kernel's pages of the file (or
+// listing of the directory) are still good: nothing changed the content
+// since this view last opened it, other than this view itself.
+func (n *node) keepCache(fh fs.FileHandle) uint32 {
+	switch h := fh.(type) {
+	case *ptHandle:
+		return 0
+	case *handle:
+		if h.mode != modeCached {
+			return 0
+		}
+	}
+	cur := n.v.fs.versions.current(n.ino)
+	if n.seen.Swap(cur) == cur {
+		return fuse.FOPEN_KEEP_CACHE
+	}
+	return 0
 }
 
 // Mkdir implements fs.NodeMkdirer.
@@ -529,7 +572,8 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	f.mu.Unlock()
 	f.overlay(rec)
 	n.changed("link", name, 0)
-	f.invalidate(n.v, n.zone, nameIn(n.ino, name), attrOf(n.ino), attrOf(t.ino))
+	f.changedContent(n, n.ino)
+	f.invalidate(n.v, n.zone, nameIn(n.ino, name), dirOf(n.ino), attrOf(t.ino))
 	return n.entry(ctx, rec, out), 0
 }
 
@@ -595,7 +639,8 @@ func (n *node) remove(op acl.Op, name string) syscall.Errno {
 		return f.errno(op.String(), err)
 	}
 	n.changed(op.String(), name, 0)
-	f.invalidate(n.v, n.zone, nameIn(n.ino, name), attrOf(n.ino), attrOf(out.Ino))
+	f.changedContent(n, n.ino)
+	f.invalidate(n.v, n.zone, nameIn(n.ino, name), dirOf(n.ino), attrOf(out.Ino))
 	if !freed {
 		f.reclaimIfUnused(out)
 	}
@@ -652,7 +697,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return f.errno("rename", err)
 	}
 	n.changedPath("rename", n.pathOf(name)+" -> "+np.pathOf(newName), 0)
-	items := []inval{nameIn(n.ino, name), nameIn(np.ino, newName), attrOf(n.ino), attrOf(np.ino), attrOf(src.Ino)}
+	f.changedContent(n, n.ino)
+	f.changedContent(np, np.ino)
+	items := []inval{nameIn(n.ino, name), nameIn(np.ino, newName), dirOf(n.ino), dirOf(np.ino), attrOf(src.Ino)}
 	if replaced != nil {
 		items = append(items, attrOf(replaced.Ino))
 	}
@@ -668,7 +715,10 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (_ fs.FileHandle
 		return nil, 0, e
 	}
 	n.v.fs.dirOpened(n.ino)
-	return &dirHandle{node: n}, 0, 0
+	// The kernel keeps the listing across opens: a change made in
+	// another view or by the admin invalidates it (dirOf).
+	dh := &dirHandle{node: n}
+	return dh, fuse.FOPEN_CACHE_DIR | n.keepCache(dh), 0
 }
 
 // Statfs implements fs.NodeStatfser.
