@@ -336,7 +336,7 @@ func asError(err error, msg string) *Error {
 	return &Error{Code: CodeInternal, Message: fmt.Sprintf("%s: %v", msg, err)}
 }
 
-// ValidName checks a user or group name with the rule of DESIGN.md section
+// ValidName checks a user or group name with the rule of docs/design.md section
 // 1, giving the one line the operator reads when it is not one.
 func ValidName(kind, name string) error {
 	if metadata.ValidPrincipal(name) != nil {

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// principalName is DESIGN.md's rule for user and group names: they appear
+// principalName is docs/design.md's rule for user and group names: they appear
 // in paths, zone labels, metrics and audit records, so they stay plain.
 var principalName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 

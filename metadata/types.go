@@ -12,7 +12,7 @@ import (
 // walking up to a root.
 type ZoneKind uint8
 
-// The zone kinds of DESIGN.md section 1. ZoneNone is never stored; it marks
+// The zone kinds of docs/design.md section 1. ZoneNone is never stored; it marks
 // an unset value so that a zero Zone is recognisably invalid.
 const (
 	ZoneNone ZoneKind = iota
@@ -80,7 +80,7 @@ func ParseZone(s string) (Zone, error) {
 // per-user zones carry OwnModeNone: their single user decides everything.
 type OwnMode uint8
 
-// The ownership modes of DESIGN.md section 3.
+// The ownership modes of docs/design.md section 3.
 const (
 	OwnModeNone OwnMode = iota
 	OwnModeOwner
@@ -157,7 +157,7 @@ type User struct {
 	Name  string
 	Roots Roots
 	// Uid and Gid, when non-zero, are presented as the owner of every entry
-	// in this user's view (DESIGN.md section 3, like bindfs --force-user).
+	// in this user's view (docs/design.md section 3, like bindfs --force-user).
 	Uid, Gid uint32
 	Created  time.Time
 }

@@ -3,7 +3,7 @@
 // kind allows, the default ownership mode of new entries, the symlink policy,
 // the quota holder of a zone, name validation and which zones a user sees.
 //
-// The FUSE layer asks, zones and acl decide: every rule of DESIGN.md sections
+// The FUSE layer asks, zones and acl decide: every rule of docs/design.md sections
 // 2 and 3 lives in exactly one pure function here or in package acl, so no
 // rule is implemented twice. Nothing in this package does I/O or keeps
 // mutable state; it imports metadata for its types only, never the Store.
@@ -17,7 +17,7 @@ import (
 	"github.com/shedfs/shedfs/metadata"
 )
 
-// The reserved names of a view root (DESIGN.md section 2). They always
+// The reserved names of a view root (docs/design.md section 2). They always
 // exist, and a user can neither create, remove, rename nor replace them.
 const (
 	NameOutput  = "output"
@@ -126,7 +126,7 @@ type Policy struct {
 }
 
 // Config holds the configurable parts of zone policy. The zero Config is
-// the default of DESIGN.md: new entries in share and group zones get mode
+// the default of docs/design.md: new entries in share and group zones get mode
 // group, symlinks must stay in their zone.
 type Config struct {
 	// ShareDefault and GroupDefault are the ownership modes of new entries
