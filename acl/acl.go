@@ -22,7 +22,7 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/zones"
 )
 
@@ -203,9 +203,9 @@ type Actor struct {
 
 // Entry is what a decision needs to know about one file or directory.
 type Entry struct {
-	Zone  metadata.Zone
+	Zone  shedfs.Zone
 	Owner string
-	Mode  metadata.OwnMode
+	Mode  shedfs.OwnMode
 	Dir   bool
 	// Root marks the root directory of a zone: the view root (private),
 	// output/, uploads/, share/, groups/<g>/.
@@ -216,8 +216,8 @@ type Entry struct {
 }
 
 // EntryOf describes a stored inode. An inode is a zone root when it is a
-// directory without a parent (metadata.Inode.Parent == 0).
-func EntryOf(n *metadata.Inode) Entry {
+// directory without a parent (shedfs.Inode.Parent == 0).
+func EntryOf(n *shedfs.Inode) Entry {
 	return Entry{
 		Zone:  n.Zone,
 		Owner: n.Owner,
@@ -233,7 +233,7 @@ func GroupsDir() Entry { return Entry{Dir: true, GroupsDir: true} }
 // ViewRoot reports whether e is the root of a view (the private zone's
 // root), where the reserved names live.
 func (e Entry) ViewRoot() bool {
-	return e.Root && !e.GroupsDir && e.Zone.Kind == metadata.ZonePrivate
+	return e.Root && !e.GroupsDir && e.Zone.Kind == shedfs.ZonePrivate
 }
 
 // sharedRoot reports whether e is the root of share/ or of a group zone:

@@ -6,7 +6,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/zones"
 )
 
@@ -19,21 +19,21 @@ var (
 	team  = zones.GroupZone("team-alpha")
 	beta  = zones.GroupZone("team-beta")
 
-	none    = metadata.OwnModeNone
-	owner   = metadata.OwnModeOwner
-	group   = metadata.OwnModeGroup
-	ownerRO = metadata.OwnModeOwnerRO
+	none    = shedfs.OwnModeNone
+	owner   = shedfs.OwnModeOwner
+	group   = shedfs.OwnModeGroup
+	ownerRO = shedfs.OwnModeOwnerRO
 )
 
-func file(z metadata.Zone, who string, m metadata.OwnMode) Entry {
+func file(z shedfs.Zone, who string, m shedfs.OwnMode) Entry {
 	return Entry{Zone: z, Owner: who, Mode: m}
 }
 
-func dir(z metadata.Zone, who string, m metadata.OwnMode) Entry {
+func dir(z shedfs.Zone, who string, m shedfs.OwnMode) Entry {
 	return Entry{Zone: z, Owner: who, Mode: m, Dir: true}
 }
 
-func root(z metadata.Zone, who string, m metadata.OwnMode) Entry {
+func root(z shedfs.Zone, who string, m shedfs.OwnMode) Entry {
 	return Entry{Zone: z, Owner: who, Mode: m, Dir: true, Root: true}
 }
 
@@ -54,8 +54,8 @@ var (
 	teamDir      = dir(team, "alice", group)
 	bobPriv      = file(zones.PrivateZone("bob"), "bob", none)
 
-	lim  = Quota{Limit: metadata.Limit{Bytes: 1 << 20, Inodes: 10}}
-	full = Quota{Usage: metadata.Usage{Bytes: 1 << 20, Inodes: 10}, Limit: metadata.Limit{Bytes: 1 << 20, Inodes: 10}}
+	lim  = Quota{Limit: shedfs.Limit{Bytes: 1 << 20, Inodes: 10}}
+	full = Quota{Usage: shedfs.Usage{Bytes: 1 << 20, Inodes: 10}, Limit: shedfs.Limit{Bytes: 1 << 20, Inodes: 10}}
 )
 
 func members(names ...string) func(string) bool {
@@ -285,7 +285,7 @@ func TestRowSymlink(t *testing.T) {
 // Row: a write that would pass the holder's byte quota, or a create past
 // its inode quota → EDQUOT, nothing partially charged.
 func TestRowQuota(t *testing.T) {
-	near := Quota{Usage: metadata.Usage{Bytes: 1<<20 - 8192, Inodes: 9}, Limit: lim.Limit}
+	near := Quota{Usage: shedfs.Usage{Bytes: 1<<20 - 8192, Inodes: 9}, Limit: lim.Limit}
 	run(t, []row{
 		{"write_past_bytes", Write(alice, alicePriv, near, 0, 8193), syscall.EDQUOT, ReasonQuotaBytes},
 		{"write_to_exact_limit", Write(alice, alicePriv, near, 0, 8192), 0, ""},
@@ -295,16 +295,16 @@ func TestRowQuota(t *testing.T) {
 		{"shrinking_truncate_when_full", Truncate(alice, alicePriv, full, 1<<20, 0), 0, ""},
 		{"create_past_inodes", Create(alice, aliceRoot, "f", full), syscall.EDQUOT, ReasonQuotaInodes},
 		{"create_last_inode", Create(alice, aliceRoot, "f", near), 0, ""},
-		{"unlimited", Write(alice, alicePriv, Quota{Usage: metadata.Usage{Bytes: 1 << 40}}, 0, 1<<30), 0, ""},
+		{"unlimited", Write(alice, alicePriv, Quota{Usage: shedfs.Usage{Bytes: 1 << 40}}, 0, 1<<30), 0, ""},
 		{"mode_checked_before_quota", Write(bob, file(share, "alice", owner), full, 0, 1<<30), syscall.EACCES, ReasonOwnerOnly},
 		{"admit_bytes_free", AdmitBytes(full.Usage, full.Limit, -4096), 0, ""},
 		{"admit_bytes_over", AdmitBytes(full.Usage, full.Limit, 1), syscall.EDQUOT, ReasonQuotaBytes},
-		{"admit_bytes_already_over", AdmitBytes(metadata.Usage{Bytes: 2 << 20}, full.Limit, 1), syscall.EDQUOT, ReasonQuotaBytes},
-		{"admit_bytes_zero_delta_over", AdmitBytes(metadata.Usage{Bytes: 2 << 20}, full.Limit, 0), 0, ""},
-		{"admit_bytes_no_overflow", AdmitBytes(metadata.Usage{Bytes: 1 << 62}, metadata.Limit{Bytes: 1 << 62}, 1<<62), syscall.EDQUOT, ReasonQuotaBytes},
+		{"admit_bytes_already_over", AdmitBytes(shedfs.Usage{Bytes: 2 << 20}, full.Limit, 1), syscall.EDQUOT, ReasonQuotaBytes},
+		{"admit_bytes_zero_delta_over", AdmitBytes(shedfs.Usage{Bytes: 2 << 20}, full.Limit, 0), 0, ""},
+		{"admit_bytes_no_overflow", AdmitBytes(shedfs.Usage{Bytes: 1 << 62}, shedfs.Limit{Bytes: 1 << 62}, 1<<62), syscall.EDQUOT, ReasonQuotaBytes},
 		{"admit_inodes_over", AdmitInodes(full.Usage, full.Limit, 1), syscall.EDQUOT, ReasonQuotaInodes},
 		{"admit_inodes_free", AdmitInodes(full.Usage, full.Limit, -1), 0, ""},
-		{"admit_inodes_unlimited", AdmitInodes(metadata.Usage{Inodes: 1 << 40}, metadata.Limit{}, 1), 0, ""},
+		{"admit_inodes_unlimited", AdmitInodes(shedfs.Usage{Inodes: 1 << 40}, shedfs.Limit{}, 1), 0, ""},
 	})
 }
 
@@ -502,7 +502,7 @@ func TestDecisionAndOp(t *testing.T) {
 }
 
 func TestEntryOf(t *testing.T) {
-	d := &metadata.Inode{Mode: syscall.S_IFDIR | 0o755, Zone: share, Owner: "alice", OwnMode: owner, Parent: 0}
+	d := &shedfs.Inode{Mode: syscall.S_IFDIR | 0o755, Zone: share, Owner: "alice", OwnMode: owner, Parent: 0}
 	if e := EntryOf(d); e != (Entry{Zone: share, Owner: "alice", Mode: owner, Dir: true, Root: true}) {
 		t.Errorf("EntryOf(root dir) = %+v", e)
 	}
@@ -510,7 +510,7 @@ func TestEntryOf(t *testing.T) {
 	if e := EntryOf(d); e.Root || !e.Dir {
 		t.Errorf("EntryOf(dir) = %+v", e)
 	}
-	f := &metadata.Inode{Mode: syscall.S_IFREG | 0o644, Zone: zones.PrivateZone("alice"), Owner: "alice"}
+	f := &shedfs.Inode{Mode: syscall.S_IFREG | 0o644, Zone: zones.PrivateZone("alice"), Owner: "alice"}
 	if e := EntryOf(f); e.Root || e.Dir || !(Entry{Zone: f.Zone, Root: true}).ViewRoot() {
 		t.Errorf("EntryOf(file) = %+v", e)
 	}

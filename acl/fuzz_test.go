@@ -6,7 +6,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/zones"
 )
 
@@ -20,13 +20,13 @@ func FuzzCheck(f *testing.F) {
 		users := []string{"alice", "bob", ""}
 		a := Actor{User: users[int(who)%3], Groups: []string{"g"}}
 		principal := ""
-		if kind%6 != uint8(metadata.ZoneShare) {
+		if kind%6 != uint8(shedfs.ZoneShare) {
 			principal = []string{"alice", "g", "bob"}[int(who/3)%3]
 		}
 		e := Entry{
-			Zone:  metadata.Zone{Kind: metadata.ZoneKind(kind % 7), Principal: principal},
+			Zone:  shedfs.Zone{Kind: shedfs.ZoneKind(kind % 7), Principal: principal},
 			Owner: users[int(who/9)%3],
-			Mode:  metadata.OwnMode(mode % 5),
+			Mode:  shedfs.OwnMode(mode % 5),
 			Dir:   isDir,
 			Root:  isRoot,
 		}
@@ -50,13 +50,13 @@ func FuzzCheck(f *testing.F) {
 		}
 		em := zones.EffectiveMode(e.Zone.Kind, e.Mode)
 		switch {
-		case e.Zone.Kind == metadata.ZoneUploads && o != OpRead && o != OpUnlink && o != OpRmdir:
+		case e.Zone.Kind == shedfs.ZoneUploads && o != OpRead && o != OpUnlink && o != OpRmdir:
 			t.Fatalf("uploads allowed %v", o)
-		case em == metadata.OwnModeOwnerRO && o != OpRead && !(o == OpSetMode && a.User == e.Owner && a.User != ""):
+		case em == shedfs.OwnModeOwnerRO && o != OpRead && !(o == OpSetMode && a.User == e.Owner && a.User != ""):
 			t.Fatalf("owner_ro allowed %v by %q (owner %q)", o, a.User, e.Owner)
-		case em == metadata.OwnModeOwner && o != OpRead && o != OpCreate && o != OpSymlink && a.User != e.Owner:
+		case em == shedfs.OwnModeOwner && o != OpRead && o != OpCreate && o != OpSymlink && a.User != e.Owner:
 			t.Fatalf("owner mode allowed %v by non-owner", o)
-		case (o == OpSetMode || o == OpSetOwner) && (a.User != e.Owner || em == metadata.OwnModeNone):
+		case (o == OpSetMode || o == OpSetOwner) && (a.User != e.Owner || em == shedfs.OwnModeNone):
 			t.Fatalf("%v allowed for %q on %+v", o, a.User, e)
 		case o == OpSetZoneXattr:
 			t.Fatal("zone xattr set")
@@ -74,7 +74,7 @@ func FuzzAdmit(f *testing.F) {
 		if used < 0 {
 			used = -(used + 1)
 		}
-		d := AdmitBytes(metadata.Usage{Bytes: used}, metadata.Limit{Bytes: limit}, delta)
+		d := AdmitBytes(shedfs.Usage{Bytes: used}, shedfs.Limit{Bytes: limit}, delta)
 		sum := new(big.Int).Add(big.NewInt(used), big.NewInt(delta))
 		overLimit := limit > 0 && delta > 0 && sum.Cmp(big.NewInt(limit)) > 0
 		if overLimit != !d.Allowed() {
@@ -83,7 +83,7 @@ func FuzzAdmit(f *testing.F) {
 		if !d.Allowed() && (d.Errno != syscall.EDQUOT || d.Reason != ReasonQuotaBytes) {
 			t.Fatalf("bad denial %+v", d)
 		}
-		i := AdmitInodes(metadata.Usage{Inodes: used}, metadata.Limit{Inodes: limit}, delta)
+		i := AdmitInodes(shedfs.Usage{Inodes: used}, shedfs.Limit{Inodes: limit}, delta)
 		if i.Allowed() != d.Allowed() {
 			t.Fatal("AdmitInodes disagrees with AdmitBytes")
 		}

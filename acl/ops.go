@@ -3,7 +3,7 @@ package acl
 import (
 	"syscall"
 
-	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/zones"
 )
 
@@ -55,7 +55,7 @@ const (
 // regular file of size bytes, and returns the size the file has after it;
 // whether the caller may change the file to that size is Truncate's to
 // decide. Quotas charge the logical size rounded up to
-// metadata.ChargeUnit, so only blocks within that may be stored:
+// shedfs.ChargeUnit, so only blocks within that may be stored:
 // allocating (mode 0) or zeroing (FALLOC_FL_ZERO_RANGE) a range, which
 // extends the size past its end; punching a hole
 // (FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE), which frees; and
@@ -74,7 +74,7 @@ func Allocate(mode uint32, size, off, length uint64) (uint64, Decision) {
 	case fallocPunchHole | fallocKeepSize:
 		return size, Decision{}
 	case fallocKeepSize, fallocZeroRange | fallocKeepSize:
-		if size <= MaxSize && end <= uint64(metadata.Charge(size)) {
+		if size <= MaxSize && end <= uint64(shedfs.Charge(size)) {
 			return size, Decision{}
 		}
 	}

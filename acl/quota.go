@@ -4,28 +4,28 @@ import (
 	"math"
 	"syscall"
 
-	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs"
 )
 
 // Quota is what admission needs to know about the holder of the zone an
 // operation charges: its usage now, its limit, and the global max file
 // size. The zero Quota admits everything.
 type Quota struct {
-	Usage       metadata.Usage
-	Limit       metadata.Limit
+	Usage       shedfs.Usage
+	Limit       shedfs.Limit
 	MaxFileSize uint64 // 0: no limit
 }
 
 // MaxSize is the largest file size shedfs represents (a multiple of
-// metadata.ChargeUnit below 2^63, so that every charge fits an int64).
+// shedfs.ChargeUnit below 2^63, so that every charge fits an int64).
 // Larger sizes are EFBIG whatever the configured limit.
-const MaxSize = uint64(math.MaxInt64) &^ (metadata.ChargeUnit - 1)
+const MaxSize = uint64(math.MaxInt64) &^ (shedfs.ChargeUnit - 1)
 
 // AdmitBytes decides charging delta bytes to a holder using usage under
 // limit: EDQUOT when delta > 0, limit.Bytes > 0 and usage.Bytes+delta would
 // pass limit.Bytes. Freeing (delta <= 0) is always admitted, even over the
 // limit.
-func AdmitBytes(usage metadata.Usage, limit metadata.Limit, delta int64) Decision {
+func AdmitBytes(usage shedfs.Usage, limit shedfs.Limit, delta int64) Decision {
 	if over(usage.Bytes, limit.Bytes, delta) {
 		return deny(syscall.EDQUOT, ReasonQuotaBytes)
 	}
@@ -33,7 +33,7 @@ func AdmitBytes(usage metadata.Usage, limit metadata.Limit, delta int64) Decisio
 }
 
 // AdmitInodes decides charging delta inodes, like AdmitBytes.
-func AdmitInodes(usage metadata.Usage, limit metadata.Limit, delta int64) Decision {
+func AdmitInodes(usage shedfs.Usage, limit shedfs.Limit, delta int64) Decision {
 	if over(usage.Inodes, limit.Inodes, delta) {
 		return deny(syscall.EDQUOT, ReasonQuotaInodes)
 	}
@@ -60,7 +60,7 @@ func AdmitSize(newSize, maxFileSize uint64) Decision {
 // chargeDelta is the change in bytes charged when a file goes from
 // oldSize to newSize, both at most MaxSize.
 func chargeDelta(oldSize, newSize uint64) int64 {
-	return metadata.Charge(newSize) - metadata.Charge(oldSize)
+	return shedfs.Charge(newSize) - shedfs.Charge(oldSize)
 }
 
 // Space is what the disk that holds the store has free, and what the

@@ -3,7 +3,7 @@ package acl
 import (
 	"syscall"
 
-	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/zones"
 )
 
@@ -12,7 +12,7 @@ func visible(a Actor, e Entry) Decision {
 	if e.GroupsDir || zones.Visible(a.User, a.Groups, e.Zone) {
 		return Decision{}
 	}
-	if e.Zone.Kind == metadata.ZoneGroup {
+	if e.Zone.Kind == shedfs.ZoneGroup {
 		return deny(syscall.EACCES, ReasonNotMember)
 	}
 	return deny(syscall.ENOENT, ReasonNotVisible)
@@ -24,7 +24,7 @@ func visible(a Actor, e Entry) Decision {
 func CheckName(name string) Decision { return checkName(name) }
 
 func checkName(name string) Decision {
-	switch zones.CheckName(name) {
+	switch shedfs.CheckName(name) {
 	case 0:
 		return Decision{}
 	case syscall.ENAMETOOLONG:
@@ -73,11 +73,11 @@ func dirPolicy(a Actor, op Op, dir Entry) Decision {
 		return deny(syscall.EACCES, ReasonUploadsReadonly)
 	}
 	switch zones.EffectiveMode(dir.Zone.Kind, dir.Mode) {
-	case metadata.OwnModeOwner:
+	case shedfs.OwnModeOwner:
 		if !isOwner(a, dir) {
 			return deny(syscall.EACCES, ReasonDirMode)
 		}
-	case metadata.OwnModeOwnerRO:
+	case shedfs.OwnModeOwnerRO:
 		return deny(syscall.EACCES, ReasonDirMode)
 	}
 	return Decision{}
@@ -152,13 +152,13 @@ func Check(a Actor, op Op, e Entry) Decision {
 		if !isOwner(a, e) {
 			return deny(syscall.EPERM, ReasonOwnerOnly)
 		}
-		if mode == metadata.OwnModeOwnerRO && op == OpSetOwner {
+		if mode == shedfs.OwnModeOwnerRO && op == OpSetOwner {
 			return deny(syscall.EPERM, ReasonOwnerRO)
 		}
 		return Decision{}
 	}
 	switch mode {
-	case metadata.OwnModeOwner:
+	case shedfs.OwnModeOwner:
 		if isOwner(a, e) {
 			return Decision{}
 		}
@@ -166,7 +166,7 @@ func Check(a Actor, op Op, e Entry) Decision {
 			return deny(syscall.EACCES, ReasonOwnerOnly)
 		}
 		return deny(syscall.EPERM, ReasonOwnerOnly)
-	case metadata.OwnModeOwnerRO:
+	case shedfs.OwnModeOwnerRO:
 		return deny(syscall.EPERM, ReasonOwnerRO)
 	}
 	return Decision{}

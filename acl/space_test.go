@@ -5,13 +5,13 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs"
 )
 
 // Every byte a tenant can make the store keep is bounded: fallocate modes
 // that would store blocks past the charged size, xattrs past the
 // per-inode space or the quota, and any growth of a store whose disk is
-// down to what the daemon keeps for its metadata.
+// down to what the daemon keeps for its shedfs.
 
 func allocate(mode uint32, size, off, length uint64) Decision {
 	_, d := Allocate(mode, size, off, length)
@@ -52,7 +52,7 @@ func TestRowAllocate(t *testing.T) {
 }
 
 func TestRowXattrSpace(t *testing.T) {
-	near := Quota{Usage: metadata.Usage{Bytes: 1<<20 - 100}, Limit: lim.Limit}
+	near := Quota{Usage: shedfs.Usage{Bytes: 1<<20 - 100}, Limit: lim.Limit}
 	run(t, []row{
 		{"grow_within", AdmitXattr(lim, 0, 1000), 0, ""},
 		{"grow_to_cap", AdmitXattr(lim, 1000, MaxXattrSpace), 0, ""},

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/zones"
 )
 
@@ -17,13 +17,13 @@ const (
 )
 
 // MaxXattrSpace is how many bytes of extended attributes one inode may
-// hold, as metadata.XattrCost counts them (names, values and a small
+// hold, as shedfs.XattrCost counts them (names, values and a small
 // overhead each): about what ext4 gives an inode, and small enough that
 // the names always fit listxattr's 64 KiB.
 const MaxXattrSpace = 64 * 1024
 
 // AdmitXattr decides an inode's extended attributes going from before to
-// after bytes (metadata.XattrCost summed over them), charged to the holder
+// after bytes (shedfs.XattrCost summed over them), charged to the holder
 // whose usage and limit q gives: past MaxXattrSpace ENOSPC (xattr_space),
 // past the byte quota EDQUOT (quota_bytes). A change that does not grow
 // them is always admitted.
@@ -57,7 +57,7 @@ func XattrValue(e Entry, name string) (string, syscall.Errno) {
 			return e.Owner, 0
 		}
 	case XattrMode:
-		if m := zones.EffectiveMode(e.Zone.Kind, e.Mode); m != metadata.OwnModeNone {
+		if m := zones.EffectiveMode(e.Zone.Kind, e.Mode); m != shedfs.OwnModeNone {
 			return m.String(), 0
 		}
 	case XattrZone:
@@ -110,10 +110,10 @@ func SetXattr(a Actor, e Entry, name, value string, isMember func(principal stri
 // and trusted.* are stored; security.* and system.* (capabilities, ACLs)
 // would mean something to the kernel that shedfs does not enforce, so they
 // are refused (EOPNOTSUPP) rather than silently ignored. A name longer
-// than metadata.MaxXattrNameLen is ERANGE, as the kernel answers.
+// than shedfs.MaxXattrNameLen is ERANGE, as the kernel answers.
 func XattrNamespace(name string) Decision {
 	switch {
-	case len(name) > metadata.MaxXattrNameLen:
+	case len(name) > shedfs.MaxXattrNameLen:
 		return deny(syscall.ERANGE, ReasonNameTooLong)
 	case strings.HasPrefix(name, "user."), strings.HasPrefix(name, "trusted."):
 		return Decision{}
@@ -138,7 +138,7 @@ func SetMode(a Actor, e Entry, value string) Decision {
 	if d := Check(a, OpSetMode, e); !d.Allowed() {
 		return d
 	}
-	if _, err := metadata.ParseOwnMode(value); err != nil {
+	if _, err := shedfs.ParseOwnMode(value); err != nil {
 		return deny(syscall.EINVAL, ReasonXattrBadValue)
 	}
 	return Decision{}
@@ -153,7 +153,7 @@ func SetOwner(a Actor, e Entry, value string, isMember func(principal string) bo
 	if d := Check(a, OpSetOwner, e); !d.Allowed() {
 		return d
 	}
-	if zones.CheckPrincipal(value) != 0 {
+	if shedfs.CheckPrincipal(value) != 0 {
 		return deny(syscall.EINVAL, ReasonXattrBadValue)
 	}
 	if isMember == nil || !isMember(value) {

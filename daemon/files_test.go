@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"github.com/shedfs/shedfs"
 	"io"
 	"os"
 	"slices"
@@ -165,7 +166,7 @@ func TestImportQuota(t *testing.T) {
 		if _, err := a.AddUser(ctx, UserAddRequest{Name: "alice", Quota: Amount{Bytes: 64 << 10}}); err != nil {
 			t.Fatal(err)
 		}
-		before, _ := st.Meta.Usage(userHolder("alice"))
+		before, _ := st.Meta.Usage(shedfs.UserHolder("alice"))
 		big := bytes.Repeat([]byte("x"), 100<<10)
 		for _, size := range []int64{int64(len(big)), -1} {
 			_, err := a.Import(ctx, ImportRequest{User: "alice", Name: "big"}, bytes.NewReader(big), size)
@@ -173,7 +174,7 @@ func TestImportQuota(t *testing.T) {
 				t.Errorf("import over quota (size %d): %v, want %s", size, err, CodeQuota)
 			}
 		}
-		after, _ := st.Meta.Usage(userHolder("alice"))
+		after, _ := st.Meta.Usage(shedfs.UserHolder("alice"))
 		if after != before {
 			t.Errorf("usage %+v after refused imports, want %+v", after, before)
 		}
@@ -189,7 +190,7 @@ func TestImportQuota(t *testing.T) {
 				t.Fatalf("import within quota (replace %v): %v", replace, err)
 			}
 		}
-		used, _ := st.Meta.Usage(userHolder("alice"))
+		used, _ := st.Meta.Usage(shedfs.UserHolder("alice"))
 		if used.Bytes != metadata.Charge(40<<10) {
 			t.Errorf("usage %d bytes after a replace, want %d", used.Bytes, metadata.Charge(40<<10))
 		}

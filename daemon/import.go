@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/shedfs/shedfs"
 	"io"
 	"syscall"
 	"time"
@@ -145,14 +146,14 @@ func CheckImport(req ImportRequest) error {
 	return nil
 }
 
-// checkEntryName applies the name rule of a view (zones.CheckName) to a
+// checkEntryName applies the name rule of a view (shedfs.CheckName) to a
 // name the admin chose.
 func checkEntryName(kind, name string) error {
-	switch zones.CheckName(name) {
+	switch shedfs.CheckName(name) {
 	case 0:
 		return nil
 	case syscall.ENAMETOOLONG:
-		return errorf(CodeInvalid, "%s name %.40q... is too long (%d bytes; at most %d)", kind, name, len(name), zones.MaxNameLen)
+		return errorf(CodeInvalid, "%s name %.40q... is too long (%d bytes; at most %d)", kind, name, len(name), shedfs.MaxNameLen)
 	default:
 		return errorf(CodeInvalid, "invalid %s name %q: not empty, \".\" or \"..\", and without '/' or NUL", kind, name)
 	}
@@ -219,7 +220,7 @@ func (l *Local) reserveImport(user string, size uint64, credit int64, what strin
 	if d := acl.AdmitSize(size, l.maxFileSize()); !d.Allowed() {
 		return nil, errorf(CodeTooLarge, "%s: %s is larger than the largest file allowed", what, FormatSize(int64(min(size, uint64(1<<62)))))
 	}
-	res, d, err := l.acct.Reserve(userHolder(user), metadata.Charge(size), credit)
+	res, d, err := l.acct.Reserve(shedfs.UserHolder(user), metadata.Charge(size), credit)
 	if err != nil {
 		return nil, asError(err, what)
 	}
@@ -231,7 +232,7 @@ func (l *Local) reserveImport(user string, size uint64, credit int64, what strin
 
 // quotaError is the line an operator reads when a user's quota is full.
 func (l *Local) quotaError(user, what string) *Error {
-	h := userHolder(user)
+	h := shedfs.UserHolder(user)
 	us, err1 := l.acct.Usage(h)
 	lim, err2 := l.st.Meta.GetLimit(h)
 	if err1 != nil || err2 != nil {

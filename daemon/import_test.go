@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/shedfs/shedfs"
 	"io"
 	"strings"
 	"syscall"
@@ -30,7 +31,7 @@ func TestImportCountsPending(t *testing.T) {
 	if _, err := c.AddUser(ctx, UserAddRequest{Name: "alice", Quota: Amount{Bytes: 4 << 20}}); err != nil {
 		t.Fatal(err)
 	}
-	h := userHolder("alice")
+	h := shedfs.UserHolder("alice")
 	stored, _ := st.Meta.Usage(h)
 
 	// What an open file in a view does when it grows by 3 MiB: admitted
@@ -114,7 +115,7 @@ func TestImportInvisibleUntilComplete(t *testing.T) {
 			t.Fatal(err)
 		}
 		u, _ := st.Meta.GetUser("alice")
-		before, _ := st.Meta.Usage(userHolder("alice"))
+		before, _ := st.Meta.Usage(shedfs.UserHolder("alice"))
 		chunk := bytes.Repeat([]byte("p"), 64<<10)
 		body := &probe{t: t, st: st, dir: u.Roots.Uploads, left: 3 << 20, fail: true, chunk: chunk}
 		if _, err := a.Import(ctx, ImportRequest{User: "alice", Name: "broken"}, body, -1); err == nil {
@@ -133,7 +134,7 @@ func TestImportInvisibleUntilComplete(t *testing.T) {
 		if orphans, _ := st.Meta.Orphans(); len(orphans) != 0 {
 			t.Errorf("a broken import left orphans %v", orphans)
 		}
-		if after, _ := st.Meta.Usage(userHolder("alice")); after != before {
+		if after, _ := st.Meta.Usage(shedfs.UserHolder("alice")); after != before {
 			t.Errorf("usage %+v after a broken import, want %+v", after, before)
 		}
 		body = &probe{t: t, st: st, dir: u.Roots.Uploads, left: 3 << 20, chunk: chunk}
@@ -154,7 +155,7 @@ func TestImportInvisibleUntilComplete(t *testing.T) {
 		want := before
 		want.Bytes += metadata.Charge(3 << 20)
 		want.Inodes++
-		if after, _ := st.Meta.Usage(userHolder("alice")); after != want {
+		if after, _ := st.Meta.Usage(shedfs.UserHolder("alice")); after != want {
 			t.Errorf("usage %+v, want %+v", after, want)
 		}
 		checkClean(t, st)

@@ -3,10 +3,10 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"github.com/shedfs/shedfs"
 	"log/slog"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -78,9 +78,6 @@ const (
 	groupRootInodes = 1
 )
 
-func userHolder(name string) metadata.Holder  { return metadata.Holder("user:" + name) }
-func groupHolder(name string) metadata.Holder { return metadata.Holder("group:" + name) }
-
 func amount(u metadata.Usage) Amount { return Amount{Bytes: u.Bytes, Inodes: u.Inodes} }
 func limitAmount(l metadata.Limit) Amount {
 	return Amount{Bytes: l.Bytes, Inodes: l.Inodes}
@@ -117,7 +114,7 @@ func (l *Local) AddUser(ctx context.Context, req UserAddRequest) (*UserInfo, err
 		}
 	}
 	if req.Quota != (Amount{}) {
-		if err := l.st.Meta.SetLimit(userHolder(req.Name), metadata.Limit{Bytes: req.Quota.Bytes, Inodes: req.Quota.Inodes}); err != nil {
+		if err := l.st.Meta.SetLimit(shedfs.UserHolder(req.Name), metadata.Limit{Bytes: req.Quota.Bytes, Inodes: req.Quota.Inodes}); err != nil {
 			return nil, asError(err, fmt.Sprintf("set quota of user %s", req.Name))
 		}
 	}
@@ -136,11 +133,11 @@ func (l *Local) userInfo(u *metadata.User) (*UserInfo, error) {
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("no user named %s", u.Name))
 	}
-	used, err := l.acct.Usage(userHolder(u.Name))
+	used, err := l.acct.Usage(shedfs.UserHolder(u.Name))
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("usage of user %s", u.Name))
 	}
-	lim, err := l.st.Meta.GetLimit(userHolder(u.Name))
+	lim, err := l.st.Meta.GetLimit(shedfs.UserHolder(u.Name))
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("quota of user %s", u.Name))
 	}
@@ -199,7 +196,7 @@ func (l *Local) RemoveUser(ctx context.Context, name string, force bool) (*Remov
 	if _, err := l.st.Meta.GetUser(name); err != nil {
 		return nil, asError(err, fmt.Sprintf("no user named %s", name))
 	}
-	res, err := l.holderData(name, userHolder(name), userRootInodes)
+	res, err := l.holderData(name, shedfs.UserHolder(name), userRootInodes)
 	if err != nil {
 		return nil, err
 	}
@@ -268,11 +265,11 @@ func (l *Local) AddGroup(ctx context.Context, req GroupAddRequest) (*GroupInfo, 
 
 // groupInfo assembles what is shown about a group.
 func (l *Local) groupInfo(g *metadata.Group) (*GroupInfo, error) {
-	used, err := l.acct.Usage(groupHolder(g.Name))
+	used, err := l.acct.Usage(shedfs.GroupHolder(g.Name))
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("usage of group %s", g.Name))
 	}
-	lim, err := l.st.Meta.GetLimit(groupHolder(g.Name))
+	lim, err := l.st.Meta.GetLimit(shedfs.GroupHolder(g.Name))
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("quota of group %s", g.Name))
 	}
@@ -330,7 +327,7 @@ func (l *Local) RemoveGroup(ctx context.Context, name string, force bool) (*Remo
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("no group named %s", name))
 	}
-	res, err := l.holderData(name, groupHolder(name), groupRootInodes)
+	res, err := l.holderData(name, shedfs.GroupHolder(name), groupRootInodes)
 	if err != nil {
 		return nil, err
 	}
@@ -397,18 +394,12 @@ func (l *Local) membershipChanged(users ...string) {
 	}
 }
 
-// holderSyntax checks the form of a holder string: "user:NAME",
-// "group:NAME" or "share". It returns the kind and name.
+// holderSyntax checks the form of a holder string (shedfs.ParseHolder),
+// with the line the operator reads. It returns the kind and name.
 func holderSyntax(s string) (kind, name string, err error) {
-	if s == "share" {
-		return "share", "", nil
-	}
-	kind, name, ok := strings.Cut(s, ":")
-	if !ok || (kind != "user" && kind != "group") {
+	kind, name, err = shedfs.ParseHolder(s)
+	if err != nil {
 		return "", "", errorf(CodeInvalid, "invalid quota holder %q: use user:NAME, group:NAME or share", s)
-	}
-	if err := ValidName(kind, name); err != nil {
-		return "", "", err
 	}
 	return kind, name, nil
 }
@@ -495,10 +486,10 @@ func (l *Local) ShowQuota(ctx context.Context, holder string) ([]QuotaInfo, erro
 		}
 		holders = append(holders, "share")
 		for _, g := range groups {
-			holders = append(holders, groupHolder(g.Name))
+			holders = append(holders, shedfs.GroupHolder(g.Name))
 		}
 		for _, u := range users {
-			holders = append(holders, userHolder(u.Name))
+			holders = append(holders, shedfs.UserHolder(u.Name))
 		}
 		slices.Sort(holders)
 		holders = slices.Compact(holders)

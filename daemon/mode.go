@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/shedfs/shedfs"
 	"slices"
 	"strings"
 	"syscall"
@@ -143,8 +144,8 @@ func (l *Local) resolve(user, path string) (*metadata.Inode, string, error) {
 		case "..":
 			return nil, "", errorf(CodeInvalid, "path %q: \"..\" is not allowed; give the path from the view root", path)
 		}
-		if len(p) > zones.MaxNameLen {
-			return nil, "", errorf(CodeInvalid, "path %q: a name is longer than %d bytes", path, zones.MaxNameLen)
+		if len(p) > shedfs.MaxNameLen {
+			return nil, "", errorf(CodeInvalid, "path %q: a name is longer than %d bytes", path, shedfs.MaxNameLen)
 		}
 		parts = append(parts, p)
 	}

@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"fmt"
+	"github.com/shedfs/shedfs"
 	"slices"
 	"sync"
 	"syscall"
@@ -233,7 +234,7 @@ func (v *View) statfs(z metadata.Zone, out *fuse.StatfsOut) syscall.Errno {
 		return f.errno("statfs", err)
 	}
 	out.FromStatfsT(&st)
-	out.NameLen = zones.MaxNameLen
+	out.NameLen = shedfs.MaxNameLen
 	out.Frsize = uint32(st.Bsize)
 	if z.Kind == metadata.ZoneNone {
 		return 0

@@ -5,6 +5,7 @@ package metadata
 
 import (
 	"errors"
+	"github.com/shedfs/shedfs"
 	"log/slog"
 	"time"
 )
@@ -102,7 +103,7 @@ const (
 
 // Limits on names and extended attributes, as on ext4 and in the kernel.
 const (
-	MaxNameLen       = 255
-	MaxXattrNameLen  = 255
-	MaxXattrValueLen = 64 * 1024
+	MaxNameLen       = shedfs.MaxNameLen
+	MaxXattrNameLen  = shedfs.MaxXattrNameLen
+	MaxXattrValueLen = shedfs.MaxXattrValueLen
 )

@@ -45,7 +45,7 @@ func FuzzInodeEncoding(f *testing.F) {
 		tm := time.Unix(sec, nsec%1e9)
 		n := &Inode{Ino: ino, Mode: mode, Uid: uid, Gid: gid, Nlink: nlink, Size: size, Rdev: rdev,
 			Atime: tm, Mtime: tm.Add(time.Nanosecond), Ctime: time.Unix(sec/2, 0), Parent: parent, Target: target,
-			Zone: Zone{ZoneKind(zk), zp}, Owner: owner, OwnMode: OwnMode(om)}
+			Zone: Zone{Kind: ZoneKind(zk), Principal: zp}, Owner: owner, OwnMode: OwnMode(om)}
 		b := encodeInode(n)
 		got, err := decodeInode(ino, b)
 		if err != nil {

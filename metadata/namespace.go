@@ -3,23 +3,19 @@ package metadata
 import (
 	"errors"
 	"fmt"
-	"strings"
+	"github.com/shedfs/shedfs"
 	"syscall"
 	"time"
 )
 
-// ValidName checks a name for a new directory entry: ENAMETOOLONG over
-// MaxNameLen bytes, EINVAL for "", ".", "..", or a name containing '/' or
-// NUL. The names a user chooses never reach the host file system, but they
-// must still be names a POSIX tool can handle.
+// ValidName checks a name for a new directory entry with the one rule of
+// entry names, shedfs.CheckName: ENAMETOOLONG over MaxNameLen bytes, EINVAL
+// for "", ".", "..", or a name containing '/' or NUL. The names a user
+// chooses never reach the host file system, but they must still be names a
+// POSIX tool can handle.
 func ValidName(name string) error {
-	switch {
-	case len(name) > MaxNameLen:
-		return syscall.ENAMETOOLONG
-	case name == "", name == ".", name == "..":
-		return syscall.EINVAL
-	case strings.ContainsAny(name, "/\x00"):
-		return syscall.EINVAL
+	if e := shedfs.CheckName(name); e != 0 {
+		return e
 	}
 	return nil
 }

@@ -45,7 +45,7 @@ func TestCreateLookupReadDir(t *testing.T) {
 		t.Fatalf("lookup %+v want %+v", got, f)
 	}
 	ents := must[[]DirEntry](t)(s.ReadDir(root))
-	want := []DirEntry{{"a-dir", d.Ino, syscall.S_IFDIR}, {"b.txt", f.Ino, syscall.S_IFREG}, {"c-link", l.Ino, syscall.S_IFLNK}}
+	want := []DirEntry{{Name: "a-dir", Ino: d.Ino, Mode: syscall.S_IFDIR}, {Name: "b.txt", Ino: f.Ino, Mode: syscall.S_IFREG}, {Name: "c-link", Ino: l.Ino, Mode: syscall.S_IFLNK}}
 	if len(ents) != len(want) {
 		t.Fatalf("readdir %+v", ents)
 	}
@@ -112,7 +112,7 @@ func TestCreateZone(t *testing.T) {
 	s := newStore(t)
 	u := must[*User](t)(s.AddUser("alice"))
 	n := must[*Inode](t)(s.Create(u.Roots.Private, "f", file(0o600), nil))
-	if n.Zone != (Zone{ZonePrivate, "alice"}) {
+	if n.Zone != (Zone{Kind: ZonePrivate, Principal: "alice"}) {
 		t.Fatalf("zone %v", n.Zone)
 	}
 	_, err := s.Create(u.Roots.Private, "g", &Inode{Mode: syscall.S_IFREG, Zone: Zone{Kind: ZoneShare}}, nil)
@@ -222,7 +222,7 @@ func TestLinkUnlinkReclaim(t *testing.T) {
 	for _, ino := range []uint64{sub.Ino, d.Ino} {
 		must[*Inode](t)(s.Reclaim(ino))
 	}
-	if u := must[Usage](t)(s.Usage("share")); u != (Usage{0, 1}) {
+	if u := must[Usage](t)(s.Usage("share")); u != (Usage{Bytes: 0, Inodes: 1}) {
 		t.Fatalf("usage at end %+v", u)
 	}
 }
@@ -493,18 +493,18 @@ func TestXattr(t *testing.T) {
 func TestUsageAndUpdate(t *testing.T) {
 	s := newStore(t)
 	u := must[*User](t)(s.AddUser("carol"))
-	h := HolderOf(Zone{ZonePrivate, "carol"})
-	if got := must[Usage](t)(s.Usage(h)); got != (Usage{0, 3}) {
+	h := HolderOf(Zone{Kind: ZonePrivate, Principal: "carol"})
+	if got := must[Usage](t)(s.Usage(h)); got != (Usage{Bytes: 0, Inodes: 3}) {
 		t.Fatalf("fresh user usage %+v", got)
 	}
 	f := must[*Inode](t)(s.Create(u.Roots.Output, "f", file(0o644), nil))
 	must[*Inode](t)(s.Create(u.Roots.Uploads, "d", dir(), nil))
 	must[*Inode](t)(s.Link(f.Ino, u.Roots.Output, "f-link"))
-	if got := must[Usage](t)(s.Usage(h)); got != (Usage{0, 5}) {
+	if got := must[Usage](t)(s.Usage(h)); got != (Usage{Bytes: 0, Inodes: 5}) {
 		t.Fatalf("usage %+v", got)
 	}
 	must[*Inode](t)(s.Update(f.Ino, func(n *Inode) error { n.Size = 5000; return nil }, nil))
-	if got := must[Usage](t)(s.Usage(h)); got != (Usage{8192, 5}) {
+	if got := must[Usage](t)(s.Usage(h)); got != (Usage{Bytes: 8192, Inodes: 5}) {
 		t.Fatalf("usage %+v", got)
 	}
 	if err := s.SetLimit(h, Limit{Bytes: 10000, Inodes: 10}); err != nil {
@@ -525,7 +525,7 @@ func TestUsageAndUpdate(t *testing.T) {
 		t.Fatalf("size changed on denial: %d", n.Size)
 	}
 	must[*Inode](t)(s.Update(f.Ino, func(n *Inode) error { n.Size = 100; return nil }, admit))
-	if got := must[Usage](t)(s.Usage(h)); got != (Usage{4096, 5}) {
+	if got := must[Usage](t)(s.Usage(h)); got != (Usage{Bytes: 4096, Inodes: 5}) {
 		t.Fatalf("usage %+v", got)
 	}
 	_, err = s.Update(f.Ino, func(n *Inode) error { n.Nlink = 9; return nil }, nil)
@@ -537,7 +537,7 @@ func TestUsageAndUpdate(t *testing.T) {
 	if g := must[*Inode](t)(s.GetInode(f.Ino)); !g.Mtime.Equal(mt) || g.Mode != n.Mode {
 		t.Fatalf("update not stored: %+v", g)
 	}
-	if l := must[Limit](t)(s.GetLimit(h)); l != (Limit{10000, 10}) {
+	if l := must[Limit](t)(s.GetLimit(h)); l != (Limit{Bytes: 10000, Inodes: 10}) {
 		t.Fatalf("limit %+v", l)
 	}
 	if hs := must[[]Holder](t)(s.Holders()); len(hs) != 2 || hs[0] != "share" || hs[1] != h {
@@ -547,7 +547,7 @@ func TestUsageAndUpdate(t *testing.T) {
 	must[*Inode](t)(s.Unlink(u.Roots.Output, "f", false))
 	must[*Inode](t)(s.Unlink(u.Roots.Output, "f-link", false))
 	must[*Inode](t)(s.Reclaim(f.Ino))
-	if got := must[Usage](t)(s.Usage(h)); got != (Usage{0, 4}) {
+	if got := must[Usage](t)(s.Usage(h)); got != (Usage{Bytes: 0, Inodes: 4}) {
 		t.Fatalf("usage %+v", got)
 	}
 }

@@ -4,20 +4,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
+	"github.com/shedfs/shedfs"
 	"slices"
 	"sort"
 	"syscall"
 	"time"
 )
 
-// principalName is docs/design.md's rule for user and group names: they appear
-// in paths, zone labels, metrics and audit records, so they stay plain.
-var principalName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
-
-// ValidPrincipal checks a user or group name, EINVAL if it is not one.
+// ValidPrincipal checks a user or group name with the one rule of
+// principal names (shedfs.CheckPrincipal), EINVAL if it is not one: they
+// appear in paths, zone labels, metrics and audit records, so they stay
+// plain.
 func ValidPrincipal(name string) error {
-	if !principalName.MatchString(name) {
+	if shedfs.CheckPrincipal(name) != 0 {
 		return fmt.Errorf("principal name %q: %w", name, syscall.EINVAL)
 	}
 	return nil
@@ -84,10 +83,10 @@ func (s *Store) AddUser(name string) (*User, error) {
 		for i, k := range []ZoneKind{ZonePrivate, ZoneOutput, ZoneUploads} {
 			o.put(newRoot(inos[i], Zone{Kind: k, Principal: name}, name, OwnModeNone, o.now))
 		}
-		if err := o.charge(Holder("user:"+name), 0, 3); err != nil {
+		if err := o.charge(shedfs.UserHolder(name), 0, 3); err != nil {
 			return err
 		}
-		if err := o.applyDefaultLimit(Holder("user:"+name), false); err != nil {
+		if err := o.applyDefaultLimit(shedfs.UserHolder(name), false); err != nil {
 			return err
 		}
 		return setJSON(o.tx, userKey(name), u)
@@ -183,7 +182,7 @@ func (s *Store) RemoveUser(name string) (blobs []uint64, err error) {
 				}
 			}
 		}
-		h := Holder("user:" + name)
+		h := shedfs.UserHolder(name)
 		for _, k := range [][]byte{userKey(name), usageKey(h), limitKey(h)} {
 			if err := o.tx.Delete(k); err != nil {
 				return err
@@ -194,7 +193,7 @@ func (s *Store) RemoveUser(name string) (blobs []uint64, err error) {
 	if err != nil {
 		return nil, err
 	}
-	return s.deleteTrees(Holder("user:"+name), u.Roots.Private, u.Roots.Output, u.Roots.Uploads)
+	return s.deleteTrees(shedfs.UserHolder(name), u.Roots.Private, u.Roots.Output, u.Roots.Uploads)
 }
 
 // deleteTrees removes every inode below the given roots (and the roots),
@@ -310,10 +309,10 @@ func (s *Store) AddGroup(name string) (*Group, error) {
 		}
 		g = &Group{Name: name, Root: ino, Members: []string{}, Created: o.now}
 		o.put(newRoot(ino, Zone{Kind: ZoneGroup, Principal: name}, "", OwnModeGroup, o.now))
-		if err := o.charge(Holder("group:"+name), 0, 1); err != nil {
+		if err := o.charge(shedfs.GroupHolder(name), 0, 1); err != nil {
 			return err
 		}
-		if err := o.applyDefaultLimit(Holder("group:"+name), true); err != nil {
+		if err := o.applyDefaultLimit(shedfs.GroupHolder(name), true); err != nil {
 			return err
 		}
 		return setJSON(o.tx, groupKey(name), g)
@@ -358,7 +357,7 @@ func (s *Store) RemoveGroup(name string) (blobs []uint64, err error) {
 		return nil, err
 	}
 	var g Group
-	h := Holder("group:" + name)
+	h := shedfs.GroupHolder(name)
 	err = s.update(func(o *op) error {
 		if err := getJSON(o.tx, groupKey(name), "group "+name, &g); err != nil {
 			return err

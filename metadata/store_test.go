@@ -30,7 +30,7 @@ func TestPrincipals(t *testing.T) {
 	for i, ino := range []uint64{alice.Roots.Private, alice.Roots.Output, alice.Roots.Uploads} {
 		n := must[*Inode](t)(s.GetInode(ino))
 		want := []ZoneKind{ZonePrivate, ZoneOutput, ZoneUploads}[i]
-		if !n.IsDir() || n.Parent != 0 || n.Zone != (Zone{want, "alice"}) || n.Owner != "alice" || n.Mode&0o777 != 0o755 {
+		if !n.IsDir() || n.Parent != 0 || n.Zone != (Zone{Kind: want, Principal: "alice"}) || n.Owner != "alice" || n.Mode&0o777 != 0o755 {
 			t.Fatalf("root %d: %+v", i, n)
 		}
 	}
@@ -54,7 +54,7 @@ func TestPrincipals(t *testing.T) {
 	_, err = s.AddGroup("team")
 	wantErrno(t, err, syscall.EEXIST)
 	gr := must[*Inode](t)(s.GetInode(g.Root))
-	if gr.Zone != (Zone{ZoneGroup, "team"}) || gr.OwnMode != OwnModeGroup || gr.Owner != "" || gr.Parent != 0 {
+	if gr.Zone != (Zone{Kind: ZoneGroup, Principal: "team"}) || gr.OwnMode != OwnModeGroup || gr.Owner != "" || gr.Parent != 0 {
 		t.Fatalf("group root %+v", gr)
 	}
 	must[*Group](t)(s.AddGroup("other"))

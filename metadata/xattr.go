@@ -3,6 +3,7 @@ package metadata
 import (
 	"errors"
 	"fmt"
+	"github.com/shedfs/shedfs"
 	"syscall"
 )
 
@@ -38,23 +39,9 @@ func (s *Store) GetXattr(ino uint64, name string) ([]byte, error) {
 	return out, err
 }
 
-// xattrOverhead is what an extended attribute costs beyond its name and
-// value, like the entry header ext4 keeps for each one: it makes a flood
-// of empty attributes cost something.
-const xattrOverhead = 16
-
-// XattrCost is what one extended attribute costs: its name, its value and
-// a fixed overhead. It is the one measure of xattrs: the holder of the
-// inode is charged it (in the same transaction as the change), the space
-// of one inode's attributes is capped by their total, and Check recounts
-// usage with it.
-func XattrCost(name string, valueLen int) int64 {
-	return int64(xattrOverhead + len(name) + valueLen)
-}
-
 // xattrKeyCost is XattrCost of a stored xattr record.
 func xattrKeyCost(k, v []byte) int64 {
-	return int64(xattrOverhead + len(k) - len(xattrPrefix(0)) + len(v))
+	return int64(shedfs.XattrOverhead + len(k) - len(xattrPrefix(0)) + len(v))
 }
 
 // XattrChange is what admitting an xattr change needs to know: the total

@@ -14,7 +14,7 @@ import (
 	"slices"
 	"syscall"
 
-	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs"
 )
 
 // The reserved names of a view root (docs/design.md section 2). They always
@@ -48,7 +48,7 @@ func IsReserved(name string) bool {
 // leads to. For NameGroups it returns the zero Zone and true: groups/ is a
 // synthetic, read-only directory, not a zone; each of its children is
 // GroupZone of one group. ok is false for a name that is not reserved.
-func ReservedZone(user, name string) (z metadata.Zone, ok bool) {
+func ReservedZone(user, name string) (z shedfs.Zone, ok bool) {
 	switch name {
 	case NameOutput:
 		return OutputZone(user), true
@@ -57,51 +57,51 @@ func ReservedZone(user, name string) (z metadata.Zone, ok bool) {
 	case NameShare:
 		return ShareZone(), true
 	case NameGroups:
-		return metadata.Zone{}, true
+		return shedfs.Zone{}, true
 	}
-	return metadata.Zone{}, false
+	return shedfs.Zone{}, false
 }
 
 // PrivateZone is user's private tree, the root of user's view.
-func PrivateZone(user string) metadata.Zone {
-	return metadata.Zone{Kind: metadata.ZonePrivate, Principal: user}
+func PrivateZone(user string) shedfs.Zone {
+	return shedfs.Zone{Kind: shedfs.ZonePrivate, Principal: user}
 }
 
 // OutputZone is user's output/ folder.
-func OutputZone(user string) metadata.Zone {
-	return metadata.Zone{Kind: metadata.ZoneOutput, Principal: user}
+func OutputZone(user string) shedfs.Zone {
+	return shedfs.Zone{Kind: shedfs.ZoneOutput, Principal: user}
 }
 
 // UploadsZone is user's uploads/ folder.
-func UploadsZone(user string) metadata.Zone {
-	return metadata.Zone{Kind: metadata.ZoneUploads, Principal: user}
+func UploadsZone(user string) shedfs.Zone {
+	return shedfs.Zone{Kind: shedfs.ZoneUploads, Principal: user}
 }
 
 // ShareZone is share/, common to every user.
-func ShareZone() metadata.Zone { return metadata.Zone{Kind: metadata.ZoneShare} }
+func ShareZone() shedfs.Zone { return shedfs.Zone{Kind: shedfs.ZoneShare} }
 
 // GroupZone is groups/<group>/.
-func GroupZone(group string) metadata.Zone {
-	return metadata.Zone{Kind: metadata.ZoneGroup, Principal: group}
+func GroupZone(group string) shedfs.Zone {
+	return shedfs.Zone{Kind: shedfs.ZoneGroup, Principal: group}
 }
 
 // HolderOf returns the quota holder a zone's usage is charged to (the user
 // for private, output and uploads together; the group; or "share"). It is
-// metadata.HolderOf, repeated here so that callers find every zone rule in
+// shedfs.HolderOf, repeated here so that callers find every zone rule in
 // one package.
-func HolderOf(z metadata.Zone) metadata.Holder { return metadata.HolderOf(z) }
+func HolderOf(z shedfs.Zone) shedfs.Holder { return shedfs.HolderOf(z) }
 
 // Visible reports whether the view of user, a member of groups, can reach
 // zone z by any path: user's own private, output and uploads zones, share,
 // and the zone of each group in groups. Everything else — in particular any
 // other user's zones — is unreachable. An invalid zone is never visible.
-func Visible(user string, groups []string, z metadata.Zone) bool {
+func Visible(user string, groups []string, z shedfs.Zone) bool {
 	switch z.Kind {
-	case metadata.ZonePrivate, metadata.ZoneOutput, metadata.ZoneUploads:
+	case shedfs.ZonePrivate, shedfs.ZoneOutput, shedfs.ZoneUploads:
 		return user != "" && z.Principal == user
-	case metadata.ZoneShare:
+	case shedfs.ZoneShare:
 		return z.Principal == ""
-	case metadata.ZoneGroup:
+	case shedfs.ZoneGroup:
 		return z.Principal != "" && slices.Contains(groups, z.Principal)
 	}
 	return false
@@ -109,7 +109,7 @@ func Visible(user string, groups []string, z metadata.Zone) bool {
 
 // Policy is what one zone kind allows. The zero Policy allows nothing.
 type Policy struct {
-	Kind metadata.ZoneKind
+	Kind shedfs.ZoneKind
 	// Writable: data may be written, entries created, renamed, linked and
 	// their attributes changed. False only for uploads.
 	Writable bool
@@ -122,7 +122,7 @@ type Policy struct {
 	OwnModes bool
 	// DefaultMode is the ownership mode of a new entry: OwnModeNone where
 	// OwnModes is false.
-	DefaultMode metadata.OwnMode
+	DefaultMode shedfs.OwnMode
 }
 
 // Config holds the configurable parts of zone policy. The zero Config is
@@ -131,8 +131,8 @@ type Policy struct {
 type Config struct {
 	// ShareDefault and GroupDefault are the ownership modes of new entries
 	// in share/ and in group zones. OwnModeNone means the default, group.
-	ShareDefault metadata.OwnMode
-	GroupDefault metadata.OwnMode
+	ShareDefault shedfs.OwnMode
+	GroupDefault shedfs.OwnMode
 	// Symlinks is the symlink policy of every zone.
 	Symlinks SymlinkPolicy
 }
@@ -141,8 +141,8 @@ type Config struct {
 // out.
 func DefaultConfig() Config {
 	return Config{
-		ShareDefault: metadata.OwnModeGroup,
-		GroupDefault: metadata.OwnModeGroup,
+		ShareDefault: shedfs.OwnModeGroup,
+		GroupDefault: shedfs.OwnModeGroup,
 		Symlinks:     SymlinkInZone,
 	}
 }
@@ -151,9 +151,9 @@ func DefaultConfig() Config {
 func (c Config) Validate() error {
 	for _, m := range []struct {
 		name string
-		mode metadata.OwnMode
+		mode shedfs.OwnMode
 	}{{"share default mode", c.ShareDefault}, {"group default mode", c.GroupDefault}} {
-		if m.mode > metadata.OwnModeOwnerRO {
+		if m.mode > shedfs.OwnModeOwnerRO {
 			return fmt.Errorf("%s %v: %w", m.name, m.mode, syscall.EINVAL)
 		}
 	}
@@ -165,15 +165,15 @@ func (c Config) Validate() error {
 
 // Policy returns the policy of zone kind k under c. An unknown kind, or
 // ZoneNone, gets the zero Policy: nothing is writable or removable.
-func (c Config) Policy(k metadata.ZoneKind) Policy {
+func (c Config) Policy(k shedfs.ZoneKind) Policy {
 	switch k {
-	case metadata.ZonePrivate, metadata.ZoneOutput:
+	case shedfs.ZonePrivate, shedfs.ZoneOutput:
 		return Policy{Kind: k, Writable: true, Removable: true}
-	case metadata.ZoneUploads:
+	case shedfs.ZoneUploads:
 		return Policy{Kind: k, Removable: true}
-	case metadata.ZoneShare:
+	case shedfs.ZoneShare:
 		return Policy{Kind: k, Writable: true, Removable: true, OwnModes: true, DefaultMode: orGroup(c.ShareDefault)}
-	case metadata.ZoneGroup:
+	case shedfs.ZoneGroup:
 		return Policy{Kind: k, Writable: true, Removable: true, OwnModes: true, DefaultMode: orGroup(c.GroupDefault)}
 	}
 	return Policy{Kind: k}
@@ -182,11 +182,11 @@ func (c Config) Policy(k metadata.ZoneKind) Policy {
 // PolicyOf returns the policy of zone kind k under the default Config. The
 // parts that decide access (Writable, Removable, OwnModes) do not depend on
 // the Config; only DefaultMode does.
-func PolicyOf(k metadata.ZoneKind) Policy { return Config{}.Policy(k) }
+func PolicyOf(k shedfs.ZoneKind) Policy { return Config{}.Policy(k) }
 
-func orGroup(m metadata.OwnMode) metadata.OwnMode {
-	if m == metadata.OwnModeNone || m > metadata.OwnModeOwnerRO {
-		return metadata.OwnModeGroup
+func orGroup(m shedfs.OwnMode) shedfs.OwnMode {
+	if m == shedfs.OwnModeNone || m > shedfs.OwnModeOwnerRO {
+		return shedfs.OwnModeGroup
 	}
 	return m
 }
@@ -194,9 +194,9 @@ func orGroup(m metadata.OwnMode) metadata.OwnMode {
 // EffectiveMode is the ownership mode that governs an entry with stored mode
 // m in a zone of kind k: OwnModeNone where modes do not apply (whatever is
 // stored), and group for an unset or unknown mode in a zone where they do.
-func EffectiveMode(k metadata.ZoneKind, m metadata.OwnMode) metadata.OwnMode {
+func EffectiveMode(k shedfs.ZoneKind, m shedfs.OwnMode) shedfs.OwnMode {
 	if !PolicyOf(k).OwnModes {
-		return metadata.OwnModeNone
+		return shedfs.OwnModeNone
 	}
 	return orGroup(m)
 }

@@ -1,12 +1,9 @@
 package zones
 
 import (
-	"regexp"
-	"strings"
-	"syscall"
 	"testing"
 
-	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs"
 )
 
 func TestReserved(t *testing.T) {
@@ -22,14 +19,14 @@ func TestReserved(t *testing.T) {
 	}
 	tests := []struct {
 		name string
-		want metadata.Zone
+		want shedfs.Zone
 		ok   bool
 	}{
-		{"output", metadata.Zone{Kind: metadata.ZoneOutput, Principal: "alice"}, true},
-		{"uploads", metadata.Zone{Kind: metadata.ZoneUploads, Principal: "alice"}, true},
-		{"share", metadata.Zone{Kind: metadata.ZoneShare}, true},
-		{"groups", metadata.Zone{}, true},
-		{"docs", metadata.Zone{}, false},
+		{"output", shedfs.Zone{Kind: shedfs.ZoneOutput, Principal: "alice"}, true},
+		{"uploads", shedfs.Zone{Kind: shedfs.ZoneUploads, Principal: "alice"}, true},
+		{"share", shedfs.Zone{Kind: shedfs.ZoneShare}, true},
+		{"groups", shedfs.Zone{}, true},
+		{"docs", shedfs.Zone{}, false},
 	}
 	for _, tt := range tests {
 		z, ok := ReservedZone("alice", tt.name)
@@ -49,19 +46,19 @@ func TestReserved(t *testing.T) {
 }
 
 func TestPolicy(t *testing.T) {
-	cfg := Config{ShareDefault: metadata.OwnModeOwner}
+	cfg := Config{ShareDefault: shedfs.OwnModeOwner}
 	tests := []struct {
-		kind                          metadata.ZoneKind
+		kind                          shedfs.ZoneKind
 		writable, removable, ownModes bool
-		def                           metadata.OwnMode
+		def                           shedfs.OwnMode
 	}{
-		{metadata.ZonePrivate, true, true, false, metadata.OwnModeNone},
-		{metadata.ZoneOutput, true, true, false, metadata.OwnModeNone},
-		{metadata.ZoneUploads, false, true, false, metadata.OwnModeNone},
-		{metadata.ZoneShare, true, true, true, metadata.OwnModeOwner},
-		{metadata.ZoneGroup, true, true, true, metadata.OwnModeGroup},
-		{metadata.ZoneNone, false, false, false, metadata.OwnModeNone},
-		{metadata.ZoneKind(99), false, false, false, metadata.OwnModeNone},
+		{shedfs.ZonePrivate, true, true, false, shedfs.OwnModeNone},
+		{shedfs.ZoneOutput, true, true, false, shedfs.OwnModeNone},
+		{shedfs.ZoneUploads, false, true, false, shedfs.OwnModeNone},
+		{shedfs.ZoneShare, true, true, true, shedfs.OwnModeOwner},
+		{shedfs.ZoneGroup, true, true, true, shedfs.OwnModeGroup},
+		{shedfs.ZoneNone, false, false, false, shedfs.OwnModeNone},
+		{shedfs.ZoneKind(99), false, false, false, shedfs.OwnModeNone},
 	}
 	for _, tt := range tests {
 		p := cfg.Policy(tt.kind)
@@ -70,14 +67,14 @@ func TestPolicy(t *testing.T) {
 			t.Errorf("Policy(%v) = %+v, want %+v", tt.kind, p, want)
 		}
 	}
-	if d := DefaultConfig(); d.Policy(metadata.ZoneShare).DefaultMode != metadata.OwnModeGroup ||
-		d.Policy(metadata.ZoneGroup).DefaultMode != metadata.OwnModeGroup || d.Symlinks != SymlinkInZone {
+	if d := DefaultConfig(); d.Policy(shedfs.ZoneShare).DefaultMode != shedfs.OwnModeGroup ||
+		d.Policy(shedfs.ZoneGroup).DefaultMode != shedfs.OwnModeGroup || d.Symlinks != SymlinkInZone {
 		t.Errorf("DefaultConfig = %+v", d)
 	}
-	if (Config{}).Policy(metadata.ZoneShare).DefaultMode != metadata.OwnModeGroup {
+	if (Config{}).Policy(shedfs.ZoneShare).DefaultMode != shedfs.OwnModeGroup {
 		t.Error("zero Config: share default is not group")
 	}
-	if g := (Config{GroupDefault: metadata.OwnModeOwnerRO}).Policy(metadata.ZoneGroup).DefaultMode; g != metadata.OwnModeOwnerRO {
+	if g := (Config{GroupDefault: shedfs.OwnModeOwnerRO}).Policy(shedfs.ZoneGroup).DefaultMode; g != shedfs.OwnModeOwnerRO {
 		t.Errorf("configured group default = %v", g)
 	}
 	if err := DefaultConfig().Validate(); err != nil {
@@ -92,16 +89,16 @@ func TestPolicy(t *testing.T) {
 
 func TestEffectiveMode(t *testing.T) {
 	tests := []struct {
-		kind metadata.ZoneKind
-		m    metadata.OwnMode
-		want metadata.OwnMode
+		kind shedfs.ZoneKind
+		m    shedfs.OwnMode
+		want shedfs.OwnMode
 	}{
-		{metadata.ZonePrivate, metadata.OwnModeOwnerRO, metadata.OwnModeNone},
-		{metadata.ZoneUploads, metadata.OwnModeOwner, metadata.OwnModeNone},
-		{metadata.ZoneShare, metadata.OwnModeNone, metadata.OwnModeGroup},
-		{metadata.ZoneShare, metadata.OwnModeOwner, metadata.OwnModeOwner},
-		{metadata.ZoneGroup, metadata.OwnModeOwnerRO, metadata.OwnModeOwnerRO},
-		{metadata.ZoneGroup, 42, metadata.OwnModeGroup},
+		{shedfs.ZonePrivate, shedfs.OwnModeOwnerRO, shedfs.OwnModeNone},
+		{shedfs.ZoneUploads, shedfs.OwnModeOwner, shedfs.OwnModeNone},
+		{shedfs.ZoneShare, shedfs.OwnModeNone, shedfs.OwnModeGroup},
+		{shedfs.ZoneShare, shedfs.OwnModeOwner, shedfs.OwnModeOwner},
+		{shedfs.ZoneGroup, shedfs.OwnModeOwnerRO, shedfs.OwnModeOwnerRO},
+		{shedfs.ZoneGroup, 42, shedfs.OwnModeGroup},
 	}
 	for _, tt := range tests {
 		if got := EffectiveMode(tt.kind, tt.m); got != tt.want {
@@ -112,8 +109,8 @@ func TestEffectiveMode(t *testing.T) {
 
 func TestHolderOf(t *testing.T) {
 	tests := []struct {
-		z    metadata.Zone
-		want metadata.Holder
+		z    shedfs.Zone
+		want shedfs.Holder
 	}{
 		{PrivateZone("alice"), "user:alice"},
 		{OutputZone("alice"), "user:alice"},
@@ -133,7 +130,7 @@ func TestVisible(t *testing.T) {
 	tests := []struct {
 		name string
 		user string
-		z    metadata.Zone
+		z    shedfs.Zone
 		want bool
 	}{
 		{"own private", "alice", PrivateZone("alice"), true},
@@ -149,9 +146,9 @@ func TestVisible(t *testing.T) {
 		{"group prefix", "alice", GroupZone("team"), false},
 		{"empty user private", "", PrivateZone(""), false},
 		{"empty group", "alice", GroupZone(""), false},
-		{"zone none", "alice", metadata.Zone{}, false},
-		{"share with principal", "alice", metadata.Zone{Kind: metadata.ZoneShare, Principal: "x"}, false},
-		{"unknown kind", "alice", metadata.Zone{Kind: 77, Principal: "alice"}, false},
+		{"zone none", "alice", shedfs.Zone{}, false},
+		{"share with principal", "alice", shedfs.Zone{Kind: shedfs.ZoneShare, Principal: "x"}, false},
+		{"unknown kind", "alice", shedfs.Zone{Kind: 77, Principal: "alice"}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -163,74 +160,4 @@ func TestVisible(t *testing.T) {
 	if Visible("alice", nil, GroupZone("team-alpha")) {
 		t.Error("group visible without membership")
 	}
-}
-
-func TestCheckName(t *testing.T) {
-	tests := []struct {
-		name string
-		in   string
-		want syscall.Errno
-	}{
-		{"plain", "report.pdf", 0},
-		{"dotfile", ".git", 0},
-		{"three dots", "...", 0},
-		{"utf8", "résumé ☃", 0},
-		{"invalid utf8", "\xff\xfe", 0},
-		{"255 bytes", strings.Repeat("a", 255), 0},
-		{"256 bytes", strings.Repeat("a", 256), syscall.ENAMETOOLONG},
-		{"empty", "", syscall.EINVAL},
-		{"dot", ".", syscall.EINVAL},
-		{"dotdot", "..", syscall.EINVAL},
-		{"slash", "a/b", syscall.EINVAL},
-		{"trailing slash", "a/", syscall.EINVAL},
-		{"nul", "a\x00b", syscall.EINVAL},
-		{"reserved is a valid name", "share", 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := CheckName(tt.in); got != tt.want {
-				t.Errorf("CheckName(%q) = %v, want %v", tt.in, got, tt.want)
-			}
-		})
-	}
-}
-
-func TestCheckPrincipal(t *testing.T) {
-	ok := []string{"alice", "team-alpha", "a", "0", "a_b", "a-", strings.Repeat("z", 64), "9lives"}
-	bad := []string{"", "Alice", "-a", "_a", "a b", "a.b", "a/b", "é", strings.Repeat("z", 65), "a\x00", "user:alice"}
-	for _, n := range ok {
-		if e := CheckPrincipal(n); e != 0 {
-			t.Errorf("CheckPrincipal(%q) = %v, want ok", n, e)
-		}
-	}
-	for _, n := range bad {
-		if e := CheckPrincipal(n); e != syscall.EINVAL {
-			t.Errorf("CheckPrincipal(%q) = %v, want EINVAL", n, e)
-		}
-	}
-}
-
-var principalRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
-
-func FuzzName(f *testing.F) {
-	for _, s := range []string{"", ".", "..", "...", "a", "a/b", "a\x00", "alice", "team-alpha", "-x", "Z", strings.Repeat("a", 256), strings.Repeat("b", 64), strings.Repeat("b", 65)} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		e := CheckName(s)
-		valid := s != "" && s != "." && s != ".." && len(s) <= MaxNameLen && !strings.ContainsAny(s, "/\x00")
-		if (e == 0) != valid {
-			t.Fatalf("CheckName(%q) = %v, valid = %v", s, e, valid)
-		}
-		if e != 0 && e != syscall.EINVAL && e != syscall.ENAMETOOLONG {
-			t.Fatalf("CheckName(%q) = unexpected %v", s, e)
-		}
-		p := CheckPrincipal(s)
-		if (p == 0) != principalRE.MatchString(s) {
-			t.Fatalf("CheckPrincipal(%q) = %v, regexp says %v", s, p, principalRE.MatchString(s))
-		}
-		if p == 0 && e != 0 {
-			t.Fatalf("principal %q is not a valid entry name", s)
-		}
-	})
 }
