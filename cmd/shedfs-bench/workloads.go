@@ -71,12 +71,12 @@ func allWorkloads() []workload {
 		{Name: "smallfiles", Metrics: smallFilesMetrics, Run: runSmallFiles},
 		{Name: "untar", Prepare: prepareTarball, Metrics: untarMetrics, Run: runUntar},
 		{Name: "seq", Metrics: seqMetrics, Run: runSeq},
-		{Name: "randread", Metrics: randReadMetrics, Run: runRandRead},            // randread.go
-		{Name: "npm", Prepare: prepareNpm, Metrics: npmMetrics, Run: runNpm},      // agents.go
+		{Name: "randread", Metrics: randReadMetrics, Run: runRandRead},              // randread.go
+		{Name: "npm", Prepare: prepareNpm, Metrics: npmMetrics, Run: runNpm},        // agents.go
 		{Name: "clone", Prepare: prepareRepo, Metrics: cloneMetrics, Run: runClone}, // agents.go
-		{Name: "dirscale", Metrics: dirScaleMetrics, Run: runDirScale},            // dirscale.go
-		{Name: "views", Standalone: runViews},                                     // views.go
-		{Name: "rss", Standalone: runRSS, OptIn: true},                            // rss.go
+		{Name: "dirscale", Metrics: dirScaleMetrics, Run: runDirScale},              // dirscale.go
+		{Name: "views", Standalone: runViews},                                       // views.go
+		{Name: "rss", Standalone: runRSS, OptIn: true},                              // rss.go
 	}
 }
 
