@@ -79,6 +79,9 @@ type mounted struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
 	log  string        // the child's stderr+stdout
+	// stopWait is how long stop waits for the child to exit on SIGTERM
+	// (0: 15 s); a daemon serving many views needs longer to unmount them.
+	stopWait time.Duration
 }
 
 // startNative makes a plain directory on the work filesystem.
@@ -231,9 +234,13 @@ func (m *mounted) stop() error {
 	}
 	if !m.exited() {
 		_ = m.cmd.Process.Signal(syscall.SIGTERM)
+		wait := m.stopWait
+		if wait == 0 {
+			wait = 15 * time.Second
+		}
 		select {
 		case <-m.done:
-		case <-time.After(15 * time.Second):
+		case <-time.After(wait):
 			slog.Warn("FUSE child did not exit on SIGTERM", "target", m.name)
 		}
 	}

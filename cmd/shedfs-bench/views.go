@@ -174,6 +174,7 @@ func (b *bench) startServe(ctx context.Context, name, store string, d *viewsDaem
 		return nil, fmt.Errorf("views: %w", err)
 	}
 	d.MountSeconds = time.Since(start).Seconds()
+	m.stopWait = timeout
 	mem, threads, err := readProcMemThreads(m)
 	if err != nil {
 		return m, errors.Join(err, b.stopOne(m))
