@@ -564,7 +564,7 @@ func (b *bench) rssPopulateStore(ctx context.Context) error {
 		return fmt.Errorf("rss: add user %s: %w", rssUser, err)
 	}
 	// The quota of the "shedfs" target (quota.go), checked on every create.
-	if err := meta.SetLimit(metadata.Holder("user:"+rssUser), metadata.Limit{Bytes: 1 << 40, Inodes: 1e9}); err != nil {
+	if err := meta.SetLimit(metadata.Holder("user:"+rssUser), metadata.Limit{Bytes: quotaBytes, Inodes: quotaInodes}); err != nil {
 		return fmt.Errorf("rss: quota of %s: %w", rssUser, err)
 	}
 	zone := metadata.Zone{Kind: metadata.ZonePrivate, Principal: rssUser}

@@ -36,8 +36,6 @@ const (
 	viewsTargetN = 1000
 	// viewsMountLimit is the DESIGN.md bound on mounting them all.
 	viewsMountLimit = 5 * time.Second
-	// viewsQuota is each user's byte quota, far above what is written.
-	viewsQuota = 1 << 40
 )
 
 // viewsPhases are the timed phases, per daemon.
@@ -132,7 +130,8 @@ func runViews(ctx context.Context, b *bench) error {
 	return err
 }
 
-// makeViewsStore makes a store of n users, each with a 1 TiB quota.
+// makeViewsStore makes a store of n users, each with the quota of the
+// "shedfs" target (quota.go).
 func makeViewsStore(store string, n int) (string, error) {
 	meta, err := metadata.Open(filepath.Join(store, "meta"), metadata.Options{})
 	if err != nil {
@@ -144,7 +143,7 @@ func makeViewsStore(store string, n int) (string, error) {
 			meta.Close()
 			return "", fmt.Errorf("views: add user %s: %w", name, err)
 		}
-		if err := meta.SetLimit(metadata.Holder("user:"+name), metadata.Limit{Bytes: viewsQuota, Inodes: 1e9}); err != nil {
+		if err := meta.SetLimit(metadata.Holder("user:"+name), metadata.Limit{Bytes: quotaBytes, Inodes: quotaInodes}); err != nil {
 			meta.Close()
 			return "", fmt.Errorf("views: quota of %s: %w", name, err)
 		}
