@@ -122,7 +122,7 @@ func parseFlags(args []string) (*config, error) {
 	fset.IntVar(&cfg.randOps, "rand-ops", 20000, "randread: number of 4KiB reads at random offsets")
 	fset.IntVar(&cfg.dirSmall, "dir-small", 1000, "dirscale: entries in the small directory")
 	fset.IntVar(&cfg.dirLarge, "dir-large", 100000, "dirscale: entries in the large directory")
-	fset.IntVar(&cfg.views, "views", 1000, "views: users served by one `shedfs serve`, one view each")
+	fset.IntVar(&cfg.views, "views", 1000, "views: users served by one shedfs serve daemon, one view each")
 	fset.IntVar(&cfg.viewCreates, "view-creates", 100, "views: creates (and writes) timed per phase")
 	fset.StringVar(&cfg.npmCache, "npm-cache", "", "npm: keep the npm cache in this directory across runs (default: a fresh one in the work directory, filled from the registry)")
 	fset.StringVar(&cfg.jsonPath, "json", "", "also write the raw numbers as JSON to this file")
