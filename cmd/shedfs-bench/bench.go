@@ -157,7 +157,7 @@ func run(ctx context.Context, cfg *config) (err error) {
 								continue // not measured on this target
 							}
 							r.Samples[m.name] = append(r.Samples[m.name], v)
-							attrs = append(attrs, shortName(r.Metric.Name), fmt.Sprintf("%s %s", formatValue(v, r.Metric.Unit), r.Metric.Unit))
+							attrs = append(attrs, r.Metric.ID, fmt.Sprintf("%s %s", formatValue(v, r.Metric.Unit), r.Metric.Unit))
 						}
 						slog.Info("measured", attrs...)
 					}
@@ -249,19 +249,6 @@ func containsString(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// shortName is the first word of a metric name, for progress lines.
-func shortName(name string) string {
-	if strings.HasPrefix(name, "rm -rf") {
-		return "rm"
-	}
-	if strings.HasPrefix(name, "seq ") {
-		f := strings.Fields(name)
-		return "seq" + f[1]
-	}
-	f := strings.Fields(name)
-	return f[0]
 }
 
 // prepareTarball tars the source tree once into the work directory.
