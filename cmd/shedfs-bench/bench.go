@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,7 @@ type bench struct {
 	work string // temporary work directory, removed at the end
 
 	tarball   string // tar of the tree, made once at start
+	treePath  string // the tree itself (untar and clone workloads)
 	treeLabel string
 	treeFiles int
 	treeBytes int64
@@ -33,7 +35,14 @@ type bench struct {
 	started []*mounted // FUSE children still to stop, stopped by stopAll
 	mounts  []string   // every FUSE mount point ever started, checked by cleanup
 
-	rss rssState // the rss workload's store, tree and findings (rss.go)
+	rss   rssState   // the rss workload's store, tree and findings (rss.go)
+	views viewsState // the views workload's findings (views.go)
+	npm   npmState   // the npm workload's project and cache (agents.go)
+	repo  string     // the clone workload's source repository (agents.go)
+
+	// skips maps a metric ID to why it is not measured in this run (npm
+	// not installed, the registry unreachable); its rows stay empty.
+	skips map[string]string
 
 	dropped, notDropped int // page cache drops that worked / did not
 
@@ -77,7 +86,7 @@ func run(ctx context.Context, cfg *config) (err error) {
 	if work, err = filepath.EvalSymlinks(work); err != nil {
 		return fmt.Errorf("work dir: %w", err)
 	}
-	b := &bench{cfg: cfg, work: work, loadStart: loadAvg()}
+	b := &bench{cfg: cfg, work: work, loadStart: loadAvg(), skips: map[string]string{}}
 	defer func() {
 		if cerr := b.cleanup(); cerr != nil {
 			err = errors.Join(err, cerr)
@@ -85,9 +94,12 @@ func run(ctx context.Context, cfg *config) (err error) {
 	}()
 	slog.Info("work directory", "dir", work)
 
-	if containsWorkload(workloads, "untar") {
-		if err := b.prepareTree(ctx); err != nil {
-			return err
+	for _, w := range workloads {
+		if w.Prepare == nil {
+			continue
+		}
+		if err := w.Prepare(ctx, b); err != nil {
+			return fmt.Errorf("prepare workload %s: %w", w.Name, err)
 		}
 	}
 
@@ -130,7 +142,7 @@ func run(ctx context.Context, cfg *config) (err error) {
 						if err := os.Mkdir(dir, 0o755); err != nil {
 							return fmt.Errorf("target %s: %w", m.name, err)
 						}
-						vals, err := w.Run(ctx, b, dir)
+						vals, err := w.Run(ctx, b, m, dir)
 						if err != nil {
 							return fmt.Errorf("workload %s on %s (repetition %d): %w", w.Name, m.name, rep+1, err)
 						}
@@ -141,8 +153,11 @@ func run(ctx context.Context, cfg *config) (err error) {
 						attrs := []any{"rep", fmt.Sprintf("%d/%d", rep+1, cfg.reps), "workload", w.Name, "target", m.name}
 						for i, v := range vals {
 							r := rows[spans[wi].first+i]
+							if math.IsNaN(v) {
+								continue // not measured on this target
+							}
 							r.Samples[m.name] = append(r.Samples[m.name], v)
-							attrs = append(attrs, shortName(r.Metric.Name), fmt.Sprintf("%s %s", formatValue(v, r.Metric.Unit), r.Metric.Unit))
+							attrs = append(attrs, r.Metric.ID, fmt.Sprintf("%s %s", formatValue(v, r.Metric.Unit), r.Metric.Unit))
 						}
 						slog.Info("measured", attrs...)
 					}
@@ -227,15 +242,6 @@ func selectWorkloads(names []string) []workload {
 	return out
 }
 
-func containsWorkload(ws []workload, name string) bool {
-	for _, w := range ws {
-		if w.Name == name {
-			return true
-		}
-	}
-	return false
-}
-
 func containsString(list []string, s string) bool {
 	for _, x := range list {
 		if x == s {
@@ -245,21 +251,28 @@ func containsString(list []string, s string) bool {
 	return false
 }
 
-// shortName is the first word of a metric name, for progress lines.
-func shortName(name string) string {
-	if strings.HasPrefix(name, "rm -rf") {
-		return "rm"
+// prepareTarball tars the source tree once into the work directory.
+func prepareTarball(ctx context.Context, b *bench) error {
+	if err := b.prepareTree(ctx); err != nil {
+		return err
 	}
-	if strings.HasPrefix(name, "seq ") {
-		f := strings.Fields(name)
-		return "seq" + f[1]
+	if b.tarball != "" {
+		return nil
 	}
-	f := strings.Fields(name)
-	return f[0]
+	tarball := filepath.Join(b.work, "tree.tar")
+	slog.Info("making tarball", "tree", b.treePath, "files", b.treeFiles, "bytes", humanBytes(b.treeBytes))
+	if _, err := timeCommand(ctx, "tar", "-cf", tarball, "-C", filepath.Dir(b.treePath), filepath.Base(b.treePath)); err != nil {
+		return fmt.Errorf("tar the tree: %w", err)
+	}
+	b.tarball = tarball
+	return nil
 }
 
-// prepareTree tars the source tree once into the work directory.
+// prepareTree finds the source tree and counts its files, once.
 func (b *bench) prepareTree(ctx context.Context) error {
+	if b.treePath != "" {
+		return nil
+	}
 	tree := b.cfg.tree
 	if tree == "" {
 		goroot, err := goEnv(ctx, "GOROOT")
@@ -294,11 +307,7 @@ func (b *bench) prepareTree(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("tree %s: %w", tree, err)
 	}
-	b.tarball = filepath.Join(b.work, "tree.tar")
-	slog.Info("making tarball", "tree", tree, "files", b.treeFiles, "bytes", humanBytes(b.treeBytes))
-	if _, err := timeCommand(ctx, "tar", "-cf", b.tarball, "-C", filepath.Dir(tree), filepath.Base(tree)); err != nil {
-		return fmt.Errorf("tar the tree: %w", err)
-	}
+	b.treePath = tree
 	return nil
 }
 
@@ -365,6 +374,10 @@ func (b *bench) cleanup() error {
 		if ok, _ := isFUSEMount(mnt); ok {
 			return fmt.Errorf("%w at %s; remove %s by hand after `umount -l`", errStillMounted, mnt, b.work)
 		}
+	}
+	// A serve child mounts views below its mount root: none may be left.
+	if left, err := fuseMountsUnder(b.work); err != nil || len(left) > 0 {
+		return fmt.Errorf("%w under %s (%d: %v, %v); remove it by hand after `umount -l`", errStillMounted, b.work, len(left), firstN(left, 3), err)
 	}
 	if err := os.RemoveAll(b.work); err != nil {
 		return fmt.Errorf("remove work dir: %w", err)

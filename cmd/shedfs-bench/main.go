@@ -92,6 +92,14 @@ type config struct {
 	rssInodes    int
 	rssLoopback  bool
 	rssProfile   string
+	workers      int
+	randSize     int64
+	randOps      int
+	dirSmall     int
+	dirLarge     int
+	views        int
+	viewCreates  int
+	npmCache     string
 }
 
 // parseFlags reads the command line into a config; -quick lowers the sizes
@@ -99,7 +107,7 @@ type config struct {
 func parseFlags(args []string) (*config, error) {
 	fset := flag.NewFlagSet("shedfs-bench", flag.ContinueOnError)
 	cfg := &config{}
-	var seqSize, targets, workloads string
+	var seqSize, randSize, targets, workloads string
 	fset.IntVar(&cfg.reps, "reps", 3, "repetitions of each workload per target; the median is reported")
 	fset.IntVar(&cfg.files, "files", 10000, "number of small files in the create/stat/read/delete workload")
 	fset.IntVar(&cfg.fileSize, "file-size", 4096, "size of each small file in bytes")
@@ -107,10 +115,18 @@ func parseFlags(args []string) (*config, error) {
 	fset.StringVar(&cfg.tree, "tree", "", "directory tree to tar once and untar per run (default: $(go env GOROOT)/src; -quick: its net/ subtree)")
 	fset.StringVar(&cfg.parentDir, "dir", "/var/tmp", "parent of the temporary work directory; native dir, loopback source and shedfs store all live there, on one filesystem")
 	fset.StringVar(&cfg.shedfsBin, "shedfs", "bin/shedfs", "path of the shedfs binary")
-	fset.StringVar(&targets, "targets", strings.Join(targetNames(allTargets()), ","), "comma-separated targets to measure")
+	fset.StringVar(&targets, "targets", strings.Join(defaultTargets(), ","), "comma-separated targets to measure (all: "+strings.Join(targetNames(allTargets()), ",")+")")
 	fset.StringVar(&workloads, "workloads", strings.Join(workloadNames(defaultWorkloads()), ","), "comma-separated workloads to run (opt-in: rss)")
+	fset.IntVar(&cfg.workers, "workers", 4, "smallfiles: the parallel phases use this many goroutines, each on its own share of the files")
+	fset.StringVar(&randSize, "rand-size", "256MiB", "randread: size of the file read at random offsets")
+	fset.IntVar(&cfg.randOps, "rand-ops", 20000, "randread: number of 4KiB reads at random offsets")
+	fset.IntVar(&cfg.dirSmall, "dir-small", 1000, "dirscale: entries in the small directory")
+	fset.IntVar(&cfg.dirLarge, "dir-large", 100000, "dirscale: entries in the large directory")
+	fset.IntVar(&cfg.views, "views", 1000, "views: users served by one shedfs serve daemon, one view each")
+	fset.IntVar(&cfg.viewCreates, "view-creates", 100, "views: creates (and writes) timed per phase")
+	fset.StringVar(&cfg.npmCache, "npm-cache", "", "npm: keep the npm cache in this directory across runs (default: a fresh one in the work directory, filled from the registry)")
 	fset.StringVar(&cfg.jsonPath, "json", "", "also write the raw numbers as JSON to this file")
-	fset.BoolVar(&cfg.quick, "quick", false, "smoke run: 1 repetition, 1000 files, 64MiB sequential file, small tree")
+	fset.BoolVar(&cfg.quick, "quick", false, "smoke run: 1 repetition and small sizes (1000 files, 64MiB sequential file, small tree, few npm packages, directories of 200 and 5000, 50 views)")
 	fset.DurationVar(&cfg.mountTimeout, "mount-timeout", 30*time.Second, "how long to wait for a FUSE target to appear mounted")
 	fset.IntVar(&cfg.rssInodes, "rss-inodes", 1000000, "rss workload: files in the store (plus one directory per 1000)")
 	fset.BoolVar(&cfg.rssLoopback, "rss-loopback", false, fmt.Sprintf("rss workload: also measure the loopback on a native tree of -rss-inodes files even above %d", rssLoopbackMax))
@@ -140,12 +156,51 @@ func parseFlags(args []string) (*config, error) {
 		if !set["seq-size"] {
 			seqSize = "64MiB"
 		}
+		if !set["rand-size"] {
+			randSize = "32MiB"
+		}
+		if !set["rand-ops"] {
+			cfg.randOps = 2000
+		}
+		if !set["dir-small"] {
+			cfg.dirSmall = 200
+		}
+		if !set["dir-large"] {
+			cfg.dirLarge = 5000
+		}
+		if !set["views"] {
+			cfg.views = 50
+		}
+		if !set["view-creates"] {
+			cfg.viewCreates = 20
+		}
 	}
 	n, err := parseSize(seqSize)
 	if err != nil {
 		return nil, fmt.Errorf("-seq-size: %w", err)
 	}
 	cfg.seqSize = n
+	if cfg.randSize, err = parseSize(randSize); err != nil {
+		return nil, fmt.Errorf("-rand-size: %w", err)
+	}
+	if cfg.randSize < 1<<20 {
+		return nil, fmt.Errorf("-rand-size must be at least 1MiB, got %d bytes", cfg.randSize)
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+		min  int
+	}{{"workers", cfg.workers, 2}, {"rand-ops", cfg.randOps, 1}, {"dir-small", cfg.dirSmall, 1},
+		{"dir-large", cfg.dirLarge, 1}, {"views", cfg.views, 1}, {"view-creates", cfg.viewCreates, 1}} {
+		if c.v < c.min {
+			return nil, fmt.Errorf("-%s must be at least %d, got %d", c.name, c.min, c.v)
+		}
+	}
+	if cfg.npmCache != "" {
+		if cfg.npmCache, err = filepath.Abs(cfg.npmCache); err != nil {
+			return nil, fmt.Errorf("-npm-cache: %w", err)
+		}
+	}
 	if cfg.reps < 1 {
 		return nil, fmt.Errorf("-reps must be at least 1, got %d", cfg.reps)
 	}

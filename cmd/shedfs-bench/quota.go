@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -14,8 +15,8 @@ import (
 // write and create but never bite. The target costs what admission and
 // usage accounting cost, against "shedfs" with no limits.
 const (
-	quotaBytes  = "1TiB"
-	quotaInodes = "1000000000"
+	quotaBytes  = 1 << 40
+	quotaInodes = 1000000000
 )
 
 // shedfsQuotaTarget is shedfsTarget with user bench created beforehand, on
@@ -28,7 +29,7 @@ func shedfsQuotaTarget(extra []string) func(context.Context, *bench, string) (*m
 			return nil, fmt.Errorf("shedfs dirs: %w", err)
 		}
 		cmd := exec.CommandContext(ctx, b.cfg.shedfsBin, "user", "add", "bench",
-			"--store", store, "--quota", quotaBytes, "--inodes", quotaInodes)
+			"--store", store, "--quota", strconv.FormatInt(quotaBytes, 10), "--inodes", strconv.Itoa(quotaInodes))
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("%s: set the quota of user bench: %v: %s", name, err, strings.TrimSpace(string(out)))
 		}

@@ -15,19 +15,22 @@ import (
 type report struct {
 	Machine     machineInfo      `json:"machine"`
 	Config      reportConfig     `json:"config"`
-	CacheDrop   string           `json:"page_cache_dropped_before_seq_read"`
+	CacheDrop   string           `json:"caches_dropped"`
 	Targets     []string         `json:"targets"`
 	RatioCols   []ratioCol       `json:"ratio_columns"`
 	Rows        []reportRow      `json:"rows"`
+	Derived     []derivedRow     `json:"derived,omitempty"`
 	Checks      []check          `json:"design_targets"`
 	PeakRSS     map[string]int64 `json:"peak_rss_bytes,omitempty"`
 	RSS         *rssReport       `json:"rss,omitempty"`
+	Views       *viewsReport     `json:"views,omitempty"`
 	SpeedRatios string           `json:"ratio_meaning"`
 }
 
 // reportConfig is the part of the configuration that shapes the numbers.
 type reportConfig struct {
 	Reps      int    `json:"reps"`
+	Workers   int    `json:"workers"`
 	Files     int    `json:"files"`
 	FileSize  int    `json:"file_size"`
 	SeqSize   int64  `json:"seq_size"`
@@ -49,6 +52,7 @@ type reportRow struct {
 	Samples map[string][]float64 `json:"samples"`
 	Median  map[string]float64   `json:"median"`
 	Ratios  map[string]float64   `json:"ratios"` // key "target/base"
+	Skipped string               `json:"skipped,omitempty"`
 }
 
 // check is one DESIGN.md section 8 target and whether this run met it.
@@ -90,7 +94,7 @@ func buildReport(b *bench, targets []target, rows []*row, rss map[string]int64) 
 	rep := &report{
 		Machine: readMachineInfo(b),
 		Config: reportConfig{
-			Reps: b.cfg.reps, Files: b.cfg.files, FileSize: b.cfg.fileSize, SeqSize: b.cfg.seqSize,
+			Reps: b.cfg.reps, Workers: b.cfg.workers, Files: b.cfg.files, FileSize: b.cfg.fileSize, SeqSize: b.cfg.seqSize,
 			Tree: b.treeLabel, TreeFiles: b.treeFiles, TreeBytes: b.treeBytes, Quick: b.cfg.quick,
 		},
 		PeakRSS:     rss,
@@ -98,7 +102,7 @@ func buildReport(b *bench, targets []target, rows []*row, rss map[string]int64) 
 	}
 	switch {
 	case b.dropped+b.notDropped == 0:
-		rep.CacheDrop = "n/a (no sequential read)"
+		rep.CacheDrop = "n/a (no workload asked)"
 	case b.notDropped == 0:
 		rep.CacheDrop = "yes"
 	case b.dropped == 0:
@@ -116,7 +120,8 @@ func buildReport(b *bench, targets []target, rows []*row, rss map[string]int64) 
 		}
 	}
 	for _, r := range rows {
-		rr := reportRow{metric: r.Metric, Samples: r.Samples, Median: map[string]float64{}, Ratios: map[string]float64{}}
+		rr := reportRow{metric: r.Metric, Samples: r.Samples, Median: map[string]float64{}, Ratios: map[string]float64{},
+			Skipped: b.skips[r.Metric.ID]}
 		for _, n := range names {
 			if s := r.Samples[n]; len(s) > 0 {
 				rr.Median[n] = median(s)
@@ -133,69 +138,25 @@ func buildReport(b *bench, targets []target, rows []*row, rss map[string]int64) 
 		}
 		rep.Rows = append(rep.Rows, rr)
 	}
-	rep.Checks = designChecks(rep.Rows, rss)
-	if r := b.rss.rep; r != nil {
-		rep.RSS = r
-		if c, ok := r.check(); ok {
-			rep.Checks[len(rep.Checks)-1] = c
-		}
-	}
-	return rep
-}
-
-// designChecks evaluates the DESIGN.md section 8 targets on the shedfs
-// column: metadata work at least as fast as loopback, sequential read at
-// least 90% of native, sequential write at least 70% of native.
-func designChecks(rows []reportRow, rss map[string]int64) []check {
-	out := []check{
-		ratioCheck(rows, classMetadata, "shedfs/loopback", 1.0,
-			"metadata work (create/stat/read/delete small files, untar, rm -rf) ≥ loopback"),
-		ratioCheck(rows, classSeqRead, "shedfs/native", 0.90, "sequential read ≥ 90% of native"),
-		ratioCheck(rows, classSeqWrite, "shedfs/native", 0.70, "sequential write ≥ 70% of native"),
-	}
+	rep.Derived = computeDerived(derivedDefs(b.cfg.workers), rep.Rows, names)
+	rep.Checks = designChecks(rep.Rows, rep.Derived)
 	rssCheck := check{Target: "daemon RSS < 200MiB with 1M inodes", Result: "n/a",
-		Detail: "not measured by this run (needs a store with 1M inodes)"}
+		Detail: "not measured by this run (the opt-in workload rss)"}
 	if v, ok := rss["shedfs"]; ok {
 		rssCheck.Detail += fmt.Sprintf("; peak RSS of shedfs in this run: %s", humanBytes(v))
 	}
-	return append(out, rssCheck)
-}
-
-// ratioCheck passes when every row of the class has ratio key ≥ min.
-func ratioCheck(rows []reportRow, class, key string, min float64, what string) check {
-	c := check{Target: what, Result: "n/a"}
-	worst, worstName, n := math.Inf(1), "", 0
-	logSum := 0.0
-	for _, r := range rows {
-		if r.Class != class {
-			continue
-		}
-		v, ok := r.Ratios[key]
-		if !ok {
-			continue
-		}
-		n++
-		logSum += math.Log(v)
-		if v < worst {
-			worst, worstName = v, r.Name
+	if r := b.rss.rep; r != nil {
+		rep.RSS = r
+		if c, ok := r.check(); ok {
+			rssCheck = c
 		}
 	}
-	if n == 0 {
-		c.Detail = fmt.Sprintf("not measured (needs the %s ratio)", key)
-		return c
+	rep.Checks = append(rep.Checks, rssCheck)
+	if v := b.views.rep; v != nil {
+		rep.Views = v
+		rep.Checks = append(rep.Checks, v.checks()...)
 	}
-	c.Value = worst
-	c.Result = "MISS"
-	if worst >= min {
-		c.Result = "PASS"
-	}
-	if n == 1 {
-		c.Detail = fmt.Sprintf("%s = %.2f (need ≥ %.2f)", key, worst, min)
-	} else {
-		c.Detail = fmt.Sprintf("worst %s = %.2f on %q, geometric mean %.2f over %d rows (need each ≥ %.2f)",
-			key, worst, r2s(worstName), math.Exp(logSum/float64(n)), n, min)
-	}
-	return c
+	return rep
 }
 
 // r2s shortens a metric name to its leading words for check details.
@@ -237,18 +198,46 @@ func (rep *report) print(w io.Writer) {
 	if len(rep.Rows) > 0 {
 		rep.printTable(w, quick)
 	}
+	if len(rep.Derived) > 0 {
+		rep.printDerived(w)
+	}
 	if rep.RSS != nil {
 		rep.RSS.print(w)
 	}
-	fmt.Fprintf(w, "\nDESIGN.md section 8 targets:\n")
+	if rep.Views != nil {
+		rep.Views.print(w)
+	}
+	fmt.Fprintf(w, "\nDESIGN.md section 8 / issue 9 targets (%s):\n", tally(rep.Checks))
 	for _, c := range rep.Checks {
 		fmt.Fprintf(w, "  %-4s  %s: %s\n", c.Result, c.Target, c.Detail)
 	}
 }
 
+// printDerived writes the ratios between rows of one target.
+func (rep *report) printDerived(w io.Writer) {
+	fmt.Fprintf(w, "\nratios within each target (of the medians above):\n\n")
+	table := [][]string{append([]string{"ratio", "goal"}, rep.Targets...)}
+	for _, d := range rep.Derived {
+		g := "-"
+		if d.Goal != nil {
+			g = d.Goal.Of + " " + d.Goal.bound()
+		}
+		cells := []string{d.Name, g}
+		for _, t := range rep.Targets {
+			if v, ok := d.Values[t]; ok {
+				cells = append(cells, fmt.Sprintf("%.2f", v))
+			} else {
+				cells = append(cells, "-")
+			}
+		}
+		table = append(table, cells)
+	}
+	writeTable(w, table)
+}
+
 // printTable writes the per-target workloads' medians and ratios.
 func (rep *report) printTable(w io.Writer, quick string) {
-	fmt.Fprintf(w, "medians of %d run(s)%s; page cache dropped before each seq read: %s\n", rep.Config.Reps, quick, rep.CacheDrop)
+	fmt.Fprintf(w, "medians of %d run(s)%s; caches dropped where a workload asks (cold seq read, random reads, dirscale lookup and readdir): %s\n", rep.Config.Reps, quick, rep.CacheDrop)
 	fmt.Fprintf(w, "ratios are speed ratios: >1.00 means the first is faster (for durations, base/target)\n\n")
 
 	header := []string{"workload", "unit"}
@@ -256,6 +245,7 @@ func (rep *report) printTable(w io.Writer, quick string) {
 	for _, c := range rep.RatioCols {
 		header = append(header, c.Target+"/"+c.Base)
 	}
+	header = append(header, "goal")
 	table := [][]string{header}
 	for _, r := range rep.Rows {
 		cells := []string{r.Name, r.Unit}
@@ -273,9 +263,24 @@ func (rep *report) printTable(w io.Writer, quick string) {
 				cells = append(cells, "-")
 			}
 		}
+		if r.Goal != nil {
+			cells = append(cells, r.Goal.Of+" "+r.Goal.bound())
+		} else {
+			cells = append(cells, "-")
+		}
 		table = append(table, cells)
 	}
 	writeTable(w, table)
+
+	var skipped []string
+	for _, r := range rep.Rows {
+		if r.Skipped != "" && !containsString(skipped, r.Skipped) {
+			skipped = append(skipped, r.Skipped)
+		}
+	}
+	for _, s := range skipped {
+		fmt.Fprintf(w, "skipped: %s\n", s)
+	}
 
 	if len(rep.PeakRSS) > 0 {
 		var parts []string

@@ -64,7 +64,7 @@ var rssPhases = []string{"mounted", "stat 100 dirs", "walk all", "dropped +10s"}
 // rssShedfsFlags maps the shedfs targets the rss workload knows to the extra
 // flags of their daemon (see allTargets): the same names select them.
 var rssShedfsFlags = map[string][]string{
-	"shedfs":          nil,
+	"shedfs":          shedfsMetricsFlags,
 	"shedfs-bare":     {"--no-audit"},
 	"shedfs-observed": {"--metrics", "127.0.0.1:0"},
 }
@@ -562,6 +562,10 @@ func (b *bench) rssPopulateStore(ctx context.Context) error {
 	u, err := meta.AddUser(rssUser)
 	if err != nil {
 		return fmt.Errorf("rss: add user %s: %w", rssUser, err)
+	}
+	// The quota of the "shedfs" target (quota.go), checked on every create.
+	if err := meta.SetLimit(metadata.Holder("user:"+rssUser), metadata.Limit{Bytes: quotaBytes, Inodes: quotaInodes}); err != nil {
+		return fmt.Errorf("rss: quota of %s: %w", rssUser, err)
 	}
 	zone := metadata.Zone{Kind: metadata.ZonePrivate, Principal: rssUser}
 	slog.Info("rss: filling the store", "files", n, "dirs", dirs, "store", store)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -29,24 +30,36 @@ type target struct {
 }
 
 // allTargets is the list of everything shedfs-bench can measure, in column
-// order. A new comparison — shedfs with quotas on, shedfs with metrics and
-// audit on — is one more entry here, for instance:
+// order. A new comparison is one more entry here, for instance:
 //
 //	{Name: "shedfs-quota", Compare: []string{"shedfs"},
 //		Start: shedfsTarget([]string{"--some-flag"})},
+//
+// "shedfs" is the configuration DESIGN.md section 8 judges: every rule,
+// quota, audit and metric on (a 1 TiB quota on the user, the audit trail,
+// /metrics served).
 func allTargets() []target {
 	return []target{
 		{Name: "native", Start: startNative},
 		{Name: "loopback", Compare: []string{"native"}, Start: startLoopback},
-		{Name: "shedfs", Compare: []string{"native", "loopback"}, Start: shedfsTarget(nil)},
+		{Name: "shedfs", Compare: []string{"native", "loopback"}, Start: shedfsQuotaTarget(shedfsMetricsFlags)}, // quota.go
 		// The cost of observability: shedfs-bare has neither metrics nor
-		// the audit trail (which is on by default, so plain "shedfs" has
-		// it); shedfs-observed serves /metrics and keeps the trail.
+		// the audit trail (which is on by default); shedfs-observed serves
+		// /metrics and keeps the trail, without quota.
 		{Name: "shedfs-bare", Start: shedfsTarget([]string{"--no-audit"})},
-		{Name: "shedfs-observed", Compare: []string{"shedfs-bare"}, Start: shedfsTarget([]string{"--metrics", "127.0.0.1:0"})},
-		{Name: "shedfs+quota", Compare: []string{"shedfs"}, Start: shedfsQuotaTarget(nil)}, // quota.go
+		{Name: "shedfs-observed", Compare: []string{"shedfs-bare"}, Start: shedfsTarget(shedfsMetricsFlags)},
+		// The cost of quota admission: shedfs-observed plus the quota (the
+		// flags of "shedfs", as a daemon of its own).
+		{Name: "shedfs+quota", Compare: []string{"shedfs-observed"}, Start: shedfsQuotaTarget(shedfsMetricsFlags)},
 	}
 }
+
+// shedfsMetricsFlags serve the daemon's metrics on a free local port.
+var shedfsMetricsFlags = []string{"--metrics", "127.0.0.1:0"}
+
+// defaultTargets are measured unless -targets says otherwise: the three
+// columns DESIGN.md section 8 compares. The others are opt-in.
+func defaultTargets() []string { return []string{"native", "loopback", "shedfs"} }
 
 // targetNames lists the names of ts in order.
 func targetNames(ts []target) []string {
@@ -66,6 +79,9 @@ type mounted struct {
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
 	log  string        // the child's stderr+stdout
+	// stopWait is how long stop waits for the child to exit on SIGTERM
+	// (0: 15 s); a daemon serving many views needs longer to unmount them.
+	stopWait time.Duration
 }
 
 // startNative makes a plain directory on the work filesystem.
@@ -119,6 +135,13 @@ func shedfsTarget(extra []string) func(context.Context, *bench, string) (*mounte
 // group (so a Ctrl-C reaches only the bench, which then stops the children in
 // order) and waits until mnt shows up as a FUSE mount.
 func startFUSEChild(ctx context.Context, b *bench, name, mnt, bin string, args ...string) (*mounted, error) {
+	return startChild(ctx, b, name, mnt, b.cfg.mountTimeout, func() (bool, error) { return isFUSEMount(mnt) }, bin, args...)
+}
+
+// startChild runs a FUSE server as a child process, like startFUSEChild,
+// and waits up to timeout until ready reports true. mnt is recorded as its
+// mount point.
+func startChild(ctx context.Context, b *bench, name, mnt string, timeout time.Duration, ready func() (bool, error), bin string, args ...string) (*mounted, error) {
 	logPath := filepath.Join(b.work, name+".log")
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -150,9 +173,9 @@ func startFUSEChild(ctx context.Context, b *bench, name, mnt, bin string, args .
 	b.mu.Unlock()
 	slog.Info("starting FUSE target", "target", name, "cmd", strings.Join(append([]string{bin}, args...), " "))
 
-	deadline := time.Now().Add(b.cfg.mountTimeout)
+	deadline := time.Now().Add(timeout)
 	for {
-		if ok, _ := isFUSEMount(mnt); ok {
+		if ok, _ := ready(); ok {
 			return m, nil
 		}
 		select {
@@ -163,7 +186,7 @@ func startFUSEChild(ctx context.Context, b *bench, name, mnt, bin string, args .
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%s did not mount %s within %s; its output:\n%s", name, mnt, b.cfg.mountTimeout, tail(logPath, 20))
+			return nil, fmt.Errorf("%s did not mount %s within %s; its output:\n%s", name, mnt, timeout, tail(logPath, 20))
 		}
 	}
 }
@@ -211,9 +234,13 @@ func (m *mounted) stop() error {
 	}
 	if !m.exited() {
 		_ = m.cmd.Process.Signal(syscall.SIGTERM)
+		wait := m.stopWait
+		if wait == 0 {
+			wait = 15 * time.Second
+		}
 		select {
 		case <-m.done:
-		case <-time.After(15 * time.Second):
+		case <-time.After(wait):
 			slog.Warn("FUSE child did not exit on SIGTERM", "target", m.name)
 		}
 	}
@@ -238,6 +265,22 @@ func (m *mounted) stop() error {
 	if ok, _ := isFUSEMount(m.mnt); ok {
 		if err := syscall.Unmount(m.mnt, syscall.MNT_DETACH); err != nil {
 			return fmt.Errorf("%s still mounted at %s: %w", m.name, m.mnt, err)
+		}
+	}
+	// A `shedfs serve` child mounts its views below mnt, its mount root:
+	// any it left behind are detached too.
+	if m.mnt != "" {
+		left, err := fuseMountsUnder(m.mnt)
+		if err != nil {
+			return fmt.Errorf("%s: %w", m.name, err)
+		}
+		if len(left) > 0 {
+			slog.Warn("detaching views the child left mounted", "target", m.name, "count", len(left))
+		}
+		for _, p := range left {
+			if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil {
+				return fmt.Errorf("%s still mounted at %s: %w", m.name, p, err)
+			}
 		}
 	}
 	if st := m.cmd.ProcessState; st != nil && !st.Success() {
@@ -274,6 +317,95 @@ func isFUSEMount(dir string) (bool, error) {
 		}
 	}
 	return false, sc.Err()
+}
+
+// fuseMountsUnder lists the FUSE mount points strictly below dir, deepest
+// first, from one read of /proc/self/mountinfo.
+func fuseMountsUnder(dir string) ([]string, error) {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("read mountinfo: %w", err)
+	}
+	return parseFUSEMountsUnder(string(data), dir), nil
+}
+
+// parseFUSEMountsUnder picks from mountinfo text the FUSE mount points
+// strictly below dir, deepest first.
+func parseFUSEMountsUnder(mountinfo, dir string) []string {
+	prefix := strings.TrimSuffix(filepath.Clean(dir), "/") + "/"
+	var out []string
+	for _, line := range strings.Split(mountinfo, "\n") {
+		// id parent major:minor root mountpoint opts [optional...] - fstype source superopts
+		fields := strings.Fields(line)
+		if len(fields) < 10 {
+			continue
+		}
+		mp := unescapeMountinfo(fields[4])
+		if !strings.HasPrefix(mp, prefix) {
+			continue
+		}
+		for i := 6; i < len(fields)-1; i++ {
+			if fields[i] == "-" {
+				fstype := fields[i+1]
+				if fstype == "fuse" || strings.HasPrefix(fstype, "fuse.") || fstype == "fuseblk" {
+					out = append(out, mp)
+				}
+				break
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out
+}
+
+// firstN returns at most n elements of list, for error messages.
+func firstN(list []string, n int) []string {
+	return list[:min(n, len(list))]
+}
+
+// cpuSeconds returns the CPU time (user + system, every thread) the
+// target's server process has used so far; an error for a plain directory.
+func (m *mounted) cpuSeconds() (float64, error) {
+	if m.cmd == nil || m.cmd.Process == nil {
+		return 0, errors.New("no server process")
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", m.cmd.Process.Pid))
+	if err != nil {
+		return 0, fmt.Errorf("cpu time: %w", err)
+	}
+	ticks, err := parseProcStatCPU(string(data))
+	if err != nil {
+		return 0, fmt.Errorf("cpu time of pid %d: %w", m.cmd.Process.Pid, err)
+	}
+	return float64(ticks) / userHZ, nil
+}
+
+// userHZ is the unit of the times in /proc/PID/stat (sysconf(_SC_CLK_TCK),
+// USER_HZ): 100 on every Linux architecture Go supports.
+const userHZ = 100
+
+// parseProcStatCPU returns utime + stime, in clock ticks, from the text of
+// /proc/PID/stat (proc(5): fields 14 and 15, counted after the command
+// name in parentheses, which may itself hold spaces and parentheses).
+func parseProcStatCPU(stat string) (int64, error) {
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, errors.New("no command name in stat")
+	}
+	f := strings.Fields(stat[i+1:])
+	// f[0] is field 3 (state): utime is field 14, stime field 15.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("stat has %d fields after the name, want at least 13", len(f))
+	}
+	var total int64
+	for _, s := range f[11:13] {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("bad time %q: %w", s, err)
+		}
+		total += v
+	}
+	return total, nil
 }
 
 // unescapeMountinfo undoes the octal escapes (\040 for space) of mountinfo.

@@ -7,16 +7,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 )
 
 // metric is one number a workload produces per run.
 type metric struct {
+	// ID is a stable key (the name changes with sizes), used by the derived
+	// ratios between rows (goals.go).
+	ID string `json:"id"`
 	// Name is the row label and the JSON key.
 	Name string `json:"name"`
 	// Unit is what the number counts: files/s, s or MiB/s.
@@ -24,15 +29,19 @@ type metric struct {
 	// HigherIsBetter is true for rates and false for durations; ratios are
 	// always reported as speed ratios, >1 meaning faster than the baseline.
 	HigherIsBetter bool `json:"higher_is_better"`
-	// Class groups metrics for the DESIGN.md section 8 targets.
+	// Class groups metrics by kind of work (metadata, data, agent, dir).
 	Class string `json:"class"`
+	// Goal is the DESIGN.md section 8 (issue 9) target on this row, if any.
+	Goal *goal `json:"goal,omitempty"`
 }
 
-// Classes of metrics, matching the DESIGN.md section 8 targets.
+// Classes of metrics.
 const (
 	classMetadata = "metadata"
-	classSeqWrite = "seqwrite"
-	classSeqRead  = "seqread"
+	classData     = "data"
+	classAgent    = "agent"
+	classDir      = "dir"
+	classCPU      = "cpu"
 )
 
 // workload is a piece of work run in a fresh directory of a target.
@@ -41,8 +50,13 @@ type workload struct {
 	Name string
 	// Metrics returns what one run measures, for this configuration.
 	Metrics func(b *bench) []metric
-	// Run does the work once in dir and returns one value per metric.
-	Run func(ctx context.Context, b *bench, dir string) ([]float64, error)
+	// Prepare, if set, runs once before any target starts (a tarball, a
+	// warm npm cache, a git repository).
+	Prepare func(ctx context.Context, b *bench) error
+	// Run does the work once in dir of target m and returns one value per
+	// metric; NaN means "not measured here" (daemon CPU of a plain
+	// directory, a workload skipped for a reason in b.skips).
+	Run func(ctx context.Context, b *bench, m *mounted, dir string) ([]float64, error)
 	// Standalone, when set instead of Metrics and Run, runs the workload
 	// once per invocation, after the others, with its own targets and
 	// report section (the rss workload, rss.go).
@@ -55,9 +69,14 @@ type workload struct {
 func allWorkloads() []workload {
 	return []workload{
 		{Name: "smallfiles", Metrics: smallFilesMetrics, Run: runSmallFiles},
-		{Name: "untar", Metrics: untarMetrics, Run: runUntar},
+		{Name: "untar", Prepare: prepareTarball, Metrics: untarMetrics, Run: runUntar},
 		{Name: "seq", Metrics: seqMetrics, Run: runSeq},
-		{Name: "rss", Standalone: runRSS, OptIn: true}, // rss.go
+		{Name: "randread", Metrics: randReadMetrics, Run: runRandRead},              // randread.go
+		{Name: "npm", Prepare: prepareNpm, Metrics: npmMetrics, Run: runNpm},        // agents.go
+		{Name: "clone", Prepare: prepareRepo, Metrics: cloneMetrics, Run: runClone}, // agents.go
+		{Name: "dirscale", Metrics: dirScaleMetrics, Run: runDirScale},              // dirscale.go
+		{Name: "views", Standalone: runViews},                                       // views.go
+		{Name: "rss", Standalone: runRSS, OptIn: true},                              // rss.go
 	}
 }
 
@@ -83,19 +102,55 @@ func workloadNames(ws []workload) []string {
 
 func smallFilesMetrics(b *bench) []metric {
 	what := fmt.Sprintf("%d×%s files", b.cfg.files, humanBytes(int64(b.cfg.fileSize)))
-	return []metric{
-		{Name: "create " + what, Unit: "files/s", HigherIsBetter: true, Class: classMetadata},
-		{Name: "stat " + what, Unit: "files/s", HigherIsBetter: true, Class: classMetadata},
-		{Name: "read " + what, Unit: "files/s", HigherIsBetter: true, Class: classMetadata},
-		{Name: "delete " + what, Unit: "files/s", HigherIsBetter: true, Class: classMetadata},
+	var out []metric
+	for _, w := range []int{1, b.cfg.workers} {
+		for _, p := range smallFilePhases {
+			out = append(out, metric{ID: smallFilesID(p, w), Name: fmt.Sprintf("%s %s, %s", p, what, workersLabel(w)),
+				Unit: "files/s", HigherIsBetter: true, Class: classMetadata, Goal: &goal{Of: "shedfs/loopback", Min: 1.5}})
+		}
 	}
+	return out
+}
+
+// smallFilePhases are the phases of the smallfiles workload, in order.
+var smallFilePhases = []string{"create", "stat", "read", "delete"}
+
+// smallFilesID is the metric ID of one phase at w workers.
+func smallFilesID(phase string, w int) string {
+	if w == 1 {
+		return phase + "@1"
+	}
+	return phase + "@N"
+}
+
+// workersLabel is "1 worker" or "4 workers".
+func workersLabel(w int) string {
+	if w == 1 {
+		return "1 worker"
+	}
+	return fmt.Sprintf("%d workers", w)
 }
 
 // runSmallFiles creates, stats, reads and deletes cfg.files small files in
-// one directory, one process, one file at a time, as tools such as tar, git
-// or a test suite do. Reads check the contents.
-func runSmallFiles(ctx context.Context, b *bench, dir string) ([]float64, error) {
-	d := filepath.Join(dir, "files")
+// one directory, first from one goroutine one file at a time, as tools such
+// as tar, git or a test suite do, then from cfg.workers goroutines, each on
+// its own contiguous share of the names in one directory, as a parallel
+// build or package manager does. Reads check the contents.
+func runSmallFiles(ctx context.Context, b *bench, _ *mounted, dir string) ([]float64, error) {
+	one, err := smallFiles(ctx, b, filepath.Join(dir, "files1"), 1)
+	if err != nil {
+		return nil, err
+	}
+	many, err := smallFiles(ctx, b, filepath.Join(dir, "filesN"), b.cfg.workers)
+	if err != nil {
+		return nil, err
+	}
+	return append(one, many...), nil
+}
+
+// smallFiles runs the four phases in a new directory d with w workers and
+// returns files/s for each.
+func smallFiles(ctx context.Context, b *bench, d string, w int) ([]float64, error) {
 	if err := os.Mkdir(d, 0o755); err != nil {
 		return nil, fmt.Errorf("mkdir: %w", err)
 	}
@@ -114,13 +169,19 @@ func runSmallFiles(ctx context.Context, b *bench, dir string) ([]float64, error)
 	var rates []float64
 	phase := func(name string, f func(i int) error) error {
 		start := time.Now()
-		for i := range n {
-			if i%256 == 0 && ctx.Err() != nil {
-				return ctx.Err()
+		err := splitWork(n, w, func(lo, hi int) error {
+			for i := lo; i < hi; i++ {
+				if i%256 == 0 && ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if err := f(i); err != nil {
+					return fmt.Errorf("%s %s (%s): %w", name, names[i], workersLabel(w), err)
+				}
 			}
-			if err := f(i); err != nil {
-				return fmt.Errorf("%s %s: %w", name, names[i], err)
-			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 		rates = append(rates, float64(n)/time.Since(start).Seconds())
 		return nil
@@ -159,36 +220,87 @@ func runSmallFiles(ctx context.Context, b *bench, dir string) ([]float64, error)
 	return rates, nil
 }
 
+// splitWork calls fn on w contiguous ranges covering [0, n), each in its
+// own goroutine (in the caller's for w == 1), and returns the first error.
+func splitWork(n, w int, fn func(lo, hi int) error) error {
+	if w <= 1 {
+		return fn(0, n)
+	}
+	errs := make([]error, w)
+	var wg sync.WaitGroup
+	for k := range w {
+		lo, hi := k*n/w, (k+1)*n/w
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[k] = fn(lo, hi)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 func untarMetrics(b *bench) []metric {
 	what := fmt.Sprintf("%s (%d files, %s)", b.treeLabel, b.treeFiles, humanBytes(b.treeBytes))
+	g := &goal{Of: "shedfs/loopback", Min: 1.5}
 	return []metric{
-		{Name: "untar " + what, Unit: "s", Class: classMetadata},
-		{Name: "rm -rf " + what, Unit: "s", Class: classMetadata},
+		{ID: "untar", Name: "untar " + what, Unit: "s", Class: classMetadata, Goal: g},
+		{ID: "find", Name: "find over it", Unit: "s", Class: classMetadata, Goal: g},
+		{ID: "du", Name: "du -s over it", Unit: "s", Class: classMetadata, Goal: g},
+		{ID: "rm-tree", Name: "rm -rf of it", Unit: "s", Class: classMetadata, Goal: g},
+		{ID: "cpu-untar", Name: "daemon CPU for the untar (utime+stime)", Unit: "s", Class: classCPU,
+			Goal: &goal{Of: "shedfs/loopback", Min: 1.0}},
 	}
 }
 
-// runUntar extracts the tarball made at start with tar(1) and removes the
-// tree with rm -rf, the way an agent's shell would.
-func runUntar(ctx context.Context, b *bench, dir string) ([]float64, error) {
+// runUntar extracts the tarball made at start with tar(1), walks the tree
+// with find(1) and du(1), and removes it with rm -rf, the way an agent's
+// shell would. For a FUSE target it also reads the CPU time the server
+// process spent during the untar.
+func runUntar(ctx context.Context, b *bench, m *mounted, dir string) ([]float64, error) {
 	d := filepath.Join(dir, "tree")
 	if err := os.Mkdir(d, 0o755); err != nil {
 		return nil, fmt.Errorf("mkdir: %w", err)
 	}
+	cpu0, cpuErr := m.cpuSeconds()
 	untar, err := timeCommand(ctx, "tar", "-xf", b.tarball, "-C", d)
 	if err != nil {
 		return nil, err
 	}
+	cpu := math.NaN()
+	if cpu1, err := m.cpuSeconds(); err == nil && cpuErr == nil {
+		cpu = cpu1 - cpu0
+	}
 	syncAll()
+	find, err := timeCommand(ctx, "find", d)
+	if err != nil {
+		return nil, err
+	}
+	du, err := timeCommand(ctx, "du", "-s", d)
+	if err != nil {
+		return nil, err
+	}
 	rm, err := timeCommand(ctx, "rm", "-rf", d)
 	if err != nil {
 		return nil, err
 	}
-	return []float64{untar.Seconds(), rm.Seconds()}, nil
+	return []float64{untar.Seconds(), find.Seconds(), du.Seconds(), rm.Seconds(), cpu}, nil
 }
 
 // timeCommand runs a command and returns its wall time.
 func timeCommand(ctx context.Context, name string, args ...string) (time.Duration, error) {
+	return timeCommandIn(ctx, "", nil, name, args...)
+}
+
+// timeCommandIn runs a command in directory dir ("": the current one) with
+// extra environment variables and returns its wall time. Its output is
+// kept only for the error.
+func timeCommandIn(ctx context.Context, dir string, env []string, name string, args ...string) (time.Duration, error) {
 	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out
@@ -208,8 +320,12 @@ func timeCommand(ctx context.Context, name string, args ...string) (time.Duratio
 func seqMetrics(b *bench) []metric {
 	what := humanBytes(b.cfg.seqSize)
 	return []metric{
-		{Name: "seq write " + what + " +fsync", Unit: "MiB/s", HigherIsBetter: true, Class: classSeqWrite},
-		{Name: "seq read " + what, Unit: "MiB/s", HigherIsBetter: true, Class: classSeqRead},
+		{ID: "seq-write", Name: "seq write " + what + " +fsync", Unit: "MiB/s", HigherIsBetter: true, Class: classData,
+			Goal: &goal{Of: "shedfs/native", Min: 0.8}},
+		{ID: "seq-read", Name: "seq read " + what + " cold", Unit: "MiB/s", HigherIsBetter: true, Class: classData,
+			Goal: &goal{Of: "shedfs/native", Min: 0.95}},
+		{ID: "seq-reread", Name: "seq re-read " + what + " warm (page cache)", Unit: "MiB/s", HigherIsBetter: true, Class: classData,
+			Goal: &goal{Of: "shedfs/native", Min: 0.9}},
 	}
 }
 
@@ -217,8 +333,10 @@ func seqMetrics(b *bench) []metric {
 const seqBlock = 1 << 20
 
 // runSeq writes cfg.seqSize bytes in 1 MiB writes, fsyncs, drops the page
-// cache where permitted, and reads the file back in 1 MiB reads.
-func runSeq(ctx context.Context, b *bench, dir string) ([]float64, error) {
+// cache where permitted, reads the file back in 1 MiB reads, then reads it
+// once more without dropping anything: the file is unchanged, so a
+// filesystem that keeps its page cache across opens serves it from memory.
+func runSeq(ctx context.Context, b *bench, _ *mounted, dir string) ([]float64, error) {
 	path := filepath.Join(dir, "seq.bin")
 	buf := make([]byte, seqBlock)
 	rng := rand.New(rand.NewChaCha8([32]byte{'s', 'h', 'e', 'd', 'f', 's'}))
@@ -254,16 +372,34 @@ func runSeq(ctx context.Context, b *bench, dir string) ([]float64, error) {
 
 	b.noteDrop(dropCaches())
 
-	start = time.Now()
-	f, err = os.Open(path)
+	read, err := readAll(ctx, path, buf, size)
 	if err != nil {
-		return nil, fmt.Errorf("open for read: %w", err)
+		return nil, err
 	}
+	reread, err := readAll(ctx, path, buf, size)
+	if err != nil {
+		return nil, fmt.Errorf("re-read: %w", err)
+	}
+	if err := os.Remove(path); err != nil {
+		return nil, fmt.Errorf("remove: %w", err)
+	}
+	mib := float64(size) / (1 << 20)
+	return []float64{mib / write.Seconds(), mib / read.Seconds(), mib / reread.Seconds()}, nil
+}
+
+// readAll reads path from start to end in len(buf) reads, checks that it
+// holds size bytes, and returns the time from open to close.
+func readAll(ctx context.Context, path string, buf []byte, size int64) (time.Duration, error) {
+	start := time.Now()
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("open for read: %w", err)
+	}
+	defer f.Close()
 	var total int64
 	for {
 		if ctx.Err() != nil {
-			f.Close()
-			return nil, ctx.Err()
+			return 0, ctx.Err()
 		}
 		n, err := f.Read(buf)
 		total += int64(n)
@@ -271,20 +407,17 @@ func runSeq(ctx context.Context, b *bench, dir string) ([]float64, error) {
 			break
 		}
 		if err != nil {
-			f.Close()
-			return nil, fmt.Errorf("read: %w", err)
+			return 0, fmt.Errorf("read: %w", err)
 		}
 	}
-	f.Close()
-	read := time.Since(start)
+	if err := f.Close(); err != nil {
+		return 0, fmt.Errorf("close: %w", err)
+	}
+	elapsed := time.Since(start)
 	if total != size {
-		return nil, fmt.Errorf("read %d bytes back, wrote %d", total, size)
+		return 0, fmt.Errorf("read %d bytes back, wrote %d", total, size)
 	}
-	if err := os.Remove(path); err != nil {
-		return nil, fmt.Errorf("remove: %w", err)
-	}
-	mib := float64(size) / (1 << 20)
-	return []float64{mib / write.Seconds(), mib / read.Seconds()}, nil
+	return elapsed, nil
 }
 
 // dropCaches syncs and asks the kernel to drop the page, dentry and inode
