@@ -55,7 +55,7 @@ type reportRow struct {
 	Skipped string               `json:"skipped,omitempty"`
 }
 
-// check is one DESIGN.md section 8 target and whether this run met it.
+// check is one docs/design.md section 8 target and whether this run met it.
 type check struct {
 	Target string  `json:"target"`
 	Result string  `json:"result"` // PASS, MISS or n/a
@@ -207,7 +207,7 @@ func (rep *report) print(w io.Writer) {
 	if rep.Views != nil {
 		rep.Views.print(w)
 	}
-	fmt.Fprintf(w, "\nDESIGN.md section 8 / issue 9 targets (%s):\n", tally(rep.Checks))
+	fmt.Fprintf(w, "\ndocs/design.md section 8 / issue 9 targets (%s):\n", tally(rep.Checks))
 	for _, c := range rep.Checks {
 		fmt.Fprintf(w, "  %-4s  %s: %s\n", c.Result, c.Target, c.Detail)
 	}

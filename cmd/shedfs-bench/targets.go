@@ -35,7 +35,7 @@ type target struct {
 //	{Name: "shedfs-quota", Compare: []string{"shedfs"},
 //		Start: shedfsTarget([]string{"--some-flag"})},
 //
-// "shedfs" is the configuration DESIGN.md section 8 judges: every rule,
+// "shedfs" is the configuration docs/design.md section 8 judges: every rule,
 // quota, audit and metric on (a 1 TiB quota on the user, the audit trail,
 // /metrics served).
 func allTargets() []target {
@@ -58,7 +58,7 @@ func allTargets() []target {
 var shedfsMetricsFlags = []string{"--metrics", "127.0.0.1:0"}
 
 // defaultTargets are measured unless -targets says otherwise: the three
-// columns DESIGN.md section 8 compares. The others are opt-in.
+// columns docs/design.md section 8 compares. The others are opt-in.
 func defaultTargets() []string { return []string{"native", "loopback", "shedfs"} }
 
 // targetNames lists the names of ts in order.
