@@ -123,6 +123,9 @@ type Guard struct {
 	headroom           int64
 	// reserved is how many bytes the reserve file has allocated.
 	reserved int64
+	// remake is what growth leaves free beyond the mark after the
+	// reserve was released, so that it can be made again; 0 otherwise.
+	remake int64
 
 	stop chan struct{}
 	done chan struct{}
@@ -184,12 +187,14 @@ func (g *Guard) measureLocked(now time.Time) error {
 }
 
 // spaceLocked is what acl needs to decide growth by others than the
-// metadata engine. g.mu must be held.
+// metadata engine. After the reserve was released, growth also leaves
+// room to make it again (remake): releasing it must not hand its blocks to
+// the tenants that filled the disk. g.mu must be held.
 func (g *Guard) spaceLocked() acl.Space {
 	return acl.Space{
 		FreeBytes:  g.free - g.since,
 		FreeInodes: g.freeInodes - g.sinceInodes,
-		KeepBytes:  g.headroom + g.opts.Slack,
+		KeepBytes:  g.headroom + g.opts.Slack + g.remake,
 		KeepInodes: g.opts.KeepInodes,
 	}
 }
@@ -284,6 +289,7 @@ func (g *Guard) tick() {
 	switch want := reserveStep(g.free, g.reserved, h, g.opts.Slack); {
 	case want == 0 && g.reserved > 0:
 		g.releaseLocked()
+		g.remake = h
 		g.opts.Logger.Warn("the store's disk is nearly full: reserve released for the metadata; growth is refused until space is freed",
 			"free", g.free, "needed", h)
 	case want > g.reserved:
@@ -324,6 +330,7 @@ func (g *Guard) makeReserveLocked(size int64) error {
 		return fmt.Errorf("reserve %s: %w", g.reserve, err)
 	}
 	g.reserved = size
+	g.remake = 0
 	g.opts.Logger.Info("store reserve made", "bytes", size)
 	return nil
 }

@@ -181,6 +181,14 @@ func TestReserve(t *testing.T) {
 	if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("reserve not released: %v", err)
 	}
+	// The reserve's blocks are the metadata's, not the tenants': with
+	// 7 MiB free after the release (more than the 5 MiB mark), growth is
+	// refused until there is room to make the reserve again.
+	d.set(7 * mb)
+	now = now.Add(DefaultRefresh)
+	if got := g.Admit(mb, 0); got.Errno != syscall.ENOSPC {
+		t.Fatalf("growth into the released reserve: %v", got)
+	}
 	d.set(9 * mb) // not enough to make it again without refusing growth
 	g.tick()
 	if allocated(p) != 0 {
@@ -190,6 +198,10 @@ func TestReserve(t *testing.T) {
 	g.tick()
 	if allocated(p) != 4*mb {
 		t.Fatal("reserve not made again")
+	}
+	now = now.Add(DefaultRefresh)
+	if got := g.Admit(mb, 0); !got.Allowed() {
+		t.Fatalf("growth with the reserve made again: %v", got)
 	}
 
 	// A disk too full to open the store: the reserve goes first.
