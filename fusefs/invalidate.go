@@ -126,13 +126,6 @@ func (n *notifier) all() []*View {
 	return out
 }
 
-// count is the number of mounted views.
-func (n *notifier) count() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return len(n.views)
-}
-
 // viewsOf returns the views of one user.
 func (n *notifier) viewsOf(user string) []*View {
 	n.mu.Lock()
