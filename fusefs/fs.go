@@ -37,6 +37,11 @@ type Options struct {
 	Recorder Recorder
 	// Metrics counts requests, bytes and denials; nil counts nothing.
 	Metrics *Metrics
+	// InlineMax is the largest content a regular file keeps inline in
+	// the metadata store, with no blob; a file that grows past it moves
+	// to a blob. Zero means DefaultInlineMax, negative keeps every file
+	// in a blob.
+	InlineMax int64
 	// Passthrough lets read-only opens read the blob directly in the
 	// kernel (FUSE passthrough, Linux 6.9+, root). Reads then bypass the
 	// daemon and are not counted in the byte metrics.
@@ -47,6 +52,11 @@ const (
 	defaultEntryTimeout = time.Second
 	defaultAttrTimeout  = time.Second
 )
+
+// DefaultInlineMax is where small files stop being inline: most source
+// files, configs and package metadata fit, so creating, reading and
+// removing them touches no host file.
+const DefaultInlineMax = 16 << 10
 
 // FS is the state every view of one store shares: the metadata store, the
 // blob store, and the table of open inodes whose size and times may be
@@ -59,6 +69,8 @@ type FS struct {
 
 	notify *notifier
 	acct   *accountant
+	// inlineMax is Options.InlineMax resolved: 0 keeps nothing inline.
+	inlineMax uint64
 	// maxFileSize is the store's setting, reloaded by SettingsChanged.
 	maxFileSize atomic.Uint64
 	// requests counts FUSE requests for the status rate.
@@ -102,6 +114,12 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
 		ghosts:    make(map[uint64]*ghost),
 		notify:    newNotifier(),
 		acct:      newAccountant(),
+	}
+	switch {
+	case opts.InlineMax == 0:
+		f.inlineMax = DefaultInlineMax
+	case opts.InlineMax > 0:
+		f.inlineMax = uint64(opts.InlineMax)
 	}
 	f.SettingsChanged()
 	go f.sweeper(f.stopSweep)
@@ -191,7 +209,7 @@ func (f *FS) reclaimIfIdle(ino uint64) {
 		return
 	}
 	delete(f.orphans, ino)
-	n, err := f.store.Reclaim(ino)
+	n, err := f.store.ReclaimKeepContent(ino)
 	if err != nil {
 		if !errors.Is(err, syscall.ENOENT) {
 			f.log.Error("reclaim inode", "ino", ino, "err", err)
@@ -237,23 +255,31 @@ func (f *FS) ghostOf(ino uint64) *metadata.Inode {
 	return nil
 }
 
-// sweepGhosts removes the blobs of ghosts whose grace is over and that no
-// handle holds; all of them when final.
+// sweepGhosts removes the content (blob or inline) of ghosts whose grace
+// is over and that no handle holds; all of them when final.
 func (f *FS) sweepGhosts(final bool) {
 	now := time.Now()
-	var gone []uint64
+	var blobs, inline []uint64
 	f.mu.Lock()
 	for ino, g := range f.ghosts {
 		if final || now.After(g.until) && f.open[ino] == nil {
 			delete(f.ghosts, ino)
-			if g.rec.IsRegular() {
-				gone = append(gone, ino)
+			switch {
+			case g.rec.IsRegular() && g.rec.Inline:
+				inline = append(inline, ino)
+			case g.rec.IsRegular():
+				blobs = append(blobs, ino)
 			}
 		}
 	}
 	f.mu.Unlock()
-	for _, ino := range gone {
+	for _, ino := range blobs {
 		f.removeBlob(ino)
+	}
+	if len(inline) > 0 {
+		if err := f.store.DropInline(inline); err != nil {
+			f.log.Error("drop inline content", "inodes", len(inline), "err", err)
+		}
 	}
 }
 

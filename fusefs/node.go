@@ -273,6 +273,7 @@ func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev 
 		Zone:    parent.Zone,
 		Owner:   n.v.user,
 		OwnMode: f.opts.Zones.Policy(parent.Zone.Kind).DefaultMode,
+		Inline:  f.inlineMax > 0,
 	}
 	var rec *metadata.Inode
 	if name == "" {

@@ -46,7 +46,7 @@ type BlobIndex interface {
 
 // Problem is one inconsistency fsck found.
 type Problem struct {
-	Kind     string // "dangling-entry", "nlink", "size", "orphan-inode", "orphan-blob", "usage", "parent", "missing-blob"
+	Kind     string // "dangling-entry", "nlink", "size", "orphan-inode", "orphan-blob", "usage", "parent", "missing-blob", "orphan-inline"
 	Ino      uint64
 	Detail   string
 	Repaired bool

@@ -95,7 +95,8 @@ func (s *Store) ReadDir(dir uint64) ([]DirEntry, error) {
 }
 
 // Create adds a new inode named name in directory parent. From tmpl it takes
-// Mode, Uid, Gid, Rdev, Target, Zone, Owner and OwnMode; it assigns Ino,
+// Mode, Uid, Gid, Rdev, Target, Zone, Owner, OwnMode and (for a regular
+// file) Inline; it assigns Ino,
 // Nlink (1, or 2 for a directory), all three times (now), Parent (for a
 // directory) and Size (len(Target) for a symlink, else 0). The parent's
 // mtime and ctime become now, and its Nlink grows by one for a directory.
@@ -180,6 +181,8 @@ func (s *Store) create(parent uint64, name string, tmpl *Inode, admit func(Usage
 		case syscall.S_IFLNK:
 			n.Target = tmpl.Target
 			n.Size = uint64(len(tmpl.Target))
+		case syscall.S_IFREG:
+			n.Inline = tmpl.Inline
 		}
 		if name == "" {
 			n.Nlink = 0
@@ -210,11 +213,28 @@ func (s *Store) create(parent uint64, name string, tmpl *Inode, admit func(Usage
 // returns the result. If fn changes Size of a regular file, the holder's
 // byte usage moves by Charge(new)-Charge(old) in the same transaction, and
 // admit (when not nil) is consulted first with the usage, the limit and
-// that delta. fn must not change Ino, Zone, Nlink or Parent.
+// that delta. fn must not change Ino, Zone, Nlink or Parent, and may clear
+// Inline (the content moved to a blob: the inline content goes in the same
+// transaction) but never set it.
 //
 // fn may run more than once (on a commit conflict), each time on a fresh
 // copy. Changing a field fn must not change, or the file type, is EINVAL.
 func (s *Store) Update(ino uint64, fn func(n *Inode) error, admit func(u Usage, l Limit, delta int64) error) (*Inode, error) {
+	return s.updateInode(ino, fn, admit, nil)
+}
+
+// UpdateContent is Update that also stores data as the content of an
+// inline file, in the same transaction: the size and the content a reader
+// finds always agree. The inode must be inline after fn, with Size
+// len(data); EINVAL otherwise.
+func (s *Store) UpdateContent(ino uint64, fn func(n *Inode) error, data []byte) (*Inode, error) {
+	if data == nil {
+		data = []byte{}
+	}
+	return s.updateInode(ino, fn, nil, data)
+}
+
+func (s *Store) updateInode(ino uint64, fn func(n *Inode) error, admit func(u Usage, l Limit, delta int64) error, data []byte) (*Inode, error) {
 	var out *Inode
 	err := s.update(func(o *op) error {
 		n, err := o.inode(ino)
@@ -226,8 +246,12 @@ func (s *Store) Update(ino uint64, fn func(n *Inode) error, admit func(u Usage, 
 			return err
 		}
 		if n.Ino != before.Ino || n.Zone != before.Zone || n.Nlink != before.Nlink ||
-			n.Parent != before.Parent || n.Mode&syscall.S_IFMT != before.Mode&syscall.S_IFMT {
-			return fmt.Errorf("update inode %d: identity, zone, link count or type changed: %w", ino, syscall.EINVAL)
+			n.Parent != before.Parent || n.Mode&syscall.S_IFMT != before.Mode&syscall.S_IFMT ||
+			n.Inline && !before.Inline {
+			return fmt.Errorf("update inode %d: identity, zone, link count, type or content form changed: %w", ino, syscall.EINVAL)
+		}
+		if data != nil && (!n.Inline || n.Size != uint64(len(data))) {
+			return fmt.Errorf("update inode %d: inline content of %d bytes for size %d (inline %v): %w", ino, len(data), n.Size, n.Inline, syscall.EINVAL)
 		}
 		if delta := chargeOf(n) - chargeOf(&before); n.Size != before.Size && n.IsRegular() {
 			h := HolderOf(n.Zone)
@@ -248,6 +272,16 @@ func (s *Store) Update(ino uint64, fn func(n *Inode) error, admit func(u Usage, 
 				return err
 			}
 		}
+		switch {
+		case data != nil:
+			if err := o.tx.Set(inlineKey(ino), data); err != nil {
+				return fmt.Errorf("write content of %d: %w", ino, err)
+			}
+		case before.Inline && !n.Inline:
+			if err := o.tx.Delete(inlineKey(ino)); err != nil {
+				return fmt.Errorf("drop inline content of %d: %w", ino, err)
+			}
+		}
 		o.put(n)
 		out = n
 		return nil
@@ -256,6 +290,39 @@ func (s *Store) Update(ino uint64, fn func(n *Inode) error, admit func(u Usage, 
 		return nil, err
 	}
 	return out, nil
+}
+
+// ReadInline returns the content of an inline file (empty when it has
+// none yet). It is readable until DropInline, also after the inode itself
+// went (Reclaim, UnlinkFree), so that requests already under way can
+// still read a file just removed.
+func (s *Store) ReadInline(ino uint64) ([]byte, error) {
+	var data []byte
+	err := s.kv.View(func(tx Txn) error {
+		v, err := tx.Get(inlineKey(ino))
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read content of %d: %w", ino, err)
+		}
+		data = v
+		return nil
+	})
+	return data, err
+}
+
+// DropInline removes the inline content of inodes whose records are gone,
+// in one transaction per deleteBatch inodes.
+func (s *Store) DropInline(inos []uint64) error {
+	keys := make([][]byte, len(inos))
+	for i, ino := range inos {
+		keys[i] = inlineKey(ino)
+	}
+	if err := s.deleteKeys(keys); err != nil {
+		return fmt.Errorf("drop inline content: %w", err)
+	}
+	return nil
 }
 
 // Link adds name in newParent for the existing non-directory inode ino
@@ -324,7 +391,8 @@ func (s *Store) Unlink(parent uint64, name string, dir bool) (*Inode, error) {
 // UnlinkFree is Unlink that, when the inode loses its last link and
 // unused(ino) says nothing holds it open, deletes it in the same
 // transaction (as Reclaim would, freeing its charge) instead of leaving an
-// orphan record; freed tells which happened. The caller removes the blob.
+// orphan record; freed tells which happened. The caller removes the blob,
+// or the inline content (DropInline), once nothing reads it any more.
 // One transaction instead of two is what makes rm -rf cheap.
 func (s *Store) UnlinkFree(parent uint64, name string, dir bool, unused func(ino uint64) bool) (n *Inode, freed bool, err error) {
 	return s.unlink(parent, name, dir, unused)
@@ -376,7 +444,7 @@ func (s *Store) unlink(parent uint64, name string, dir bool, unused func(ino uin
 		if n.Nlink > 0 || unused == nil || !unused(n.Ino) {
 			return nil
 		}
-		if err := o.deleteInode(n); err != nil {
+		if err := o.deleteInode(n, true); err != nil {
 			return err
 		}
 		freed = true
@@ -557,11 +625,21 @@ func (o *op) within(ino, dir uint64) (bool, error) {
 	return false, nil
 }
 
-// Reclaim deletes an inode whose Nlink is 0: its record, xattrs and orphan
-// record, and uncharges its holder (one inode and its bytes). It returns the
-// deleted inode so the caller removes its blob. ENOENT if already gone,
-// EBUSY if the inode has links again.
+// Reclaim deletes an inode whose Nlink is 0: its record, xattrs, orphan
+// record and inline content, and uncharges its holder (one inode and its
+// bytes). It returns the deleted inode so the caller removes its blob.
+// ENOENT if already gone, EBUSY if the inode has links again.
 func (s *Store) Reclaim(ino uint64) (*Inode, error) {
+	return s.reclaim(ino, false)
+}
+
+// ReclaimKeepContent is Reclaim that leaves the inline content for
+// requests under way; the caller drops it later (DropInline).
+func (s *Store) ReclaimKeepContent(ino uint64) (*Inode, error) {
+	return s.reclaim(ino, true)
+}
+
+func (s *Store) reclaim(ino uint64, keepContent bool) (*Inode, error) {
 	var out *Inode
 	err := s.update(func(o *op) error {
 		n, err := o.inode(ino)
@@ -571,7 +649,7 @@ func (s *Store) Reclaim(ino uint64) (*Inode, error) {
 		if n.Nlink != 0 {
 			return syscall.EBUSY
 		}
-		if err := o.deleteInode(n); err != nil {
+		if err := o.deleteInode(n, keepContent); err != nil {
 			return err
 		}
 		out = n
@@ -583,9 +661,10 @@ func (s *Store) Reclaim(ino uint64) (*Inode, error) {
 	return out, nil
 }
 
-// deleteInode removes an inode's record, xattrs, orphan record and (for a
-// directory) its entries, without touching usage.
-func (o *op) deleteInode(n *Inode) error {
+// deleteInode removes an inode's record, xattrs, orphan record, (for a
+// directory) its entries and, unless keepContent, its inline content,
+// without touching usage.
+func (o *op) deleteInode(n *Inode, keepContent bool) error {
 	o.forget(n.Ino)
 	var keys [][]byte
 	collect := func(k, _ []byte) error {
@@ -601,6 +680,9 @@ func (o *op) deleteInode(n *Inode) error {
 		}
 	}
 	keys = append(keys, inodeKey(n.Ino), orphanKey(n.Ino))
+	if !keepContent && !n.IsDir() {
+		keys = append(keys, inlineKey(n.Ino))
+	}
 	for _, k := range keys {
 		if err := o.tx.Delete(k); err != nil {
 			return fmt.Errorf("delete inode %d: %w", n.Ino, err)

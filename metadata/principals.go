@@ -239,6 +239,7 @@ func (s *Store) deleteTrees(h Holder, roots ...uint64) ([]uint64, error) {
 			keys = append(keys, inodeKey(ino), orphanKey(ino))
 			if n.IsRegular() {
 				blobs = append(blobs, ino)
+				keys = append(keys, inlineKey(ino))
 			}
 			if err := tx.Scan(xattrPrefix(ino), nil, collect); err != nil {
 				return err
