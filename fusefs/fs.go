@@ -200,23 +200,49 @@ func (f *FS) reclaimIfUnused(n *metadata.Inode) {
 }
 
 // reclaimIfIdle reclaims ino if it is an orphan that no handle holds. The
-// check and the reclaim happen under f.mu, so an open cannot slip between
-// them.
+// check happens under f.mu and puts a ghost in place before the lock is
+// dropped, so an open that slips in before the reclaim commits can only
+// read (Open refuses to write a ghost) and keeps the content until it
+// closes. The store is never called under f.mu: its transactions take
+// f.mu themselves (unused).
 func (f *FS) reclaimIfIdle(ino uint64) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if !f.orphans[ino] || f.open[ino] != nil || f.dirsOpen[ino] > 0 {
+	idle := f.orphans[ino] && f.open[ino] == nil && f.dirsOpen[ino] == 0
+	f.mu.Unlock()
+	if !idle {
 		return
 	}
-	delete(f.orphans, ino)
-	n, err := f.store.ReclaimKeepContent(ino)
+	rec, err := f.store.GetInode(ino)
 	if err != nil {
+		f.mu.Lock()
+		delete(f.orphans, ino)
+		f.mu.Unlock()
 		if !errors.Is(err, syscall.ENOENT) {
 			f.log.Error("reclaim inode", "ino", ino, "err", err)
 		}
 		return
 	}
+	rec.Nlink = 0
+	f.mu.Lock()
+	if !f.orphans[ino] || f.open[ino] != nil || f.dirsOpen[ino] > 0 {
+		f.mu.Unlock()
+		return
+	}
+	delete(f.orphans, ino)
+	f.ghosts[ino] = &ghost{rec: rec, until: time.Now().Add(ghostGrace)}
+	f.mu.Unlock()
+	n, err := f.store.ReclaimKeepContent(ino)
+	if err != nil {
+		if !errors.Is(err, syscall.ENOENT) {
+			f.log.Error("reclaim inode", "ino", ino, "err", err)
+			// Not reclaimed (linked again): its content stays.
+			f.dropGhost(ino)
+		}
+		return
+	}
+	f.mu.Lock()
 	f.ghosts[ino] = &ghost{rec: n, until: time.Now().Add(ghostGrace)}
+	f.mu.Unlock()
 }
 
 // unused reports whether no handle holds ino open; the store asks it

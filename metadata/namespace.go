@@ -34,13 +34,14 @@ func lookupName(name string) error {
 
 // GetInode returns the inode record, ENOENT if it does not exist.
 func (s *Store) GetInode(ino uint64) (*Inode, error) {
-	var n *Inode
-	err := s.kv.View(func(tx Txn) error {
-		var err error
-		n, err = getInode(tx, ino)
-		return err
-	})
-	return n, err
+	v, found, err := s.cachedGet(inodeKey(ino))
+	if err != nil {
+		return nil, fmt.Errorf("read inode %d: %w", ino, err)
+	}
+	if !found {
+		return nil, syscall.ENOENT
+	}
+	return decodeInode(ino, v)
 }
 
 // Lookup returns the inode named name in directory parent. ENOENT if there is
@@ -49,14 +50,23 @@ func (s *Store) Lookup(parent uint64, name string) (*Inode, error) {
 	if err := lookupName(name); err != nil {
 		return nil, err
 	}
+	if n, err, ok := s.lookupCached(parent, name); ok {
+		return n, err
+	}
+	gen := s.cache.generation()
 	var n *Inode
+	var reads []cacheRead
 	err := s.view(func(o *op) error {
+		ek := entryKey(parent, name)
 		child, _, err := o.entry(parent, name)
 		if errors.Is(err, syscall.ENOENT) {
+			reads = append(reads, cacheRead{key: ek, absent: true})
 			// Only a miss pays for reading the parent, to tell ENOTDIR.
-			if _, err := o.dir(parent); err != nil {
+			p, err := o.dir(parent)
+			if err != nil {
 				return err
 			}
+			reads = append(reads, cacheRead{key: inodeKey(parent), val: encodeInode(p)})
 			return syscall.ENOENT
 		}
 		if err != nil {
@@ -66,9 +76,54 @@ func (s *Store) Lookup(parent uint64, name string) (*Inode, error) {
 		if errors.Is(err, syscall.ENOENT) {
 			return fmt.Errorf("entry %d/%q points at missing inode %d: %w", parent, name, child, syscall.EIO)
 		}
+		if err == nil {
+			reads = append(reads, cacheRead{key: ek, val: entryValue(child, n.Mode)},
+				cacheRead{key: inodeKey(child), val: encodeInode(n)})
+		}
 		return err
 	})
+	s.cache.fill(gen, reads...)
 	return n, err
+}
+
+// lookupCached answers Lookup from the cache alone, in one critical
+// section so the entry and the inode are of one moment; ok is false when
+// something it needs is not cached.
+func (s *Store) lookupCached(parent uint64, name string) (n *Inode, err error, ok bool) {
+	c := s.cache
+	c.mu.Lock()
+	ev, absent, hit := c.getLocked(entryKey(parent, name))
+	if !hit {
+		c.mu.Unlock()
+		return nil, nil, false
+	}
+	if absent {
+		pv, pAbsent, hit := c.getLocked(inodeKey(parent))
+		c.mu.Unlock()
+		if !hit || pAbsent {
+			return nil, nil, false
+		}
+		p, err := decodeInode(parent, pv)
+		switch {
+		case err != nil:
+			return nil, err, true
+		case !p.IsDir():
+			return nil, syscall.ENOTDIR, true
+		}
+		return nil, syscall.ENOENT, true
+	}
+	child, _, err := decodeEntry(ev)
+	if err != nil {
+		c.mu.Unlock()
+		return nil, err, true
+	}
+	iv, iAbsent, hit := c.getLocked(inodeKey(child))
+	c.mu.Unlock()
+	if !hit || iAbsent {
+		return nil, nil, false
+	}
+	n, err = decodeInode(child, iv)
+	return n, err, true
 }
 
 // ReadDir lists a directory in name order (not including . and ..).

@@ -279,7 +279,7 @@ func (s *Store) deleteKeys(keys [][]byte) error {
 		n := min(len(keys), deleteBatch)
 		batch := keys[:n]
 		keys = keys[n:]
-		if err := s.kv.Update(func(tx Txn) error {
+		if err := s.write(func(tx Txn) error {
 			for _, k := range batch {
 				if err := tx.Delete(k); err != nil {
 					return err

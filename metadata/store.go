@@ -31,6 +31,11 @@ type Store struct {
 	wasClean  bool
 	shareRoot uint64
 
+	// wmu serializes namespace transactions (Store.write); cache holds
+	// the records they keep current.
+	wmu   sync.Mutex
+	cache *cache
+
 	// auditSeq tells apart audit records of the same nanosecond.
 	auditSeq atomic.Uint32
 
@@ -81,7 +86,7 @@ func Open(dir string, opts Options) (*Store, error) {
 // openKV brings up a Store over an open KV: schema check, fresh-store
 // initialisation and the dirty marker.
 func openKV(kv KV, dir string, readOnly bool, logger *slog.Logger) (*Store, error) {
-	s := &Store{kv: kv, log: logger, readOnly: readOnly}
+	s := &Store{kv: kv, log: logger, readOnly: readOnly, cache: newCache(cacheSlots)}
 	var version uint64
 	fresh := false
 	err := kv.View(func(tx Txn) error {
