@@ -13,8 +13,9 @@
 // Checks run in a fixed order, so that the most fundamental reason wins:
 // name validity, visibility, structure (groups/, reserved root names, zone
 // roots), cross-zone links and renames, zone policy (uploads), the mode of
-// the directory whose entries change, the mode of the entry itself, size,
-// and quota last, so that a denied call never reaches quota admission.
+// the directory whose entries change, the file type of a new entry, the
+// mode of the entry itself, size, and quota last, so that a denied call
+// never reaches quota admission.
 package acl
 
 import (
@@ -114,6 +115,29 @@ const (
 	// ReasonXattrBadValue: an unknown mode or a malformed principal name
 	// written to user.shedfs.mode or user.shedfs.owner (EINVAL).
 	ReasonXattrBadValue = "xattr_bad_value"
+	// ReasonDeviceNode: mknod of a character or block device (EPERM): a
+	// sandbox hands out no devices.
+	ReasonDeviceNode = "device_node"
+	// ReasonXattrNamespace: setting an xattr outside user.* and trusted.*
+	// (EOPNOTSUPP): security.* and system.* would mean something to the
+	// kernel (capabilities, ACLs) that shedfs does not enforce.
+	ReasonXattrNamespace = "xattr_namespace"
+	// ReasonPassthroughReaders: opening for writing a file that the same
+	// view holds open for passthrough reading (ETXTBSY), which the kernel
+	// would otherwise fail with EIO or let bypass the per-write checks.
+	ReasonPassthroughReaders = "passthrough_readers"
+	// ReasonXattrSpace: the extended attributes of one inode would pass
+	// MaxXattrSpace (ENOSPC, as ext4 answers when an inode's attribute
+	// block is full).
+	ReasonXattrSpace = "xattr_space"
+	// ReasonAllocateMode: an fallocate mode that would store blocks past
+	// the file's size, which quotas do not see (FALLOC_FL_KEEP_SIZE), or
+	// that moves data (collapse, insert, unshare) (EOPNOTSUPP).
+	ReasonAllocateMode = "allocate_mode"
+	// ReasonStoreFull: the disk that holds the store has less free space
+	// or fewer free inodes than the daemon keeps for its metadata
+	// (ENOSPC). Deletes are never refused for it.
+	ReasonStoreFull = "store_full"
 )
 
 // Reasons returns every reason a Decision can carry, for pre-registering
@@ -125,7 +149,10 @@ func Reasons() []string {
 		ReasonGroupsReadonly, ReasonQuotaBytes, ReasonQuotaInodes,
 		ReasonFileTooBig, ReasonNotMember, ReasonNotVisible,
 		ReasonNameTooLong, ReasonBadName, ReasonXattrReadonly,
-		ReasonXattrBadValue,
+		ReasonXattrBadValue, ReasonDeviceNode, ReasonXattrNamespace,
+		ReasonPassthroughReaders,
+		ReasonXattrBadValue, ReasonXattrSpace, ReasonAllocateMode,
+		ReasonStoreFull,
 	}
 }
 
@@ -153,9 +180,11 @@ const (
 	// OpLookup is resolving a name, which the kernel does before any
 	// create, rename or link: a name refused there is refused for them.
 	OpLookup
+	// OpLock is taking a file lock (flock, fcntl, OFD).
+	OpLock
 )
 
-var opNames = [...]string{"read", "write", "truncate", "setattr", "create", "unlink", "rmdir", "rename", "link", "set_mode", "set_owner", "set_zone_xattr", "symlink", "lookup"}
+var opNames = [...]string{"read", "write", "truncate", "setattr", "create", "unlink", "rmdir", "rename", "link", "set_mode", "set_owner", "set_zone_xattr", "symlink", "lookup", "lock"}
 
 // String returns the operation's snake_case name.
 func (o Op) String() string {

@@ -107,6 +107,7 @@ func TestRowUploads(t *testing.T) {
 		{"user_xattr", SetXattr(alice, uploadsFile, "user.comment", "x", nil), syscall.EACCES, R},
 		{"set_mode", SetXattr(alice, uploadsFile, XattrMode, "owner", nil), syscall.EPERM, ReasonXattrReadonly},
 		{"read", Read(alice, uploadsFile), 0, ""},
+		{"lock", Lock(alice, uploadsFile), 0, ""},
 		{"list", CheckDir(alice, OpRead, uploadsRoot, ""), 0, ""},
 		{"unlink", Unlink(alice, uploadsRoot, "f", uploadsFile), 0, ""},
 		{"unlink_in_subdir", Unlink(alice, uploadsDir, "f", uploadsFile), 0, ""},
@@ -127,6 +128,7 @@ func TestRowOwnerWrite(t *testing.T) {
 		{"owner_writes", Write(alice, f, Quota{}, 0, 100), 0, ""},
 		{"owner_truncates", Truncate(alice, g, Quota{}, 100, 0), 0, ""},
 		{"other_reads", Read(bob, f), 0, ""},
+		{"other_locks", Lock(bob, g), 0, ""},
 		{"non_member_of_group", Write(carol, g, Quota{}, 0, 1), syscall.EACCES, ReasonNotMember},
 	})
 }
@@ -172,6 +174,7 @@ func TestRowOwnerRO(t *testing.T) {
 		{"owner_set_owner", SetXattr(alice, f, XattrOwner, "bob", members("alice", "bob")), syscall.EPERM, ReasonOwnerRO},
 		{"owner_reads", Read(alice, f), 0, ""},
 		{"other_reads", Read(bob, f), 0, ""},
+		{"other_locks", Lock(bob, f), 0, ""},
 		{"owner_sets_mode_back", SetXattr(alice, f, XattrMode, "owner", nil), 0, ""},
 		{"owner_sets_group", SetMode(alice, f, "group"), 0, ""},
 		{"other_sets_mode", SetMode(bob, f, "group"), syscall.EPERM, ReasonOwnerOnly},
@@ -213,6 +216,7 @@ func TestGroupMode(t *testing.T) {
 	legacy := file(share, "alice", none) // unset mode in a shared zone acts as group
 	run(t, []row{
 		{"member_reads", Read(bob, f), 0, ""},
+		{"member_locks", Lock(bob, f), 0, ""},
 		{"member_writes", Write(bob, f, Quota{}, 0, 10), 0, ""},
 		{"member_truncates", Truncate(bob, f, Quota{}, 10, 0), 0, ""},
 		{"member_setattr", Setattr(bob, f, false), 0, ""},
@@ -223,6 +227,7 @@ func TestGroupMode(t *testing.T) {
 		{"anyone_unlinks_share", Unlink(carol, shareRoot, "f", s), 0, ""},
 		{"unset_mode_is_group", Write(carol, legacy, Quota{}, 0, 1), 0, ""},
 		{"non_member_cannot_read", Read(carol, f), syscall.EACCES, ReasonNotMember},
+		{"non_member_cannot_lock", Lock(carol, f), syscall.EACCES, ReasonNotMember},
 		{"non_member_cannot_create", Create(carol, teamRoot, "f", Quota{}), syscall.EACCES, ReasonNotMember},
 		{"other_users_private_is_invisible", Read(alice, bobPriv), syscall.ENOENT, ReasonNotVisible},
 		{"other_users_private_unlink", Unlink(alice, aliceRoot, "x", bobPriv), syscall.ENOENT, ReasonNotVisible},
@@ -473,7 +478,7 @@ func TestDecisionAndOp(t *testing.T) {
 		t.Errorf("reasonless = %q", s)
 	}
 	seen := map[string]bool{}
-	for o := OpRead; o <= OpSymlink; o++ {
+	for o := OpRead; o <= OpLock; o++ {
 		s := o.String()
 		if s == "" || seen[s] || strings.HasPrefix(s, "op_") {
 			t.Errorf("Op(%d).String() = %q", o, s)
@@ -491,7 +496,7 @@ func TestDecisionAndOp(t *testing.T) {
 			}
 		}
 	}
-	if len(rs) != 17 {
+	if len(rs) != 24 {
 		t.Errorf("%d reasons", len(rs))
 	}
 }
@@ -512,4 +517,91 @@ func TestEntryOf(t *testing.T) {
 	if GroupsDir().ViewRoot() || shareRoot.ViewRoot() || !aliceRoot.ViewRoot() {
 		t.Error("ViewRoot")
 	}
+}
+
+// Device nodes are refused (EPERM) once the directory admits a create;
+// fifos, sockets, regular files, directories and symlinks are not.
+func TestRowMknod(t *testing.T) {
+	const R = ReasonDeviceNode
+	run(t, []row{
+		{"char_device", Mknod(alice, aliceRoot, "null", syscall.S_IFCHR|0o666, Quota{}), syscall.EPERM, R},
+		{"block_device", Mknod(alice, teamDir, "sda", syscall.S_IFBLK|0o600, Quota{}), syscall.EPERM, R},
+		{"whiteout", Mknod(alice, aliceRoot, "w", syscall.S_IFCHR, Quota{}), syscall.EPERM, R},
+		{"fifo", Mknod(alice, aliceRoot, "p", syscall.S_IFIFO|0o644, Quota{}), 0, ""},
+		{"socket", Mknod(alice, aliceRoot, "s", syscall.S_IFSOCK|0o755, Quota{}), 0, ""},
+		{"regular", Mknod(alice, aliceRoot, "f", syscall.S_IFREG|0o644, Quota{}), 0, ""},
+		{"directory", Mknod(alice, aliceRoot, "d", syscall.S_IFDIR|0o755, Quota{}), 0, ""},
+		{"create_is_regular", Create(alice, aliceRoot, "f", Quota{}), 0, ""},
+		{"name_first", Mknod(alice, aliceRoot, "a/b", syscall.S_IFCHR, Quota{}), syscall.EINVAL, ReasonBadName},
+		{"uploads_before_type", Mknod(alice, uploadsRoot, "null", syscall.S_IFCHR, Quota{}), syscall.EACCES, ReasonUploadsReadonly},
+		{"groups_before_type", Mknod(alice, GroupsDir(), "null", syscall.S_IFCHR, Quota{}), syscall.EACCES, ReasonGroupsReadonly},
+		{"not_member_before_type", Mknod(carol, teamDir, "null", syscall.S_IFCHR, Quota{}), syscall.EACCES, ReasonNotMember},
+		{"type_before_quota", Mknod(alice, aliceRoot, "null", syscall.S_IFBLK, full), syscall.EPERM, R},
+		{"fifo_quota", Mknod(alice, aliceRoot, "p", syscall.S_IFIFO, full), syscall.EDQUOT, ReasonQuotaInodes},
+		{"file_type_alone", FileType(syscall.S_IFCHR | 0o600), syscall.EPERM, R},
+		{"file_type_symlink", FileType(syscall.S_IFLNK | 0o777), 0, ""},
+	})
+}
+
+// An O_TMPFILE file is admitted like a create in its directory, with no
+// name to check.
+func TestRowTmpfile(t *testing.T) {
+	run(t, []row{
+		{"private", Tmpfile(alice, aliceRoot, Quota{}), 0, ""},
+		{"view_root_is_not_reserved", Tmpfile(alice, aliceRoot, lim), 0, ""},
+		{"uploads", Tmpfile(alice, uploadsRoot, Quota{}), syscall.EACCES, ReasonUploadsReadonly},
+		{"groups", Tmpfile(alice, GroupsDir(), Quota{}), syscall.EACCES, ReasonGroupsReadonly},
+		{"not_member", Tmpfile(carol, teamDir, Quota{}), syscall.EACCES, ReasonNotMember},
+		{"other_private", Tmpfile(alice, bobPriv, Quota{}), syscall.ENOENT, ReasonNotVisible},
+		{"dir_mode", Tmpfile(bob, dir(team, "alice", owner), Quota{}), syscall.EACCES, ReasonDirMode},
+		{"quota", Tmpfile(alice, aliceRoot, full), syscall.EDQUOT, ReasonQuotaInodes},
+	})
+}
+
+// Only user.* and trusted.* are stored; security.* and system.* would
+// mean something to the kernel that shedfs does not enforce.
+func TestRowXattrNamespace(t *testing.T) {
+	const R = ReasonXattrNamespace
+	long := "user." + strings.Repeat("x", 251)
+	f := file(team, "alice", group)
+	run(t, []row{
+		{"user", XattrNamespace("user.comment"), 0, ""},
+		{"trusted", XattrNamespace("trusted.overlay.opaque"), 0, ""},
+		{"security", XattrNamespace("security.capability"), syscall.EOPNOTSUPP, R},
+		{"system_acl", XattrNamespace("system.posix_acl_access"), syscall.EOPNOTSUPP, R},
+		{"no_namespace", XattrNamespace("comment"), syscall.EOPNOTSUPP, R},
+		{"long", XattrNamespace(long), syscall.ERANGE, ReasonNameTooLong},
+		{"255", XattrNamespace(long[:255]), 0, ""},
+		{"set_security", SetXattr(bob, f, "security.capability", "x", nil), syscall.EOPNOTSUPP, R},
+		{"set_system", SetXattr(alice, alicePriv, "system.posix_acl_access", "x", nil), syscall.EOPNOTSUPP, R},
+		{"permission_first", SetXattr(alice, uploadsFile, "security.selinux", "x", nil), syscall.EACCES, ReasonUploadsReadonly},
+		{"set_trusted", SetXattr(bob, f, "trusted.x", "x", nil), 0, ""},
+		{"shedfs_names_unchanged", SetXattr(alice, f, XattrMode, "owner", nil), 0, ""},
+	})
+}
+
+// Passthrough is for files the view may never write; a write open meeting
+// passthrough readers of the view is refused with ETXTBSY.
+func TestPassthrough(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		a    Actor
+		e    Entry
+		want bool
+	}{
+		{"uploads", alice, uploadsFile, true},
+		{"owner_ro", alice, file(team, "alice", ownerRO), true},
+		{"others_owner_file", bob, file(team, "alice", owner), true},
+		{"own_owner_file", alice, file(team, "alice", owner), false},
+		{"group_file", bob, file(team, "alice", group), false},
+		{"private", alice, alicePriv, false},
+	} {
+		if got := Passthrough(tt.a, tt.e); got != tt.want {
+			t.Errorf("Passthrough %s = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+	run(t, []row{
+		{"no_readers", WriteOpen(0), 0, ""},
+		{"readers", WriteOpen(2), syscall.ETXTBSY, ReasonPassthroughReaders},
+	})
 }

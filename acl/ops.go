@@ -3,12 +3,19 @@ package acl
 import (
 	"syscall"
 
+	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/zones"
 )
 
 // Read decides reading e: its data, attributes, xattrs, a listing or a
 // lookup in it. Everything the view can reach may be read.
 func Read(a Actor, e Entry) Decision { return Check(a, OpRead, e) }
+
+// Lock decides taking a lock on e (flock, fcntl or OFD; unlocking is
+// never refused). Whoever may read a file may lock it, as on Linux, where a
+// lock needs only an open descriptor: locks are advisory and stop no read
+// or write, only other lockers.
+func Lock(a Actor, e Entry) Decision { return Check(a, OpLock, e) }
 
 // Write decides a write that takes regular file e from oldSize to newSize
 // bytes (newSize = max(oldSize, offset+len)): e's mode, then, only when the
@@ -37,6 +44,43 @@ func resize(a Actor, op Op, e Entry, q Quota, oldSize, newSize uint64) Decision 
 	return AdmitBytes(q.Usage, q.Limit, chargeDelta(oldSize, newSize))
 }
 
+// fallocate(2) mode bits, as Linux numbers them.
+const (
+	fallocKeepSize  = 0x01
+	fallocPunchHole = 0x02
+	fallocZeroRange = 0x10
+)
+
+// Allocate decides the mode of fallocate(2) over length bytes at off of a
+// regular file of size bytes, and returns the size the file has after it;
+// whether the caller may change the file to that size is Truncate's to
+// decide. Quotas charge the logical size rounded up to
+// metadata.ChargeUnit, so only blocks within that may be stored:
+// allocating (mode 0) or zeroing (FALLOC_FL_ZERO_RANGE) a range, which
+// extends the size past its end; punching a hole
+// (FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE), which frees; and
+// preallocating or zeroing with FALLOC_FL_KEEP_SIZE within the charged
+// size. Preallocating past it with FALLOC_FL_KEEP_SIZE, which would store
+// blocks no quota sees, and collapsing, inserting or unsharing ranges are
+// EOPNOTSUPP (allocate_mode). A range past 2^64 is EFBIG.
+func Allocate(mode uint32, size, off, length uint64) (uint64, Decision) {
+	end := off + length
+	if end < off {
+		return size, deny(syscall.EFBIG, ReasonFileTooBig)
+	}
+	switch mode {
+	case 0, fallocZeroRange:
+		return max(size, end), Decision{}
+	case fallocPunchHole | fallocKeepSize:
+		return size, Decision{}
+	case fallocKeepSize, fallocZeroRange | fallocKeepSize:
+		if size <= MaxSize && end <= uint64(metadata.Charge(size)) {
+			return size, Decision{}
+		}
+	}
+	return size, deny(syscall.EOPNOTSUPP, ReasonAllocateMode)
+}
+
 // Setattr decides chmod, chown, utimens and setting or removing an
 // ordinary xattr on e. timesOnly says that only atime/mtime change: that is
 // allowed on the roots of share/ and the groups (so that tar and cp -a can
@@ -49,16 +93,67 @@ func Setattr(a Actor, e Entry, timesOnly bool) Decision {
 	return Check(a, OpSetattr, e)
 }
 
-// Create decides create, mkdir or mknod of name in dir, charging one inode
-// to q (the quota of dir's zone holder).
+// Create decides creating regular file name in dir, charging one inode to
+// q (the quota of dir's zone holder).
 func Create(a Actor, dir Entry, name string, q Quota) Decision {
+	return Mknod(a, dir, name, syscall.S_IFREG, q)
+}
+
+// Mknod decides create, mkdir or mknod of name in dir with the file type
+// of mode (its S_IFMT bits), charging one inode to q. The directory is
+// decided before the type, as Linux checks the directory before
+// CAP_MKNOD, so that a refused directory says why whatever the type.
+func Mknod(a Actor, dir Entry, name string, mode uint32, q Quota) Decision {
 	if d := checkName(name); !d.Allowed() {
 		return d
 	}
 	if d := CheckDir(a, OpCreate, dir, name); !d.Allowed() {
 		return d
 	}
+	if d := FileType(mode); !d.Allowed() {
+		return d
+	}
 	return AdmitInodes(q.Usage, q.Limit, 1)
+}
+
+// FileType decides the file type of a new entry (the S_IFMT bits of
+// mode): character and block devices are EPERM (device_node), every other
+// type is allowed.
+func FileType(mode uint32) Decision {
+	switch mode & syscall.S_IFMT {
+	case syscall.S_IFCHR, syscall.S_IFBLK:
+		return deny(syscall.EPERM, ReasonDeviceNode)
+	}
+	return Decision{}
+}
+
+// Tmpfile decides an O_TMPFILE file in dir: admitted like a create there,
+// charging one inode to q, with no name to check (linkat names it later,
+// decided as Link).
+func Tmpfile(a Actor, dir Entry, q Quota) Decision {
+	if d := Check(a, OpCreate, dir); !d.Allowed() {
+		return d
+	}
+	return AdmitInodes(q.Usage, q.Limit, 1)
+}
+
+// Passthrough reports whether a read-only open of e in a's view may hand
+// the kernel the blob itself (FUSE passthrough): only when the view may
+// not write e at all, since passthrough skips every per-write check and
+// the kernel then forces it on every later open of the inode in the view.
+func Passthrough(a Actor, e Entry) bool {
+	return !Write(a, e, Quota{}, 0, 0).Allowed()
+}
+
+// WriteOpen decides opening for writing a file that the same view holds
+// open passthroughReaders times for passthrough reading (its mode changed
+// since they opened): ETXTBSY, as writing to a running executable, rather
+// than an EIO from the kernel or a write that bypasses the quota.
+func WriteOpen(passthroughReaders int) Decision {
+	if passthroughReaders > 0 {
+		return deny(syscall.ETXTBSY, ReasonPassthroughReaders)
+	}
+	return Decision{}
 }
 
 // Symlink decides creating symlink name → target in dir, under symlink

@@ -62,3 +62,23 @@ func AdmitSize(newSize, maxFileSize uint64) Decision {
 func chargeDelta(oldSize, newSize uint64) int64 {
 	return metadata.Charge(newSize) - metadata.Charge(oldSize)
 }
+
+// Space is what the disk that holds the store has free, and what the
+// daemon keeps free for its own metadata writes: the metadata engine
+// writes through memory-mapped files, and a page without disk space
+// behind it kills the process.
+type Space struct {
+	FreeBytes, FreeInodes int64
+	KeepBytes, KeepInodes int64
+}
+
+// AdmitSpace decides growing the store by bytes and inodes: ENOSPC
+// (store_full) when the disk would then have less free than s keeps.
+// Nothing that does not grow (bytes and inodes <= 0) is refused, so
+// deletes always work on a full disk.
+func AdmitSpace(s Space, bytes, inodes int64) Decision {
+	if bytes > 0 && s.FreeBytes-bytes < s.KeepBytes || inodes > 0 && s.FreeInodes-inodes < s.KeepInodes {
+		return deny(syscall.ENOSPC, ReasonStoreFull)
+	}
+	return Decision{}
+}

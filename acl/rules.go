@@ -108,7 +108,7 @@ func Check(a Actor, op Op, e Entry) Decision {
 	if d := visible(a, e); !d.Allowed() {
 		return d
 	}
-	if op == OpRead {
+	if op == OpRead || op == OpLock {
 		return Decision{}
 	}
 	if e.GroupsDir {

@@ -16,6 +16,27 @@ const (
 	XattrZone   = XattrPrefix + "zone"
 )
 
+// MaxXattrSpace is how many bytes of extended attributes one inode may
+// hold, as metadata.XattrCost counts them (names, values and a small
+// overhead each): about what ext4 gives an inode, and small enough that
+// the names always fit listxattr's 64 KiB.
+const MaxXattrSpace = 64 * 1024
+
+// AdmitXattr decides an inode's extended attributes going from before to
+// after bytes (metadata.XattrCost summed over them), charged to the holder
+// whose usage and limit q gives: past MaxXattrSpace ENOSPC (xattr_space),
+// past the byte quota EDQUOT (quota_bytes). A change that does not grow
+// them is always admitted.
+func AdmitXattr(q Quota, before, after int64) Decision {
+	if after <= before {
+		return Decision{}
+	}
+	if after > MaxXattrSpace {
+		return deny(syscall.ENOSPC, ReasonXattrSpace)
+	}
+	return AdmitBytes(q.Usage, q.Limit, after-before)
+}
+
 // IsShedfsXattr reports whether name is in the user.shedfs. namespace,
 // which shedfs computes from the entry and never stores as an ordinary
 // xattr.
@@ -62,7 +83,8 @@ func XattrNames(e Entry) []string {
 //   - user.shedfs.owner: SetOwner.
 //   - user.shedfs.zone and any other user.shedfs. name: EPERM
 //     (xattr_readonly).
-//   - any other name: an ordinary attribute change, decided as Setattr.
+//   - any other name: an ordinary attribute change, decided as Setattr,
+//     then by its namespace (XattrNamespace).
 //
 // In zones without ownership modes (private, output, uploads) the
 // user.shedfs. xattrs are read-only: EPERM, since there is a single user
@@ -78,7 +100,25 @@ func SetXattr(a Actor, e Entry, name, value string, isMember func(principal stri
 	case IsShedfsXattr(name):
 		return Check(a, OpSetZoneXattr, e)
 	}
-	return Check(a, OpSetattr, e)
+	if d := Check(a, OpSetattr, e); !d.Allowed() {
+		return d
+	}
+	return XattrNamespace(name)
+}
+
+// XattrNamespace decides the name of an ordinary xattr to store: user.*
+// and trusted.* are stored; security.* and system.* (capabilities, ACLs)
+// would mean something to the kernel that shedfs does not enforce, so they
+// are refused (EOPNOTSUPP) rather than silently ignored. A name longer
+// than metadata.MaxXattrNameLen is ERANGE, as the kernel answers.
+func XattrNamespace(name string) Decision {
+	switch {
+	case len(name) > metadata.MaxXattrNameLen:
+		return deny(syscall.ERANGE, ReasonNameTooLong)
+	case strings.HasPrefix(name, "user."), strings.HasPrefix(name, "trusted."):
+		return Decision{}
+	}
+	return deny(syscall.EOPNOTSUPP, ReasonXattrNamespace)
 }
 
 // RemoveXattr decides removexattr(name) on e: the user.shedfs. xattrs

@@ -54,6 +54,11 @@ type Options struct {
 	MaxAge            time.Duration
 	MaxRecords        int
 	Logger            *slog.Logger
+	// Short reports that the store's disk is down to what its metadata
+	// needs (space.Guard.Short): batches are then not written but
+	// counted as failed, so that a storm of refusals on a full disk does
+	// not fill the rest. Nil: never short.
+	Short func() bool
 }
 
 func (o *Options) defaults() {
@@ -166,12 +171,21 @@ func (r *Recorder) Record(e fusefs.Event) {
 
 func (r *Recorder) drop(why string) {
 	n := r.dropped.Add(1)
+	r.logThrottled("audit events dropped", "why", why, "dropped_total", n, "queue_size", r.opts.QueueSize)
+}
+
+// logThrottled logs a warning at most every overflowLogEvery, so that a
+// storm does not also become a log storm.
+func (r *Recorder) logThrottled(msg string, args ...any) {
 	now := time.Now().UnixNano()
 	last := r.lastLog.Load()
 	if now-last >= int64(overflowLogEvery) && r.lastLog.CompareAndSwap(last, now) {
-		r.log.Warn("audit events dropped", "why", why, "dropped_total", n, "queue_size", r.opts.QueueSize)
+		r.log.Warn(msg, args...)
 	}
 }
+
+// short reports whether the store's disk has no room for the trail.
+func (r *Recorder) short() bool { return r.opts.Short != nil && r.opts.Short() }
 
 // Recorded is how many events entered the queue.
 func (r *Recorder) Recorded() uint64 { return r.recorded.Load() }
@@ -184,8 +198,9 @@ func (r *Recorder) Dropped() uint64 { return r.dropped.Load() }
 // not counted).
 func (r *Recorder) Written() uint64 { return r.written.Load() }
 
-// Failed is how many queued events the store refused to take; each
-// failure is logged as an error.
+// Failed is how many queued events the store refused to take, or that
+// were not written because its disk was full (Options.Short); each
+// failure is logged.
 func (r *Recorder) Failed() uint64 { return r.failed.Load() }
 
 // Pruned is how many records retention has removed.
@@ -253,6 +268,11 @@ func (r *Recorder) write() {
 	tick := time.NewTicker(r.opts.FlushInterval)
 	defer tick.Stop()
 	flush := func() {
+		if len(batch) > 0 && r.short() {
+			r.failed.Add(uint64(len(batch)))
+			r.logThrottled("audit records not written: the store's disk is full", "records", len(batch))
+			batch = batch[:0]
+		}
 		if len(batch) > 0 {
 			if err := r.appendAudit(batch); err != nil {
 				r.failed.Add(uint64(len(batch)))
@@ -308,7 +328,7 @@ func (r *Recorder) write() {
 func (r *Recorder) reportOverflow() {
 	total := r.dropped.Load()
 	n := total - r.reported
-	if n == 0 {
+	if n == 0 || r.short() {
 		return
 	}
 	rec := metadata.AuditRecord{

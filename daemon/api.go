@@ -177,6 +177,27 @@ type ViewInfo struct {
 	Mountpoint string `json:"mountpoint"`
 }
 
+// LockInfo is one file lock held through a view: who holds what.
+type LockInfo struct {
+	// User is the principal of the view the lock was taken through.
+	User string `json:"user"`
+	// Path is the file as that view showed it when the lock was taken.
+	Path string `json:"path"`
+	Ino  uint64 `json:"ino"`
+	// Kind is "flock" or "posix" (an fcntl record lock, process-owned or
+	// OFD).
+	Kind string `json:"kind"`
+	// Type is "read" (shared) or "write" (exclusive).
+	Type string `json:"type"`
+	// Start and Len are the byte range as fcntl gives it: Len 0 runs to
+	// the end of the file.
+	Start uint64 `json:"start"`
+	Len   uint64 `json:"len"`
+	// PID is the process that took the lock, in the daemon's PID
+	// namespace.
+	PID uint32 `json:"pid"`
+}
+
 // CheckInfo is the record of the last fsck kept in the store.
 type CheckInfo struct {
 	At         time.Time `json:"at"`
@@ -194,6 +215,9 @@ type Status struct {
 	MountRoot string     `json:"mount_root,omitempty"`
 	Views     []ViewInfo `json:"views"`
 	OpenFiles int        `json:"open_files"`
+	// Locks are the file locks held through the views (none without a
+	// daemon).
+	Locks     []LockInfo `json:"locks"`
 	Users     int        `json:"users"`
 	Groups    int        `json:"groups"`
 	LastCheck *CheckInfo `json:"last_check"`
@@ -241,6 +265,7 @@ const (
 	CodeForbidden = "forbidden"
 	CodeTooLarge  = "too_large"
 	CodeQuota     = "quota_exceeded"
+	CodeNoSpace   = "no_space"
 	CodeMethod    = "method_not_allowed"
 	CodeMount     = "mount_failed"
 	CodeInternal  = "internal"
@@ -271,7 +296,7 @@ func (e *Error) HTTPStatus() int {
 		return http.StatusForbidden
 	case CodeTooLarge:
 		return http.StatusRequestEntityTooLarge
-	case CodeQuota:
+	case CodeQuota, CodeNoSpace:
 		return http.StatusInsufficientStorage
 	case CodeMethod:
 		return http.StatusMethodNotAllowed

@@ -17,6 +17,7 @@ import (
 
 	"github.com/shedfs/shedfs/fusefs"
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/quota"
 )
 
 // Config is what a Daemon serves.
@@ -100,6 +101,17 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.FS.Logger == nil {
 		cfg.FS.Logger = log
 	}
+	// One accountant for the views and the admin API: an import is
+	// admitted against what open files have pending, and quota show
+	// counts it.
+	acct := quota.New(cfg.Store.Meta)
+	cfg.FS.Accountant = acct
+	if cfg.FS.Space == nil && cfg.Store.Space != nil {
+		cfg.FS.Space = cfg.Store.Space
+		// A serving daemon watches the disk: the reserve goes when
+		// something else fills it and comes back when space returns.
+		cfg.Store.Space.Start()
+	}
 	d := &Daemon{
 		cfg:   cfg,
 		log:   log,
@@ -111,6 +123,7 @@ func New(cfg Config) (*Daemon, error) {
 		return d.fs.Mount(user, mnt, opts)
 	}
 	d.local = NewLocal(cfg.Store, log)
+	d.local.acct = acct
 	d.local.hooks = d
 	return d, nil
 }
@@ -133,11 +146,9 @@ func (d *Daemon) Start(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("list users: %w", err)
 		}
-		for i := range users {
-			if err := d.mountManaged(&users[i]); err != nil {
-				d.Stop(ctx)
-				return err
-			}
+		if err := d.mountAll(users); err != nil {
+			d.Stop(ctx)
+			return err
 		}
 	}
 	srv, err := Listen(SocketPath(d.cfg.Store.Dir), d.local, d.log)
@@ -190,7 +201,36 @@ func (d *Daemon) viewOptions(u *metadata.User) fusefs.ViewOptions {
 	return opts
 }
 
-// mountManaged mounts a user's view under the mount root.
+// mountParallel is how many views mountAll mounts at once: a mount spends
+// its time waiting for the kernel's round trips, not on the CPU.
+const mountParallel = 16
+
+// mountAll mounts the views of users under the mount root, several at a
+// time, and returns the first error.
+func (d *Daemon) mountAll(users []metadata.User) error {
+	errs := make([]error, len(users))
+	sem := make(chan struct{}, mountParallel)
+	var wg sync.WaitGroup
+	for i := range users {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			errs[i] = d.mountManaged(&users[i])
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mountManaged mounts a user's view under the mount root. The mount itself
+// runs outside d.mu, so that several go on at once.
 func (d *Daemon) mountManaged(u *metadata.User) error {
 	mnt := filepath.Join(d.cfg.MountRoot, u.Name)
 	if err := os.Mkdir(mnt, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -200,15 +240,37 @@ func (d *Daemon) mountManaged(u *metadata.User) error {
 		return fmt.Errorf("view of %s: %w", u.Name, err)
 	}
 	d.mu.Lock()
+	mounted, err := d.mountableLocked(u.Name)
+	d.mu.Unlock()
+	if err != nil || mounted {
+		return err
+	}
+	mv, err := d.mount(u.Name, mnt, d.viewOptions(u))
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
 	defer d.mu.Unlock()
+	if mounted, err := d.mountableLocked(u.Name); err != nil || mounted {
+		// Stopped, or mounted by another caller meanwhile.
+		if uerr := mv.Unmount(); uerr != nil {
+			d.log.Error("unmount a view mounted twice", "user", u.Name, "err", uerr)
+		}
+		return err
+	}
+	d.watchLocked(u.Name, mnt, mv, true)
+	d.log.Info("view mounted", "user", u.Name, "mountpoint", mnt, "force_owner", d.viewOptions(u).ForceOwner)
+	return nil
+}
+
+// mountableLocked refuses a view while the daemon stops, and reports
+// whether the user's view is mounted already; d.mu is held.
+func (d *Daemon) mountableLocked(user string) (mounted bool, err error) {
 	if d.stopped {
-		return fmt.Errorf("view of %s: the daemon is stopping", u.Name)
+		return false, fmt.Errorf("view of %s: the daemon is stopping", user)
 	}
-	if _, ok := d.views[u.Name]; ok {
-		return nil
-	}
-	_, err := d.mountLocked(u.Name, mnt, d.viewOptions(u), true)
-	return err
+	_, ok := d.views[user]
+	return ok, nil
 }
 
 // mountLocked mounts a view and watches it; d.mu is held.
@@ -217,6 +279,13 @@ func (d *Daemon) mountLocked(user, mnt string, opts fusefs.ViewOptions, managed 
 	if err != nil {
 		return nil, err
 	}
+	d.log.Info("view mounted", "user", user, "mountpoint", mnt, "force_owner", opts.ForceOwner)
+	return d.watchLocked(user, mnt, mv, managed), nil
+}
+
+// watchLocked registers a mounted view and follows it until it stops
+// serving; d.mu is held.
+func (d *Daemon) watchLocked(user, mnt string, mv mountedView, managed bool) *view {
 	v := &view{user: user, mountpoint: mnt, managed: managed, mv: mv, done: make(chan struct{})}
 	d.views[user] = v
 	d.wg.Add(1)
@@ -233,8 +302,7 @@ func (d *Daemon) mountLocked(user, mnt string, opts fusefs.ViewOptions, managed 
 		}
 		d.mu.Unlock()
 	}()
-	d.log.Info("view mounted", "user", user, "mountpoint", mnt, "force_owner", opts.ForceOwner)
-	return v, nil
+	return v
 }
 
 // unmount ends one view and waits for it to stop serving, until ctx ends.
@@ -372,5 +440,20 @@ func (d *Daemon) fillStatus(st *Status) {
 	st.MountRoot = d.cfg.MountRoot
 	st.Views = d.Views()
 	st.OpenFiles = d.OpenFiles()
+	st.Locks = d.Locks()
 	st.Requests = d.rate.current()
+}
+
+// Locks lists the file locks held through the views.
+func (d *Daemon) Locks() []LockInfo {
+	held := d.fs.Locks()
+	out := make([]LockInfo, 0, len(held))
+	for _, l := range held {
+		typ := "read"
+		if l.Write {
+			typ = "write"
+		}
+		out = append(out, LockInfo{User: l.User, Path: l.Path, Ino: l.Ino, Kind: l.Kind, Type: typ, Start: l.Start, Len: l.Len, PID: l.Pid})
+	}
+	return out
 }

@@ -2,8 +2,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/quota"
 	"github.com/shedfs/shedfs/zones"
 )
 
@@ -28,14 +27,17 @@ const importFileMode = 0o644
 // a session is given, creating that directory), keeping Name. It is the one
 // way files enter uploads/, since views may only read and delete there.
 //
-// The file is written under its final name when that name is free, and
-// under a temporary name renamed over the existing file with Replace, so a
-// reader sees either the old or the new content, never a mixture. The
-// blob is fsynced before the metadata that makes it visible, and the
-// metadata before Import returns. The user's byte and inode quotas apply:
-// an import that does not fit fails with CodeQuota and leaves nothing
-// behind. While a replace is in flight both contents are charged; the
-// admission allows for that, so a replace that fits once done is admitted.
+// The content goes to an inode no directory names yet; once it is whole
+// and durable, one transaction gives it its size and its name (replacing
+// the existing file with Replace, so a reader sees either the old or the
+// new content, never a mixture). A crash before that leaves an orphan that
+// the next start or fsck reclaims: the name appears complete or not at
+// all. The user's byte and inode quotas apply through the accountant the
+// views use, so bytes pending in files open for writing count: an import
+// that does not fit fails with CodeQuota and leaves nothing behind. Its
+// bytes are reserved while they stream in. While a replace is in flight
+// both contents are charged; the admission allows for that, so a replace
+// that fits once done is admitted.
 func (l *Local) Import(ctx context.Context, req ImportRequest, body io.Reader, size int64) (*ImportResult, error) {
 	if err := CheckImport(req); err != nil {
 		return nil, err
@@ -57,7 +59,7 @@ func (l *Local) Import(ctx context.Context, req ImportRequest, body io.Reader, s
 	existing, err := l.st.Meta.Lookup(dir, req.Name)
 	switch {
 	case err == nil && !req.Replace:
-		return nil, errorf(CodeExists, "%s of user %s already exists; add --replace to overwrite it", rel, u.Name)
+		return nil, existsError(rel, u.Name)
 	case err == nil && !existing.IsRegular():
 		return nil, errorf(CodeExists, "%s of user %s exists and is not a regular file; it cannot be replaced by an import", rel, u.Name)
 	case err == nil:
@@ -65,70 +67,65 @@ func (l *Local) Import(ctx context.Context, req ImportRequest, body io.Reader, s
 	case !errors.Is(err, syscall.ENOENT):
 		return nil, asError(err, what)
 	}
+	announced := uint64(0)
 	if size >= 0 {
-		if err := l.admitImport(u.Name, uint64(size), credit, what); err != nil {
-			return nil, err
-		}
+		announced = uint64(size)
 	}
-	name := req.Name
-	if existing != nil {
-		name = tempImportName()
+	res, err := l.reserveImport(u.Name, announced, credit, what)
+	if err != nil {
+		return nil, err
 	}
+	defer res.Release()
 	tmpl := &metadata.Inode{
 		Mode: syscall.S_IFREG | importFileMode, Uid: u.Uid, Gid: u.Gid,
 		Zone: zones.UploadsZone(u.Name), Owner: u.Name,
 	}
-	n, err := l.st.Meta.Create(dir, name, tmpl, admitOneInode)
+	if err := l.room(metadata.ChargeUnit, 1, what); err != nil {
+		return nil, err
+	}
+	n, err := l.st.Meta.CreateTmp(dir, tmpl, admitOneInode)
 	switch {
-	case errors.Is(err, syscall.EEXIST):
-		return nil, errorf(CodeExists, "%s of user %s already exists; add --replace to overwrite it", rel, u.Name)
 	case errors.Is(err, syscall.EDQUOT):
 		return nil, l.quotaError(u.Name, what+": no inode left in the quota")
 	case err != nil:
 		return nil, asError(err, what)
 	}
-	undo := func() { l.discard(dir, name, n.Ino) }
-	written, err := l.writeImport(ctx, u.Name, n.Ino, body, credit, what)
+	written, err := l.writeImport(ctx, u.Name, n.Ino, body, res, what)
 	if err != nil {
-		undo()
+		l.discard(n.Ino)
 		return nil, err
 	}
-	now := time.Now()
-	_, err = l.st.Meta.Update(n.Ino, func(n *metadata.Inode) error {
-		n.Size = uint64(written)
-		n.Mtime, n.Ctime = now, now
-		return nil
-	}, func(us metadata.Usage, lim metadata.Limit, delta int64) error {
-		return acl.AdmitBytes(us, lim, delta-credit).Err()
+	var replaced *metadata.Inode
+	err = res.Commit(func() error {
+		var err error
+		replaced, err = l.st.Meta.Publish(n.Ino, dir, req.Name, uint64(written), time.Now(), req.Replace, res.Admit)
+		return err
 	})
-	if err != nil {
-		undo()
-		if errors.Is(err, syscall.EDQUOT) {
-			return nil, l.quotaError(u.Name, fmt.Sprintf("%s (%s)", what, FormatSize(written)))
-		}
+	switch {
+	case err == nil:
+	case errors.Is(err, syscall.EEXIST) || errors.Is(err, syscall.EISDIR):
+		l.discard(n.Ino)
+		return nil, existsError(rel, u.Name)
+	case errors.Is(err, syscall.EDQUOT):
+		l.discard(n.Ino)
+		return nil, l.quotaError(u.Name, fmt.Sprintf("%s (%s)", what, FormatSize(written)))
+	default:
+		l.discard(n.Ino)
 		return nil, asError(err, what)
 	}
+	l.nameChanged(dir, req.Name, replaced)
 	if err := l.st.Meta.Sync(); err != nil {
-		undo()
 		return nil, asError(err, what+": sync metadata")
 	}
-	res := &ImportResult{User: u.Name, Path: rel, Ino: n.Ino, Size: written}
-	var replaced *metadata.Inode
-	if existing != nil {
-		replaced, err = l.st.Meta.Rename(dir, name, dir, req.Name, 0)
-		if err != nil {
-			undo()
-			return nil, asError(err, what+": replace")
-		}
-		res.Replaced = true
-		if err := l.st.Meta.Sync(); err != nil {
-			return nil, asError(err, what+": sync metadata")
-		}
-	}
-	l.nameChanged(dir, req.Name, replaced)
+	result := &ImportResult{User: u.Name, Path: rel, Ino: n.Ino, Size: written, Replaced: replaced != nil}
 	l.audit(u.Name, zones.UploadsZone(u.Name), "/"+rel, "import", written)
-	l.log.Info("imported", "user", u.Name, "path", rel, "bytes", written, "replaced", res.Replaced)
-	return res, nil
+	l.log.Info("imported", "user", u.Name, "path", rel, "bytes", written, "replaced", result.Replaced)
+	return result, nil
+}
+
+// existsError is the refusal of an import whose name is taken.
+func existsError(rel, user string) error {
+	return errorf(CodeExists, "%s of user %s already exists; add --replace to overwrite it", rel, user)
 }
 
 // checkImport checks the names of an import request, with the line the
@@ -197,36 +194,45 @@ func (l *Local) sessionDir(u *metadata.User, session string) (uint64, error) {
 	return 0, errorf(CodeBusy, "create %s of user %s: it keeps changing; retry", rel, u.Name)
 }
 
+// room refuses growth of the store by bytes and inodes that its disk has
+// no room for (space.Guard), as the views do; without a guard (a store
+// open read-only) there is nothing to refuse.
+func (l *Local) room(bytes, inodes int64, what string) error {
+	if l.st.Space == nil {
+		return nil
+	}
+	if d := l.st.Space.Admit(bytes, inodes); !d.Allowed() {
+		return errorf(CodeNoSpace, "%s: the store's disk is full (%s)", what, d.Reason)
+	}
+	return nil
+}
+
 // admitOneInode admits the inode of a new file or session directory.
 func admitOneInode(u metadata.Usage, l metadata.Limit) error {
 	return acl.AdmitInodes(u, l, 1).Err()
 }
 
-// admitImport refuses early an import whose size is known not to fit, so
-// that nothing is copied in vain.
-func (l *Local) admitImport(user string, size uint64, credit int64, what string) error {
+// reserveImport admits an import of the announced size (0 when unknown;
+// writeImport reserves the rest as it streams) through the accountant, and
+// refuses early one known not to fit, so that nothing is copied in vain.
+func (l *Local) reserveImport(user string, size uint64, credit int64, what string) (*quota.Reservation, error) {
 	if d := acl.AdmitSize(size, l.maxFileSize()); !d.Allowed() {
-		return errorf(CodeTooLarge, "%s: %s is larger than the largest file allowed", what, FormatSize(int64(min(size, uint64(1<<62)))))
+		return nil, errorf(CodeTooLarge, "%s: %s is larger than the largest file allowed", what, FormatSize(int64(min(size, uint64(1<<62)))))
 	}
-	h := userHolder(user)
-	us, err := l.st.Meta.Usage(h)
+	res, d, err := l.acct.Reserve(userHolder(user), metadata.Charge(size), credit)
 	if err != nil {
-		return asError(err, what)
+		return nil, asError(err, what)
 	}
-	lim, err := l.st.Meta.GetLimit(h)
-	if err != nil {
-		return asError(err, what)
+	if !d.Allowed() {
+		return nil, l.quotaError(user, fmt.Sprintf("%s (%s)", what, FormatSize(int64(size))))
 	}
-	if !acl.AdmitBytes(us, lim, metadata.Charge(size)-credit).Allowed() {
-		return l.quotaError(user, fmt.Sprintf("%s (%s)", what, FormatSize(int64(size))))
-	}
-	return nil
+	return res, nil
 }
 
 // quotaError is the line an operator reads when a user's quota is full.
 func (l *Local) quotaError(user, what string) *Error {
 	h := userHolder(user)
-	us, err1 := l.st.Meta.Usage(h)
+	us, err1 := l.acct.Usage(h)
 	lim, err2 := l.st.Meta.GetLimit(h)
 	if err1 != nil || err2 != nil {
 		return errorf(CodeQuota, "%s: over the quota of user %s", what, user)
@@ -249,32 +255,16 @@ func countLimit(n int64) string {
 	return fmt.Sprint(n)
 }
 
-// writeImport copies body into the blob of ino and makes it durable. It
-// stops as soon as the content passes the file size limit or what the
-// user's quota has left (plus credit, freed by a replace), so an oversized
-// upload does not fill the disk first.
-func (l *Local) writeImport(ctx context.Context, user string, ino uint64, body io.Reader, credit int64, what string) (int64, error) {
-	budget := int64(-1) // no byte limit
-	h := userHolder(user)
-	us, err := l.st.Meta.Usage(h)
-	if err != nil {
-		return 0, asError(err, what)
-	}
-	lim, err := l.st.Meta.GetLimit(h)
-	if err != nil {
-		return 0, asError(err, what)
-	}
-	if lim.Bytes > 0 {
-		budget = max(lim.Bytes-us.Bytes+credit, 0)
-	}
+// writeImport copies body into the blob of ino and makes it durable. Bytes
+// beyond what res holds are reserved as they come, so the copy stops as
+// soon as the content passes the file size limit or what the user's quota
+// has left (plus what a replace frees), before it fills the disk.
+func (l *Local) writeImport(ctx context.Context, user string, ino uint64, body io.Reader, res *quota.Reservation, what string) (int64, error) {
 	f, err := l.st.Blobs.OpenFile(ino, true)
 	if err != nil {
 		return 0, asError(err, what)
 	}
 	defer f.Close()
-	if err := f.Truncate(0); err != nil {
-		return 0, asError(err, what)
-	}
 	buf := make([]byte, importChunk)
 	var written int64
 	for {
@@ -284,15 +274,24 @@ func (l *Local) writeImport(ctx context.Context, user string, ino uint64, body i
 		n, rerr := body.Read(buf)
 		if n > 0 {
 			next := written + int64(n)
-			if budget >= 0 && metadata.Charge(uint64(next)) > budget {
-				return 0, l.quotaError(user, fmt.Sprintf("%s (more than %s)", what, FormatSize(written)))
-			}
 			if !acl.AdmitSize(uint64(next), l.maxFileSize()).Allowed() {
 				return 0, errorf(CodeTooLarge, "%s: larger than the largest file allowed", what)
 			}
+			if more := metadata.Charge(uint64(next)) - res.Held(); more > 0 {
+				d, err := res.Grow(more)
+				if err != nil {
+					return 0, asError(err, what)
+				}
+				if !d.Allowed() {
+					return 0, l.quotaError(user, fmt.Sprintf("%s (more than %s)", what, FormatSize(written)))
+				}
+			}
+			if err := l.room(int64(n), 0, what); err != nil {
+				return 0, err
+			}
 			if _, err := f.Write(buf[:n]); err != nil {
 				if errors.Is(err, syscall.ENOSPC) {
-					return 0, errorf(CodeInternal, "%s: the store's disk is full", what)
+					return 0, errorf(CodeNoSpace, "%s: the store's disk is full", what)
 				}
 				return 0, asError(err, what+": write")
 			}
@@ -314,14 +313,9 @@ func (l *Local) writeImport(ctx context.Context, user string, ino uint64, body i
 	return written, nil
 }
 
-// discard removes what a failed import created: its name, its inode and
-// its blob. A failure here leaves an orphan or a stray blob, which the next
-// start or fsck reclaims.
-func (l *Local) discard(dir uint64, name string, ino uint64) {
-	if _, err := l.st.Meta.Unlink(dir, name, false); err != nil && !errors.Is(err, syscall.ENOENT) {
-		l.log.Warn("undo import: unlink", "ino", ino, "err", err)
-		return
-	}
+// discard removes the unnamed inode of a failed import and its blob. A
+// failure here leaves an orphan, which the next start or fsck reclaims.
+func (l *Local) discard(ino uint64) {
 	if _, err := l.st.Meta.Reclaim(ino); err != nil && !errors.Is(err, syscall.ENOENT) {
 		l.log.Warn("undo import: reclaim", "ino", ino, "err", err)
 		return
@@ -349,12 +343,4 @@ func (l *Local) nameChanged(dir uint64, name string, replaced *metadata.Inode) {
 	if err := l.st.Blobs.Remove(replaced.Ino); err != nil {
 		l.log.Warn("remove replaced blob", "ino", replaced.Ino, "err", err)
 	}
-}
-
-// tempImportName is the name a replacing import is written under before
-// it is renamed over the old file.
-func tempImportName() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return ".shedfs-import-" + hex.EncodeToString(b[:])
 }

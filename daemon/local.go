@@ -12,6 +12,7 @@ import (
 
 	"github.com/shedfs/shedfs/fusefs"
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/quota"
 )
 
 // viewHooks is how a running daemon learns about changes to the set of
@@ -49,6 +50,10 @@ type Local struct {
 	st    *Store
 	log   *slog.Logger
 	hooks viewHooks
+	// acct admits imports and shows usage: the daemon's views share it,
+	// so pending bytes of open files count; without a daemon nothing is
+	// pending.
+	acct *quota.Accountant
 
 	// mu serialises changes, so that a user is never removed while its
 	// view is being mounted, or added twice at once.
@@ -61,7 +66,7 @@ func NewLocal(st *Store, log *slog.Logger) *Local {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Local{st: st, log: log}
+	return &Local{st: st, log: log, acct: quota.New(st.Meta)}
 }
 
 var _ Admin = (*Local)(nil)
@@ -92,6 +97,9 @@ func (l *Local) AddUser(ctx context.Context, req UserAddRequest) (*UserInfo, err
 	}
 	if req.Quota.Bytes < 0 || req.Quota.Inodes < 0 {
 		return nil, errorf(CodeInvalid, "quota of user %s: negative limit", req.Name)
+	}
+	if err := l.room(userRootInodes*metadata.ChargeUnit, userRootInodes, "add user "+req.Name); err != nil {
+		return nil, err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -128,7 +136,7 @@ func (l *Local) userInfo(u *metadata.User) (*UserInfo, error) {
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("no user named %s", u.Name))
 	}
-	used, err := l.st.Meta.Usage(userHolder(u.Name))
+	used, err := l.acct.Usage(userHolder(u.Name))
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("usage of user %s", u.Name))
 	}
@@ -214,7 +222,7 @@ func (l *Local) RemoveUser(ctx context.Context, name string, force bool) (*Remov
 
 // holderData measures what removing a principal would delete.
 func (l *Local) holderData(name string, h metadata.Holder, roots int64) (*RemoveResult, error) {
-	used, err := l.st.Meta.Usage(h)
+	used, err := l.acct.Usage(h)
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("usage of %s", h))
 	}
@@ -245,6 +253,9 @@ func (l *Local) AddGroup(ctx context.Context, req GroupAddRequest) (*GroupInfo, 
 	if err := ValidName("group", req.Name); err != nil {
 		return nil, err
 	}
+	if err := l.room(groupRootInodes*metadata.ChargeUnit, groupRootInodes, "add group "+req.Name); err != nil {
+		return nil, err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	g, err := l.st.Meta.AddGroup(req.Name)
@@ -257,7 +268,7 @@ func (l *Local) AddGroup(ctx context.Context, req GroupAddRequest) (*GroupInfo, 
 
 // groupInfo assembles what is shown about a group.
 func (l *Local) groupInfo(g *metadata.Group) (*GroupInfo, error) {
-	used, err := l.st.Meta.Usage(groupHolder(g.Name))
+	used, err := l.acct.Usage(groupHolder(g.Name))
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("usage of group %s", g.Name))
 	}
@@ -452,7 +463,7 @@ func (l *Local) SetQuota(ctx context.Context, holder string, req QuotaSetRequest
 }
 
 func (l *Local) quotaInfo(h metadata.Holder) (*QuotaInfo, error) {
-	used, err := l.st.Meta.Usage(h)
+	used, err := l.acct.Usage(h)
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("usage of %s", h))
 	}
@@ -514,7 +525,7 @@ func (l *Local) Status(ctx context.Context) (*Status, error) {
 	if err != nil {
 		return nil, asError(err, "list groups")
 	}
-	st := &Status{Store: l.st.Dir, Views: []ViewInfo{}, Users: len(users), Groups: len(groups)}
+	st := &Status{Store: l.st.Dir, Views: []ViewInfo{}, Locks: []LockInfo{}, Users: len(users), Groups: len(groups)}
 	rec, err := l.st.Meta.LastCheck()
 	switch {
 	case err != nil:

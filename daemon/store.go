@@ -15,13 +15,18 @@ import (
 
 	"github.com/shedfs/shedfs/blobs"
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/space"
 )
 
-// Store is an opened store directory: its metadata and its blobs.
+// Store is an opened store directory: its metadata and its blobs, and the
+// guard of its disk.
 type Store struct {
 	Dir   string
 	Meta  *metadata.Store
 	Blobs *blobs.Dir
+	// Space admits growth by the free space of the store's disk; nil when
+	// the store is open read-only.
+	Space *space.Guard
 	// Recovery is the repair report when the previous stop was unclean,
 	// nil otherwise.
 	Recovery *metadata.Report
@@ -34,7 +39,12 @@ type OpenOptions struct {
 	// NoRecover skips the automatic repair after an unclean stop (fsck
 	// does its own).
 	NoRecover bool
-	Logger    *slog.Logger
+	// ReadOnly opens the store without changing anything, dirty marker
+	// included (fsck --dry-run, and reading commands on a full disk): no
+	// repair, no reclaiming of orphans, and a store left by an unclean
+	// stop still looks unclean to the next open, which then repairs it.
+	ReadOnly bool
+	Logger   *slog.Logger
 }
 
 // OpenStore opens the store in dir. After an unclean stop it checks and
@@ -60,7 +70,20 @@ func OpenStore(dir string, opts OpenOptions) (*Store, error) {
 	case !st.IsDir():
 		return nil, fmt.Errorf("store %s is not a directory", dir)
 	}
-	meta, err := metadata.Open(filepath.Join(dir, "meta"), metadata.Options{Logger: log})
+	if opts.ReadOnly {
+		return openReadOnly(dir, log)
+	}
+	metaDir := filepath.Join(dir, "meta")
+	// Before the metadata: opening it for writing needs room on the
+	// disk, which the guard makes by releasing the reserve.
+	guard, err := space.Open(dir, space.Options{
+		Headroom: func() int64 { return metadata.Headroom(metaDir) },
+		Logger:   log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", dir, err)
+	}
+	meta, err := metadata.Open(metaDir, metadata.Options{Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
@@ -69,7 +92,7 @@ func OpenStore(dir string, opts OpenOptions) (*Store, error) {
 		meta.Close()
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
-	s := &Store{Dir: dir, Meta: meta, Blobs: bl}
+	s := &Store{Dir: dir, Meta: meta, Blobs: bl, Space: guard}
 	if !meta.WasClean() && !opts.NoRecover {
 		log.Warn("store was not closed cleanly; checking it", "store", dir)
 		rep, err := meta.Check(bl, true, nil)
@@ -90,8 +113,29 @@ func OpenStore(dir string, opts OpenOptions) (*Store, error) {
 	return s, nil
 }
 
-// Close closes the metadata, marking the stop clean.
+// openReadOnly opens an existing store for inspection only.
+func openReadOnly(dir string, log *slog.Logger) (*Store, error) {
+	blobDir := filepath.Join(dir, "blobs")
+	if fi, err := os.Stat(blobDir); err != nil || !fi.IsDir() {
+		return nil, fmt.Errorf("store %s has no blobs directory", dir)
+	}
+	meta, err := metadata.Open(filepath.Join(dir, "meta"), metadata.Options{Logger: log, ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", dir, err)
+	}
+	bl, err := blobs.OpenDir(blobDir)
+	if err != nil {
+		meta.Close()
+		return nil, fmt.Errorf("store %s: %w", dir, err)
+	}
+	return &Store{Dir: dir, Meta: meta, Blobs: bl}, nil
+}
+
+// Close closes the metadata, marking the stop clean (unless read-only).
 func (s *Store) Close() error {
+	if s.Space != nil {
+		s.Space.Close()
+	}
 	if err := s.Meta.Close(); err != nil {
 		return fmt.Errorf("close store %s: %w", s.Dir, err)
 	}

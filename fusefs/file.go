@@ -63,7 +63,7 @@ type openInode struct {
 func (f *FS) setSizeLocked(oi *openInode, size uint64) {
 	oi.size = size
 	pc := metadata.Charge(size) - metadata.Charge(oi.persisted)
-	f.acct.add(oi.holder, pc-oi.pendingCharge)
+	f.acct.Add(oi.holder, pc-oi.pendingCharge)
 	oi.pendingCharge = pc
 }
 
@@ -196,7 +196,7 @@ func (f *FS) closeOpen(oi *openInode) {
 	oi.mu.Lock()
 	if orphan {
 		// Its charge goes with the inode at reclaim.
-		f.acct.add(oi.holder, -oi.pendingCharge)
+		f.acct.Add(oi.holder, -oi.pendingCharge)
 		oi.pendingCharge = 0
 	} else {
 		f.persistLocked(oi)
@@ -220,7 +220,7 @@ func (f *FS) persistLocked(oi *openInode) syscall.Errno {
 		return 0
 	}
 	size, mtime, inline := oi.size, oi.mtime, oi.inline
-	unlock := f.acct.lock(oi.holder)
+	unlock := f.acct.Lock(oi.holder)
 	defer unlock()
 	fn := func(n *metadata.Inode) error {
 		n.Size = size
@@ -239,7 +239,7 @@ func (f *FS) persistLocked(oi *openInode) syscall.Errno {
 		return f.errno("persist size", err)
 	}
 	oi.storedInline = inline
-	f.acct.add(oi.holder, -oi.pendingCharge)
+	f.acct.Add(oi.holder, -oi.pendingCharge)
 	oi.pendingCharge = 0
 	oi.persisted = size
 	oi.dirty = false
@@ -268,16 +268,18 @@ func (f *FS) overlay(n *metadata.Inode) {
 // resize admits and applies a size change of an open file (write,
 // truncate, fallocate) under its holder's lock: grow is checked against
 // the mode, the max file size and the quota; the new size is reserved as
-// pending before the lock is dropped. apply does the blob work; on failure
-// nothing is charged. oi.mu must be held.
-func (n *node) resizeLocked(oi *openInode, op acl.Op, newSize uint64, apply func() (uint64, error)) syscall.Errno {
+// pending before the lock is dropped. blocks is how much disk apply may
+// allocate on the host (holes filled included), which the store's disk
+// must have room for. apply does the blob work; on failure nothing is
+// charged. oi.mu must be held.
+func (n *node) resizeLocked(oi *openInode, op acl.Op, newSize uint64, blocks int64, apply func() (uint64, error)) syscall.Errno {
 	f := n.v.fs
 	a := n.v.actor()
 	grows := metadata.Charge(newSize) > metadata.Charge(oi.size) || newSize > oi.size
 	var unlock func()
 	var d acl.Decision
 	if grows {
-		unlock = f.acct.lock(oi.holder)
+		unlock = f.acct.Lock(oi.holder)
 		q, err := f.quota(oi.entry.Zone)
 		if err != nil {
 			unlock()
@@ -292,6 +294,9 @@ func (n *node) resizeLocked(oi *openInode, op acl.Op, newSize uint64, apply func
 		d = acl.Write(a, oi.entry, acl.Quota{}, oi.size, oi.size)
 	} else {
 		d = acl.Truncate(a, oi.entry, acl.Quota{}, oi.size, newSize)
+	}
+	if d.Allowed() && blocks > 0 {
+		d = f.room(blocks, 0)
 	}
 	if !d.Allowed() {
 		if unlock != nil {
@@ -324,6 +329,8 @@ type handle struct {
 	oi    *openInode
 	flags uint32
 	mode  ioMode
+	// locks are the lock owners that acted through this handle.
+	locks lockRefs
 }
 
 // ioMode is how the kernel does I/O on one open file.
@@ -381,9 +388,8 @@ func (n *node) newHandle(oi *openInode, flags uint32) (fs.FileHandle, uint32, sy
 	}
 	switch {
 	case write && c.passthrough > 0:
-		return nil, 0, syscall.ETXTBSY
-	case !write && n.v.fs.opts.Passthrough && c.cached == 0 && !oi.inline &&
-		!acl.Write(n.v.actor(), oi.entry, acl.Quota{}, oi.size, oi.size).Allowed():
+		return nil, 0, n.deny(acl.OpWrite, "", acl.WriteOpen(c.passthrough))
+	case !write && n.v.fs.opts.Passthrough && c.cached == 0 && !oi.inline && acl.Passthrough(n.v.actor(), oi.entry):
 		c.passthrough++
 		h.mode = modePassthrough
 		return &ptHandle{h}, 0, 0
@@ -453,7 +459,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, e
 	old := oi.size
 	end := max(uint64(off)+uint64(len(data)), old)
 	var written int
-	e := h.node.resizeLocked(oi, acl.OpWrite, end, func() (uint64, error) {
+	e := h.node.resizeLocked(oi, acl.OpWrite, end, int64(len(data)), func() (uint64, error) {
 		if oi.inline && end > h.node.v.fs.inlineMax {
 			if err := h.node.v.fs.toBlobLocked(oi); err != nil {
 				return old, err
@@ -476,6 +482,7 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, e
 		return 0, e
 	}
 	h.node.v.fs.countWrite(h.node.zone, written)
+	h.node.v.fs.changedContent(h.node, oi.ino)
 	// Outside the inode lock: delivery may wait on the other views'
 	// kernels, which may wait on a write of theirs that needs the lock.
 	h.node.v.fs.invalidate(h.node.v, h.node.zone, dataOf(oi.ino, off, int64(written)))
@@ -533,6 +540,7 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) (errno syscall.Errno) 
 // Release implements fs.FileReleaser.
 func (h *handle) Release(ctx context.Context) (errno syscall.Errno) {
 	defer h.node.v.fs.track("release", h.node.zone, time.Now(), &errno)
+	h.releaseLocks()
 	h.closeHandle()
 	h.node.v.fs.release(h.oi)
 	return 0
@@ -544,18 +552,24 @@ func (h *handle) Getattr(ctx context.Context, out *fuse.AttrOut) (errno syscall.
 	return h.node.Getattr(ctx, nil, out)
 }
 
-// Allocate implements fs.FileAllocater (fallocate(2)). Growing the file is
-// admitted like a truncate.
+// Allocate implements fs.FileAllocater (fallocate(2)). acl decides the
+// mode and the size it leads to; growing the file is then admitted like a
+// truncate, and allocating blocks needs room on the store's disk.
 func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) (errno syscall.Errno) {
 	defer h.node.v.fs.track("fallocate", h.node.zone, time.Now(), &errno)
 	oi := h.oi
 	oi.mu.Lock()
 	old := oi.size
-	newSize := old
-	if mode&unix.FALLOC_FL_KEEP_SIZE == 0 && off+size > newSize {
-		newSize = off + size
+	newSize, d := acl.Allocate(mode, old, off, size)
+	if !d.Allowed() {
+		oi.mu.Unlock()
+		return h.node.deny(acl.OpTruncate, "", d)
 	}
-	e := h.node.resizeLocked(oi, acl.OpTruncate, newSize, func() (uint64, error) {
+	var blocks int64 // what the host allocates: nothing for a hole punch
+	if mode&unix.FALLOC_FL_PUNCH_HOLE == 0 {
+		blocks = int64(min(size, acl.MaxSize))
+	}
+	e := h.node.resizeLocked(oi, acl.OpTruncate, newSize, blocks, func() (uint64, error) {
 		// fallocate is rare: an inline file moves to a blob for it.
 		if err := h.node.v.fs.toBlobLocked(oi); err != nil {
 			return old, err
@@ -567,7 +581,8 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) (e
 	})
 	oi.mu.Unlock()
 	if e == 0 {
-		h.node.v.fs.invalidate(h.node.v, h.node.zone, attrOf(oi.ino))
+		h.node.v.fs.changedContent(h.node, oi.ino)
+		h.node.v.fs.invalidate(h.node.v, h.node.zone, dataOf(oi.ino, int64(off), int64(size)))
 	}
 	return e
 }
@@ -600,7 +615,12 @@ func (n *node) truncate(rec *metadata.Inode, size uint64) syscall.Errno {
 	defer f.release(oi)
 	oi.mu.Lock()
 	old := oi.size
-	e = n.resizeLocked(oi, acl.OpTruncate, size, func() (uint64, error) {
+	// A blob grows sparse; inline content grows by real zero bytes.
+	var blocks int64
+	if oi.inline && size > old && size <= f.inlineMax {
+		blocks = int64(size - old)
+	}
+	e = n.resizeLocked(oi, acl.OpTruncate, size, blocks, func() (uint64, error) {
 		if oi.inline && size <= f.inlineMax {
 			oi.resizeInline(size)
 			return size, nil
@@ -621,6 +641,7 @@ func (n *node) truncate(rec *metadata.Inode, size uint64) syscall.Errno {
 		return e
 	}
 	n.changed("truncate", "", int64(size))
+	f.changedContent(n, oi.ino)
 	f.invalidate(n.v, n.zone, dataOf(oi.ino, int64(size), 0))
 	return 0
 }

@@ -15,18 +15,23 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/blobs"
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/quota"
 	"github.com/shedfs/shedfs/zones"
 )
 
 // Options are the settings shared by every view of one daemon.
 type Options struct {
-	// EntryTimeout and AttrTimeout are how long the kernel may cache names
-	// and attributes. Views stay coherent through invalidation, so these
-	// can be long; zero means the defaults below.
-	EntryTimeout time.Duration
-	AttrTimeout  time.Duration
+	// EntryTimeout, AttrTimeout and NegativeTimeout are how long the
+	// kernel may cache names, attributes and names found missing. Every
+	// change passes through the daemon, which invalidates what a view's
+	// kernel did not see itself, so they are long and correctness never
+	// rests on them; zero means the defaults below.
+	EntryTimeout    time.Duration
+	AttrTimeout     time.Duration
+	NegativeTimeout time.Duration
 	// Logger receives errors the kernel cannot be told about in detail.
 	Logger *slog.Logger
 	// Zones holds the configurable zone policy: default ownership modes
@@ -42,15 +47,29 @@ type Options struct {
 	// to a blob. Zero means DefaultInlineMax, negative keeps every file
 	// in a blob.
 	InlineMax int64
+	// Accountant admits every byte charge against usage plus what is
+	// pending; the daemon shares one with its admin API (imports). Nil:
+	// one of the FS's own.
+	Accountant *quota.Accountant
 	// Passthrough lets read-only opens read the blob directly in the
 	// kernel (FUSE passthrough, Linux 6.9+, root). Reads then bypass the
 	// daemon and are not counted in the byte metrics.
 	Passthrough bool
+	// Space admits growth of the store by the room left on its disk
+	// (space.Guard); nil admits everything.
+	Space Space
+}
+
+// Space is what the callbacks need of the store's disk guard: whether
+// the store may grow by bytes and inodes (acl.AdmitSpace).
+type Space interface {
+	Admit(bytes, inodes int64) acl.Decision
 }
 
 const (
-	defaultEntryTimeout = time.Second
-	defaultAttrTimeout  = time.Second
+	defaultEntryTimeout    = time.Hour
+	defaultAttrTimeout     = time.Hour
+	defaultNegativeTimeout = time.Hour
 )
 
 // DefaultInlineMax is where small files stop being inline: most source
@@ -68,9 +87,17 @@ type FS struct {
 	log   *slog.Logger
 
 	notify *notifier
-	acct   *accountant
+	// known is which views' kernels hold each shared inode.
+	known *knownInodes
+	// versions numbers content changes, for FOPEN_KEEP_CACHE.
+	versions *contentVersions
+	acct     *quota.Accountant
 	// inlineMax is Options.InlineMax resolved: 0 keeps nothing inline.
 	inlineMax uint64
+	// locks are the file locks of every view.
+	locks *lockTable
+	// views numbers the views, for lock owners.
+	views atomic.Uint64
 	// maxFileSize is the store's setting, reloaded by SettingsChanged.
 	maxFileSize atomic.Uint64
 	// requests counts FUSE requests for the status rate.
@@ -98,6 +125,9 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
 	if opts.AttrTimeout == 0 {
 		opts.AttrTimeout = defaultAttrTimeout
 	}
+	if opts.NegativeTimeout == 0 {
+		opts.NegativeTimeout = defaultNegativeTimeout
+	}
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -112,8 +142,14 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
 		orphans:   make(map[uint64]bool),
 		dirsOpen:  make(map[uint64]int),
 		ghosts:    make(map[uint64]*ghost),
-		notify:    newNotifier(),
-		acct:      newAccountant(),
+		notify:    newNotifier(log),
+		known:     newKnownInodes(),
+		versions:  newContentVersions(),
+		acct:      opts.Accountant,
+		locks:     newLockTable(),
+	}
+	if f.acct == nil {
+		f.acct = quota.New(store)
 	}
 	switch {
 	case opts.InlineMax == 0:

@@ -1,27 +1,46 @@
 package fusefs
 
 import (
+	"context"
+	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/metadata"
 )
 
-// Views share the inodes of share/ and the group zones. The kernel of each
-// view caches names and attributes of those inodes, so a change made
-// through one view is pushed to every other view as invalidations. They are
-// sent from a worker, never from inside a callback (a notification may
-// wait on kernel locks that the calling request holds); the callback waits
-// a bounded time for delivery so that the next request in another view
-// sees the change.
+// Views share the inodes of share/ and the group zones, and the kernel of
+// each view caches names, attributes, pages and listings for long. So a
+// change is pushed as invalidations to the views whose kernel holds what
+// changed (knownInodes), and to no other. Each view has its own delivery
+// queue, drained by a goroutine of its own while it has work: a kernel
+// busy with one view's locks never delays the others.
+//
+// A callback never delivers itself (a notification may wait on kernel
+// locks that the calling request holds). It waits a short, bounded time
+// for delivery to at most syncTargets views, so that a process acting
+// right after in another view sees the change; everything beyond that is
+// delivered behind its back. A wait could deadlock if two requests each
+// held kernel locks the other's delivery needs and each waited for the
+// other, so a request never waits for a view that has a request waiting
+// itself (View.waiting): no cycle can form, and notifyWait is only a
+// safety net.
 
-// notifyWait bounds how long a callback waits for its invalidations: long
-// enough to make the common case immediate, short enough that a stuck
-// kernel never stalls the daemon.
+// notifyWait bounds how long a callback waits for its invalidations.
 const notifyWait = 100 * time.Millisecond
+
+// syncTargets is how many views a change waits for at most.
+const syncTargets = 8
+
+// maxQueued bounds what waits in one view's queue. Past it, the queue is
+// dropped and the view's whole shared cache invalidated instead (resync),
+// so a flood never costs unbounded memory nor leaves a stale entry.
+const maxQueued = 1 << 14
 
 // inval is one invalidation: of an inode's attributes and cached data
 // (name == ""), or of a name in a directory.
@@ -32,31 +51,56 @@ type inval struct {
 	len  int64
 }
 
-// invalBatch is what one callback sends to the other views.
-type invalBatch struct {
-	from  *View
-	items []inval
-	done  chan struct{}
+// attrOf invalidates an inode's attributes only.
+func attrOf(ino uint64) inval { return inval{ino: ino, off: -1} }
+
+// dataOf invalidates an inode's attributes and cached data from off.
+func dataOf(ino uint64, off, n int64) inval { return inval{ino: ino, off: off, len: n} }
+
+// dirOf invalidates a directory's attributes and its cached listing.
+func dirOf(dir uint64) inval { return inval{ino: dir, off: 0} }
+
+// nameIn invalidates one name in a directory, positive or negative.
+func nameIn(dir uint64, name string) inval { return inval{ino: dir, name: name} }
+
+// waiter is released when every view it was queued to has delivered what
+// was queued before it.
+type waiter struct {
+	left atomic.Int32
+	done chan struct{}
 }
 
-// notifier delivers invalidations to the views of one FS.
+func (w *waiter) release() {
+	if w.left.Add(-1) == 0 {
+		close(w.done)
+	}
+}
+
+// viewQueue is what is still to be delivered to one view's kernel.
+type viewQueue struct {
+	mu      sync.Mutex
+	items   []inval
+	waiters []*waiter
+	resync  bool
+	running bool
+}
+
+// notifier knows the mounted views and runs their deliveries.
 type notifier struct {
+	log *slog.Logger
+
 	mu    sync.Mutex
 	views map[*View]struct{}
-	queue chan *invalBatch
-	stop  chan struct{}
-	wg    sync.WaitGroup
+
+	// waitMu guards View.waiting.
+	waitMu sync.Mutex
+
+	drains  sync.WaitGroup
+	dropped atomic.Uint64
 }
 
-func newNotifier() *notifier {
-	n := &notifier{
-		views: make(map[*View]struct{}),
-		queue: make(chan *invalBatch, 1024),
-		stop:  make(chan struct{}),
-	}
-	n.wg.Add(1)
-	go n.run()
-	return n
+func newNotifier(log *slog.Logger) *notifier {
+	return &notifier{log: log, views: make(map[*View]struct{})}
 }
 
 func (n *notifier) add(v *View) {
@@ -82,43 +126,172 @@ func (n *notifier) all() []*View {
 	return out
 }
 
-func (n *notifier) others(from *View) []*View {
+// count is the number of mounted views.
+func (n *notifier) count() int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	out := make([]*View, 0, len(n.views))
+	return len(n.views)
+}
+
+// viewsOf returns the views of one user.
+func (n *notifier) viewsOf(user string) []*View {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []*View
 	for v := range n.views {
-		if v != from && v.server != nil {
+		if v.user == user {
 			out = append(out, v)
 		}
 	}
 	return out
 }
 
-func (n *notifier) run() {
-	defer n.wg.Done()
-	for {
-		select {
-		case b := <-n.queue:
-			for _, v := range n.others(b.from) {
-				for _, it := range b.items {
-					v.deliver(it)
-				}
+// close waits for deliveries under way.
+func (n *notifier) close() {
+	n.drains.Wait()
+}
+
+// post queues what each view must be told and waits, boundedly, for at
+// most syncTargets of them. from is the view whose request made the change
+// (nil for the admin, which holds no kernel lock).
+func (n *notifier) post(from *View, byView map[*View][]inval) {
+	if len(byView) == 0 {
+		return
+	}
+	w := &waiter{done: make(chan struct{})}
+	var waitFor []*View
+	n.waitMu.Lock()
+	for v := range byView {
+		if len(waitFor) == syncTargets {
+			break
+		}
+		if v.waiting == 0 {
+			waitFor = append(waitFor, v)
+		}
+	}
+	if len(waitFor) > 0 && from != nil {
+		from.waiting++
+	}
+	n.waitMu.Unlock()
+	w.left.Store(int32(len(waitFor)))
+	for v, items := range byView {
+		var vw *waiter
+		for _, x := range waitFor {
+			if x == v {
+				vw = w
+				break
 			}
-			close(b.done)
-		case <-n.stop:
+		}
+		n.enqueue(v, items, vw)
+	}
+	if len(waitFor) == 0 {
+		return
+	}
+	t := time.NewTimer(notifyWait)
+	select {
+	case <-w.done:
+	case <-t.C:
+	}
+	t.Stop()
+	if from != nil {
+		n.waitMu.Lock()
+		from.waiting--
+		n.waitMu.Unlock()
+	}
+}
+
+// flush returns once every view but except has delivered what was queued
+// to it before, or when ctx ends. Views with nothing under way are not
+// waited for.
+func (n *notifier) flush(ctx context.Context, except *View) {
+	var busy []*View
+	for _, v := range n.all() {
+		if v == except {
+			continue
+		}
+		v.queue.mu.Lock()
+		running := v.queue.running
+		v.queue.mu.Unlock()
+		if running {
+			busy = append(busy, v)
+		}
+	}
+	if len(busy) == 0 {
+		return
+	}
+	w := &waiter{done: make(chan struct{})}
+	w.left.Store(int32(len(busy)))
+	for _, v := range busy {
+		n.enqueue(v, nil, w)
+	}
+	select {
+	case <-w.done:
+	case <-ctx.Done():
+	}
+}
+
+// enqueue adds items (and w, released once they are delivered) to v's
+// queue and makes sure a goroutine drains it.
+func (n *notifier) enqueue(v *View, items []inval, w *waiter) {
+	q := &v.queue
+	q.mu.Lock()
+	if q.resync || len(q.items)+len(items) > maxQueued {
+		if !q.resync {
+			n.dropped.Add(1)
+			n.log.Warn("invalidation queue of a view overflowed; invalidating its whole shared cache", "user", v.user)
+		}
+		q.resync = true
+		q.items = nil
+	} else {
+		q.items = append(q.items, items...)
+	}
+	if w != nil {
+		q.waiters = append(q.waiters, w)
+	}
+	start := !q.running
+	q.running = true
+	q.mu.Unlock()
+	if start {
+		n.drains.Add(1)
+		go n.drain(v)
+	}
+}
+
+// drain delivers v's queue until it is empty.
+func (n *notifier) drain(v *View) {
+	defer n.drains.Done()
+	q := &v.queue
+	seen := make(map[inval]struct{})
+	for {
+		q.mu.Lock()
+		items, waiters, resync := q.items, q.waiters, q.resync
+		q.items, q.waiters, q.resync = nil, nil, false
+		if len(items) == 0 && len(waiters) == 0 && !resync {
+			q.running = false
+			q.mu.Unlock()
 			return
+		}
+		q.mu.Unlock()
+		if resync {
+			v.resync()
+		}
+		clear(seen)
+		for _, it := range items {
+			if _, dup := seen[it]; dup {
+				continue
+			}
+			seen[it] = struct{}{}
+			v.tell(it)
+		}
+		for _, w := range waiters {
+			w.release()
 		}
 	}
 }
 
-func (n *notifier) close() {
-	close(n.stop)
-	n.wg.Wait()
-}
-
-// deliver tells this view's kernel to forget what it cached. A kernel that
-// never saw the inode answers ENOENT, which is fine.
-func (v *View) deliver(it inval) {
+// tell tells this view's kernel to forget what it cached. A kernel that
+// no longer holds the inode or name answers ENOENT, which is fine.
+func (v *View) tell(it inval) {
 	ino := it.ino
 	if ino == v.roots.Private {
 		ino = fuse.FUSE_ROOT_ID
@@ -130,55 +303,100 @@ func (v *View) deliver(it inval) {
 	v.server.InodeNotify(ino, it.off, it.len)
 }
 
+// resync invalidates everything of the shared zones this view's kernel
+// holds: every name go-fuse knows below share/ and groups/, and every
+// shared inode the kernel counts. It is what a lost queue falls back to.
+func (v *View) resync() {
+	var walk func(n *fs.Inode, ino uint64, depth int)
+	walk = func(in *fs.Inode, ino uint64, depth int) {
+		if depth > 4096 {
+			return
+		}
+		for name, ch := range in.Children() {
+			v.server.EntryNotify(ino, name)
+			if cn, ok := ch.Operations().(*node); ok {
+				walk(ch, cn.ino, depth+1)
+			}
+		}
+	}
+	if sh := v.root.GetChild("share"); sh != nil {
+		if sn, ok := sh.Operations().(*node); ok {
+			walk(sh, sn.ino, 0)
+		}
+	}
+	walk(&v.groups.Inode, groupsIno, 0)
+	v.server.InodeNotify(groupsIno, 0, 0)
+	for _, ino := range v.fs.known.inodesOf(v) {
+		v.server.InodeNotify(ino, 0, 0)
+	}
+}
+
 // shared reports whether inodes of zone z are visible in more than one view.
 func shared(z metadata.Zone) bool {
 	return z.Kind == metadata.ZoneShare || z.Kind == metadata.ZoneGroup
 }
 
-// invalidate sends items to every other view when zone z is shared, and
-// waits a bounded time for them to be delivered.
+// invalidate tells the views other than from whose kernel holds what
+// changed. Inodes of a private zone are in from's kernel only, which saw
+// the change itself.
 func (f *FS) invalidate(from *View, z metadata.Zone, items ...inval) {
 	if !shared(z) || len(items) == 0 {
 		return
 	}
-	if len(f.notify.others(from)) == 0 {
-		return
-	}
-	f.send(from, items)
+	f.notify.post(from, f.holdersOf(from, items))
 }
 
-// send queues items for every view but from (nil: every view) and waits a
-// bounded time for their delivery.
-func (f *FS) send(from *View, items []inval) {
-	b := &invalBatch{from: from, items: items, done: make(chan struct{})}
-	select {
-	case f.notify.queue <- b:
-	default:
-		f.log.Warn("invalidation queue full; views may show stale data until their caches expire")
+// holdersOf sorts items by the views whose kernel holds their inode (or
+// directory), leaving out one view.
+func (f *FS) holdersOf(except *View, items []inval) map[*View][]inval {
+	var byView map[*View][]inval
+	var buf [16]*View
+	for _, it := range items {
+		for _, v := range f.known.holders(it.ino, except, buf[:0]) {
+			if byView == nil {
+				byView = make(map[*View][]inval)
+			}
+			byView[v] = append(byView[v], it)
+		}
+	}
+	return byView
+}
+
+// changedContent records a change of ino's content (data, or the entries
+// of a directory) made through from, whose kernel saw it and may keep its
+// cache. The other views' next open drops theirs.
+func (f *FS) changedContent(from *node, ino uint64) {
+	if from != nil && !shared(from.zone) {
+		// Only from's kernel holds it, and it saw the change.
 		return
 	}
-	t := time.NewTimer(notifyWait)
-	defer t.Stop()
-	select {
-	case <-b.done:
-	case <-t.C:
+	before, after := f.versions.bump(ino)
+	if from != nil {
+		from.seen.CompareAndSwap(before, after)
 	}
 }
 
-// attrOf invalidates an inode's attributes only.
-func attrOf(ino uint64) inval { return inval{ino: ino, off: -1} }
+// syncCaches returns once every invalidation queued so far has reached
+// the kernels of the other views, or when ctx ends. A lock taken in view
+// v calls it, so that whatever the previous holder wrote through another
+// view is out of v's cache before the new holder reads.
+func (f *FS) syncCaches(ctx context.Context, v *View, z metadata.Zone) {
+	if shared(z) {
+		f.notify.flush(ctx, v)
+	}
+}
 
-// dataOf invalidates an inode's attributes and cached data from off.
-func dataOf(ino uint64, off, n int64) inval { return inval{ino: ino, off: off, len: n} }
-
-// nameIn invalidates one name in a directory.
-func nameIn(dir uint64, name string) inval { return inval{ino: dir, name: name} }
-
-// EntryChanged tells every view that name in directory dir changed
-// outside any view (an import by the admin), and reclaims replaced, the
-// inode the change took the name from, once nothing holds it.
+// EntryChanged tells the views that name in directory dir changed outside
+// any view (an import by the admin), and reclaims replaced, the inode the
+// change took the name from, once nothing holds it.
 func (f *FS) EntryChanged(dir uint64, name string, replaced *metadata.Inode) {
-	f.broadcast(nameIn(dir, name), attrOf(dir))
+	f.changedContent(nil, dir)
+	items := []inval{nameIn(dir, name), dirOf(dir)}
+	if replaced != nil {
+		f.changedContent(nil, replaced.Ino)
+		items = append(items, dataOf(replaced.Ino, 0, 0))
+	}
+	f.tellOutside(dir, items)
 	f.reclaimIfUnused(replaced)
 }
 
@@ -196,13 +414,27 @@ func (f *FS) InodeChanged(ino uint64) {
 		oi.entry = acl.EntryOf(rec)
 		oi.mu.Unlock()
 	}
-	f.broadcast(attrOf(ino))
+	f.tellOutside(ino, []inval{attrOf(ino)})
 }
 
-// broadcast sends items to every view, whatever the zone: the change came
-// from outside the views, so none of them knows it yet.
-func (f *FS) broadcast(items ...inval) {
-	f.send(nil, items)
+// tellOutside delivers items about a change made outside the views: to
+// the views holding them for a shared zone, to the views of the zone's
+// user for a private one.
+func (f *FS) tellOutside(ino uint64, items []inval) {
+	rec, err := f.store.GetInode(ino)
+	if err != nil {
+		f.log.Error("zone of a changed inode", "ino", ino, "err", err)
+		return
+	}
+	if shared(rec.Zone) {
+		f.notify.post(nil, f.holdersOf(nil, items))
+		return
+	}
+	byView := make(map[*View][]inval)
+	for _, v := range f.notify.viewsOf(rec.Zone.Principal) {
+		byView[v] = items
+	}
+	f.notify.post(nil, byView)
 }
 
 // Record puts an event that happened outside the views (an import, an

@@ -167,7 +167,7 @@ func (c *StoreCollector) Collect(ch chan<- prometheus.Metric) {
 		holders = holders[:c.maxHolders]
 	}
 	for _, h := range holders {
-		u, err := f.store.Usage(h)
+		u, err := f.acct.Usage(h)
 		if err != nil {
 			continue
 		}
@@ -175,7 +175,6 @@ func (c *StoreCollector) Collect(ch chan<- prometheus.Metric) {
 		if err != nil {
 			continue
 		}
-		u.Bytes += f.acct.pending(h)
 		ch <- prometheus.MustNewConstMetric(c.quotaBytes, prometheus.GaugeValue, float64(u.Bytes), string(h), "used")
 		ch <- prometheus.MustNewConstMetric(c.quotaBytes, prometheus.GaugeValue, float64(l.Bytes), string(h), "limit")
 		ch <- prometheus.MustNewConstMetric(c.quotaInodes, prometheus.GaugeValue, float64(u.Inodes), string(h), "used")

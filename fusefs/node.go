@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,6 +23,9 @@ type node struct {
 	v    *View
 	ino  uint64
 	zone metadata.Zone
+	// seen is the content version this view's kernel last opened the
+	// inode at (see contentVersions).
+	seen atomic.Uint64
 }
 
 var (
@@ -105,11 +109,29 @@ func (n *node) entry(ctx context.Context, rec *metadata.Inode, out *fuse.EntryOu
 // entryUnder is entry for a child of any kernel-side parent, such as the
 // synthetic groups/ folder.
 func (v *View) entryUnder(ctx context.Context, parent *fs.Inode, rec *metadata.Inode, out *fuse.EntryOut) *fs.Inode {
+	rec = v.learn(rec)
 	v.fillAttr(rec, &out.Attr)
 	out.SetEntryTimeout(v.fs.opts.EntryTimeout)
 	out.SetAttrTimeout(v.fs.opts.AttrTimeout)
 	child := &node{v: v, ino: rec.Ino, zone: rec.Zone}
 	return parent.NewInode(ctx, child, fs.StableAttr{Mode: rec.Mode & syscall.S_IFMT, Ino: rec.Ino})
+}
+
+// learn counts an entry of a shared inode that this view's kernel is
+// about to be given, and returns its record read after that: a change
+// committed later finds the view among the holders and invalidates the
+// entry, one committed before is in the record.
+func (v *View) learn(rec *metadata.Inode) *metadata.Inode {
+	if !shared(rec.Zone) {
+		return rec
+	}
+	v.fs.known.learn(v, rec.Ino)
+	fresh, err := v.fs.store.GetInode(rec.Ino)
+	if err != nil {
+		return rec
+	}
+	v.fs.overlay(fresh)
+	return fresh
 }
 
 // Lookup implements fs.NodeLookuper.
@@ -257,11 +279,12 @@ func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev 
 	case op == acl.OpSymlink:
 		d = acl.Symlink(a, acl.EntryOf(parent), name, target, n.v.depth(parent), f.opts.Zones.Symlinks, q)
 	case name == "":
-		// A tmpfile is admitted like any create in parent; the name
-		// only has to pass the name rules.
-		d = acl.Create(a, acl.EntryOf(parent), ".tmpfile", q)
+		d = acl.Tmpfile(a, acl.EntryOf(parent), q)
 	default:
-		d = acl.Create(a, acl.EntryOf(parent), name, q)
+		d = acl.Mknod(a, acl.EntryOf(parent), name, mode, q)
+	}
+	if d.Allowed() {
+		d = f.room(entryBytes+int64(len(target)), 1)
 	}
 	if !d.Allowed() {
 		return nil, n.deny(op, name, d)
@@ -285,14 +308,21 @@ func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev 
 		OwnMode: f.opts.Zones.Policy(parent.Zone.Kind).DefaultMode,
 		Inline:  f.inlineMax > 0,
 	}
+	// Admitted again inside the transaction, so concurrent creates never
+	// pass the limit; a refusal there is acl's decision like any other.
+	var refused acl.Decision
+	admit := func(u metadata.Usage, l metadata.Limit) error {
+		refused = acl.AdmitInodes(u, l, 1)
+		return refused.Err()
+	}
 	var rec *metadata.Inode
 	if name == "" {
-		rec, err = f.store.CreateTmp(n.ino, tmpl, admitInode)
+		rec, err = f.store.CreateTmp(n.ino, tmpl, admit)
 	} else {
-		rec, err = f.store.Create(n.ino, name, tmpl, admitInode)
+		rec, err = f.store.Create(n.ino, name, tmpl, admit)
 	}
-	if errors.Is(err, syscall.EDQUOT) {
-		return nil, n.deny(op, name, acl.Decision{Errno: syscall.EDQUOT, Reason: acl.ReasonQuotaInodes})
+	if !refused.Allowed() {
+		return nil, n.deny(op, name, refused)
 	}
 	if err != nil {
 		return nil, f.errno("create", err)
@@ -303,26 +333,49 @@ func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev 
 		f.mu.Lock()
 		f.orphans[rec.Ino] = true
 		f.mu.Unlock()
-		return rec, 0
 	}
-	n.changed(op.String(), name, 0)
-	f.invalidate(n.v, n.zone, nameIn(n.ino, name), attrOf(n.ino))
 	return rec, 0
 }
 
-// openNew opens the first handle of a file just created below n.
-func (n *node) openNew(ctx context.Context, rec *metadata.Inode, flags uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+// created records and announces a new entry name in n, once it is whole.
+func (n *node) created(op acl.Op, name string) {
+	n.changed(op.String(), name, 0)
+	n.v.fs.changedContent(n, n.ino)
+	n.v.fs.invalidate(n.v, n.zone, nameIn(n.ino, name), dirOf(n.ino))
+}
+
+// uncreate takes back a file newChild made whose blob could not be
+// created (a full disk): a failed create leaves no entry behind.
+func (n *node) uncreate(name string, rec *metadata.Inode) {
+	f := n.v.fs
+	if name == "" {
+		f.reclaimIfIdle(rec.Ino)
+		return
+	}
+	if _, _, err := f.store.UnlinkFree(n.ino, name, false, f.unused); err != nil {
+		f.log.Error("undo a failed create", "ino", rec.Ino, "err", err)
+	}
+}
+
+// openNew opens the first handle of a file just created below n as name
+// ("" for O_TMPFILE), creating its blob; if that fails, the file goes.
+func (n *node) openNew(ctx context.Context, name string, rec *metadata.Inode, flags uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	oi, e := n.v.fs.acquire(rec, true)
 	if e != 0 {
+		n.uncreate(name, rec)
 		return nil, nil, 0, e
 	}
+	if name != "" {
+		n.created(acl.OpCreate, name)
+	}
 	ch := n.entry(ctx, rec, out)
-	fh, fuseFlags, e := ch.Operations().(*node).newHandle(oi, flags)
+	cn := ch.Operations().(*node)
+	fh, fuseFlags, e := cn.newHandle(oi, flags)
 	if e != 0 {
 		n.v.fs.release(oi)
 		return nil, nil, 0, e
 	}
-	return ch, fh, fuseFlags, 0
+	return ch, fh, fuseFlags | cn.keepCache(fh), 0
 }
 
 // depth counts the directories between dir and its zone root, for the
@@ -346,7 +399,7 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	if e != 0 {
 		return nil, nil, 0, e
 	}
-	return n.openNew(ctx, rec, flags, out)
+	return n.openNew(ctx, name, rec, flags, out)
 }
 
 var _ fs.NodeTmpfiler = (*node)(nil)
@@ -360,7 +413,7 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 	if e != 0 {
 		return nil, nil, 0, e
 	}
-	return n.openNew(ctx, rec, flags, out)
+	return n.openNew(ctx, "", rec, flags, out)
 }
 
 // Open implements fs.NodeOpener. Opening for writing is decided like a
@@ -400,7 +453,26 @@ func (n *node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, _ uint3
 		n.v.fs.release(oi)
 		return nil, 0, e
 	}
-	return fh, fuseFlags, 0
+	return fh, fuseFlags | n.keepCache(fh), 0
+}
+
+// keepCache is FOPEN_KEEP_CACHE when the kernel's pages of the file (or
+// listing of the directory) are still good: nothing changed the content
+// since this view last opened it, other than this view itself.
+func (n *node) keepCache(fh fs.FileHandle) uint32 {
+	switch h := fh.(type) {
+	case *ptHandle:
+		return 0
+	case *handle:
+		if h.mode != modeCached {
+			return 0
+		}
+	}
+	cur := n.v.fs.versions.current(n.ino)
+	if n.seen.Swap(cur) == cur {
+		return fuse.FOPEN_KEEP_CACHE
+	}
+	return 0
 }
 
 // Mkdir implements fs.NodeMkdirer.
@@ -410,22 +482,20 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 	if e != 0 {
 		return nil, e
 	}
+	n.created(acl.OpCreate, name)
 	return n.entry(ctx, rec, out), 0
 }
 
 // Mknod implements fs.NodeMknoder: fifos, sockets and empty regular files.
-// Device nodes are refused: a sandbox hands out no devices.
+// Device nodes are refused by acl (a sandbox hands out no devices), so no
+// device number is ever stored.
 func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
 	defer n.v.fs.track("mknod", n.zone, time.Now(), &errno)
-	switch mode & syscall.S_IFMT {
-	case syscall.S_IFIFO, syscall.S_IFSOCK, syscall.S_IFREG:
-	default:
-		return nil, syscall.EPERM
-	}
 	rec, e := n.newChild(ctx, acl.OpCreate, name, mode, 0, "")
 	if e != 0 {
 		return nil, e
 	}
+	n.created(acl.OpCreate, name)
 	return n.entry(ctx, rec, out), 0
 }
 
@@ -436,6 +506,7 @@ func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.Entry
 	if e != 0 {
 		return nil, e
 	}
+	n.created(acl.OpSymlink, name)
 	return n.entry(ctx, rec, out), 0
 }
 
@@ -483,19 +554,24 @@ func (n *node) parentIno() uint64 {
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
 	defer n.v.fs.track("link", n.zone, time.Now(), &errno)
 	f := n.v.fs
-	t, ok := target.(*node)
-	if !ok {
-		return nil, n.deny(acl.OpLink, name, acl.Decision{Errno: syscall.EXDEV, Reason: acl.ReasonCrossZone})
-	}
 	dir, e := n.load()
 	if e != 0 {
 		return nil, e
+	}
+	t, ok := target.(*node)
+	if !ok {
+		// groups/ is the only other kind of inode.
+		return nil, n.deny(acl.OpLink, name, acl.Link(n.v.actor(), acl.GroupsDir(), acl.EntryOf(dir), name))
 	}
 	src, e := t.load()
 	if e != 0 {
 		return nil, e
 	}
-	if d := acl.Link(n.v.actor(), acl.EntryOf(src), acl.EntryOf(dir), name); !d.Allowed() {
+	d := acl.Link(n.v.actor(), acl.EntryOf(src), acl.EntryOf(dir), name)
+	if d.Allowed() {
+		d = f.room(entryBytes, 0)
+	}
+	if !d.Allowed() {
 		return nil, n.deny(acl.OpLink, name, d)
 	}
 	rec, err := f.store.Link(t.ino, n.ino, name)
@@ -507,7 +583,8 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	f.mu.Unlock()
 	f.overlay(rec)
 	n.changed("link", name, 0)
-	f.invalidate(n.v, n.zone, nameIn(n.ino, name), attrOf(n.ino), attrOf(t.ino))
+	f.changedContent(n, n.ino)
+	f.invalidate(n.v, n.zone, nameIn(n.ino, name), dirOf(n.ino), attrOf(t.ino))
 	return n.entry(ctx, rec, out), 0
 }
 
@@ -573,7 +650,8 @@ func (n *node) remove(op acl.Op, name string) syscall.Errno {
 		return f.errno(op.String(), err)
 	}
 	n.changed(op.String(), name, 0)
-	f.invalidate(n.v, n.zone, nameIn(n.ino, name), attrOf(n.ino), attrOf(out.Ino))
+	f.changedContent(n, n.ino)
+	f.invalidate(n.v, n.zone, nameIn(n.ino, name), dirOf(n.ino), attrOf(out.Ino))
 	if !freed {
 		f.reclaimIfUnused(out)
 	}
@@ -630,7 +708,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		return f.errno("rename", err)
 	}
 	n.changedPath("rename", n.pathOf(name)+" -> "+np.pathOf(newName), 0)
-	items := []inval{nameIn(n.ino, name), nameIn(np.ino, newName), attrOf(n.ino), attrOf(np.ino), attrOf(src.Ino)}
+	f.changedContent(n, n.ino)
+	f.changedContent(np, np.ino)
+	items := []inval{nameIn(n.ino, name), nameIn(np.ino, newName), dirOf(n.ino), dirOf(np.ino), attrOf(src.Ino)}
 	if replaced != nil {
 		items = append(items, attrOf(replaced.Ino))
 	}
@@ -646,7 +726,10 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (_ fs.FileHandle
 		return nil, 0, e
 	}
 	n.v.fs.dirOpened(n.ino)
-	return &dirHandle{node: n}, 0, 0
+	// The kernel keeps the listing across opens: a change made in
+	// another view or by the admin invalidates it (dirOf).
+	dh := &dirHandle{node: n}
+	return dh, fuse.FOPEN_CACHE_DIR | n.keepCache(dh), 0
 }
 
 // Statfs implements fs.NodeStatfser.

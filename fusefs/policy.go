@@ -118,24 +118,25 @@ func (f *FS) record(e Event) {
 }
 
 // quota gathers what acl needs to admit a charge to the holder of zone z:
-// stored usage plus what open files have written and not yet persisted.
-// Call with the holder's accountant lock held when the answer is acted on.
+// the accountant's usage (stored plus pending) and limit, and the max file
+// size. Call with the holder's accountant lock held when the answer is
+// acted on.
 func (f *FS) quota(z metadata.Zone) (acl.Quota, error) {
-	h := metadata.HolderOf(z)
-	u, err := f.store.Usage(h)
+	u, l, err := f.acct.Quota(metadata.HolderOf(z))
 	if err != nil {
 		return acl.Quota{}, err
 	}
-	l, err := f.store.GetLimit(h)
-	if err != nil {
-		return acl.Quota{}, err
-	}
-	u.Bytes += f.acct.pending(h)
 	return acl.Quota{Usage: u, Limit: l, MaxFileSize: f.maxFileSize.Load()}, nil
 }
 
-// admitInode is the in-transaction check of a create against the inode
-// quota, so concurrent creates never pass the limit.
-func admitInode(u metadata.Usage, l metadata.Limit) error {
-	return acl.AdmitInodes(u, l, 1).Err()
+// room decides growing the store by bytes and inodes on its disk.
+func (f *FS) room(bytes, inodes int64) acl.Decision {
+	if f.opts.Space == nil {
+		return acl.Decision{}
+	}
+	return f.opts.Space.Admit(bytes, inodes)
 }
+
+// entryBytes is what a new entry is taken to grow the store by on disk:
+// its metadata and, for a file, its blob's inode and shard.
+const entryBytes = metadata.ChargeUnit

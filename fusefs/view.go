@@ -3,10 +3,9 @@ package fusefs
 import (
 	"context"
 	"fmt"
-	"math"
+	"slices"
 	"sync"
 	"syscall"
-	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -29,7 +28,9 @@ type ViewOptions struct {
 
 // View is one mounted view of one user's world.
 type View struct {
-	fs     *FS
+	fs *FS
+	// id tells this view's lock owners from other views'.
+	id     uint64
 	user   string
 	roots  metadata.Roots
 	opts   ViewOptions
@@ -39,12 +40,17 @@ type View struct {
 
 	mu        sync.Mutex
 	groupList []string // the user's groups, reloaded on membership changes
+
+	// queue holds the invalidations still to be told to this view's
+	// kernel; waiting counts its requests waiting for deliveries to
+	// other views (guarded by notifier.waitMu).
+	queue   viewQueue
+	waiting int
 }
 
-// groupsIno is the synthetic inode number
-// of groups/, which has no record in the store. Store inode numbers grow
-// from the bottom, so the top of the range is free.
-const groupsIno = math.MaxUint64 - 1
+// groupsIno is the synthetic inode number of groups/, which has no record
+// in the store: one the store never assigns.
+const groupsIno = metadata.SyntheticIno
 
 // Mount mounts the view of user at mountpoint and starts serving it.
 func (f *FS) Mount(user, mountpoint string, opts ViewOptions) (*View, error) {
@@ -52,14 +58,13 @@ func (f *FS) Mount(user, mountpoint string, opts ViewOptions) (*View, error) {
 	if err != nil {
 		return nil, fmt.Errorf("view of %s: %w", user, err)
 	}
-	v := &View{fs: f, user: user, roots: u.Roots, opts: opts}
+	v := &View{fs: f, id: f.views.Add(1), user: user, roots: u.Roots, opts: opts}
 	v.root = &node{v: v, ino: u.Roots.Private, zone: zones.PrivateZone(user)}
 	if err := v.loadGroups(); err != nil {
 		return nil, fmt.Errorf("view of %s: %w", user, err)
 	}
 	v.groups = &groupsDir{v: v}
-	entry, attr := f.opts.EntryTimeout, f.opts.AttrTimeout
-	negative := time.Duration(0)
+	entry, attr, negative := f.opts.EntryTimeout, f.opts.AttrTimeout, f.opts.NegativeTimeout
 	fsOpts := &fs.Options{
 		EntryTimeout:    &entry,
 		AttrTimeout:     &attr,
@@ -69,31 +74,68 @@ func (f *FS) Mount(user, mountpoint string, opts ViewOptions) (*View, error) {
 		// Node IDs are store inode numbers, so an invalidation can name
 		// an inode in every view without a per-view table.
 		ExternalNodeID: true,
-		MountOptions: fuse.MountOptions{
-			AllowOther:  true,
-			DirectMount: true,
-			FsName:      "shedfs:" + user,
-			Name:        "shedfs",
-			Options:     []string{"default_permissions"},
-			MaxWrite:    1 << 20,
-			// Sequential reads ask for big chunks ahead of the reader.
-			MaxReadAhead: 1 << 20,
-			Debug:        opts.Debug,
-		},
+		MountOptions:   f.mountOptions(user, opts),
 	}
-	server, err := fs.Mount(mountpoint, v.root, fsOpts)
+	raw := &lockingFS{RawFileSystem: &forgetCounter{RawFileSystem: fs.NewNodeFS(v.root, fsOpts), v: v}, v: v}
+	server, err := fuse.NewServer(raw, mountpoint, &fsOpts.MountOptions)
 	if err != nil {
 		return nil, fmt.Errorf("mount view of %s at %s: %w", user, mountpoint, err)
 	}
+	// Set before the first request: an entry handed out from then on
+	// may be invalidated through it.
 	v.server = server
+	go server.Serve()
+	if err := server.WaitMount(); err != nil {
+		server.Unmount()
+		f.known.dropView(v)
+		return nil, fmt.Errorf("mount view of %s at %s: %w", user, mountpoint, err)
+	}
 	f.notify.add(v)
+	go func() {
+		// Whatever the view's processes held goes with the view.
+		server.Wait()
+		f.locks.dropView(v.id)
+	}()
 	return v, nil
+}
+
+// storeIno is the store inode behind a FUSE node ID of this view: node IDs
+// are store inode numbers, but for the root, which the kernel calls 1.
+func (v *View) storeIno(nodeID uint64) uint64 {
+	if nodeID == fuse.FUSE_ROOT_ID {
+		return v.roots.Private
+	}
+	return nodeID
 }
 
 // Unmount detaches the view from the kernel; Wait returns once serving ends.
 func (v *View) Unmount() error {
 	v.fs.notify.remove(v)
-	return v.server.Unmount()
+	if err := v.server.Unmount(); err != nil {
+		// Still mounted (busy): it must go on hearing of changes.
+		v.fs.notify.add(v)
+		return err
+	}
+	v.fs.known.dropView(v)
+	return nil
+}
+
+// mountOptions are the kernel settings of a view.
+func (f *FS) mountOptions(user string, opts ViewOptions) fuse.MountOptions {
+	return fuse.MountOptions{
+		AllowOther:  true,
+		DirectMount: true,
+		FsName:      "shedfs:" + user,
+		Name:        "shedfs",
+		Options:     []string{"default_permissions"},
+		MaxWrite:    1 << 20,
+		// Sequential reads ask for big chunks ahead of the reader.
+		MaxReadAhead: 1 << 20,
+		// flock, fcntl and OFD locks come to the daemon, which makes
+		// them conflict across views.
+		EnableLocks: true,
+		Debug:       opts.Debug,
+	}
 }
 
 // Wait blocks until the view is unmounted.
@@ -229,31 +271,52 @@ func (v *View) statfs(z metadata.Zone, out *fuse.StatfsOut) syscall.Errno {
 
 // MembershipChanged reloads the groups of user in its views and drops
 // the kernel's cached groups/ entries, so a group appears or disappears
-// at once and open handles of a lost group fail on their next write.
+// at once and open handles of a lost group fail on their next write. Of a
+// group the user left, the kernel also drops every name, attribute and
+// page it still holds, so that nothing of it stays readable from a cache.
 func (f *FS) MembershipChanged(user string) {
-	for _, v := range f.notify.all() {
-		if v.user != user {
-			continue
-		}
+	for _, v := range f.notify.viewsOf(user) {
 		before := v.actor().Groups
 		if err := v.loadGroups(); err != nil {
 			f.log.Error("reload groups", "user", user, "err", err)
 			continue
 		}
 		after := v.actor().Groups
-		names := map[string]bool{}
+		items := []inval{dirOf(groupsIno)}
 		for _, g := range before {
-			names[g] = true
+			items = append(items, nameIn(groupsIno, g))
+			if !slices.Contains(after, g) {
+				items = append(items, v.cachedBelow(g)...)
+			}
 		}
 		for _, g := range after {
-			names[g] = true
-		}
-		go func() {
-			// From a goroutine: the caller may be serving a request.
-			for g := range names {
-				v.server.EntryNotify(groupsIno, g)
+			if !slices.Contains(before, g) {
+				items = append(items, nameIn(groupsIno, g))
 			}
-			v.server.InodeNotify(groupsIno, -1, 0)
-		}()
+		}
+		f.notify.post(nil, map[*View][]inval{v: items})
 	}
+}
+
+// cachedBelow lists invalidations of everything this view's kernel holds
+// of group g's zone: every name go-fuse knows below groups/g, and every
+// inode of it.
+func (v *View) cachedBelow(g string) []inval {
+	var items []inval
+	var walk func(in *fs.Inode, depth int)
+	walk = func(in *fs.Inode, depth int) {
+		n, ok := in.Operations().(*node)
+		if !ok || depth > 4096 {
+			return
+		}
+		items = append(items, dataOf(n.ino, 0, 0))
+		for name, ch := range in.Children() {
+			items = append(items, nameIn(n.ino, name))
+			walk(ch, depth+1)
+		}
+	}
+	if ch := v.groups.GetChild(g); ch != nil {
+		walk(ch, 0)
+	}
+	return items
 }

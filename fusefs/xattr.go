@@ -3,7 +3,6 @@ package fusefs
 import (
 	"context"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -15,6 +14,13 @@ import (
 // computed from the inode (owner, ownership mode, zone), never stored.
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (_ uint32, errno syscall.Errno) {
 	defer n.v.fs.track("getxattr", n.zone, time.Now(), &errno)
+	if !acl.IsShedfsXattr(attr) && !acl.XattrNamespace(attr).Allowed() {
+		// security.* and system.* are never stored (see Setxattr): the
+		// kernel asks for security.capability on every write, and the
+		// answer, the same for every inode, needs no lookup and is no
+		// read worth a denial.
+		return 0, syscall.ENODATA
+	}
 	if e := n.visible(acl.OpRead); e != 0 {
 		return 0, e
 	}
@@ -29,11 +35,6 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (_ uint32
 			return 0, e
 		}
 		val = []byte(s)
-	} else if xattrNamespaceAllowed(attr) != 0 {
-		// security.* and system.* are never stored (see Setxattr): the
-		// kernel asks for security.capability on every write, and the
-		// answer needs no lookup.
-		return 0, syscall.ENODATA
 	} else {
 		v, err := n.v.fs.store.GetXattr(n.ino, attr)
 		if err != nil {
@@ -51,7 +52,10 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (_ uint32
 }
 
 // Setxattr implements fs.NodeSetxattrer. Setting user.shedfs.mode or
-// user.shedfs.owner changes the entry's ownership, as acl allows.
+// user.shedfs.owner changes the entry's ownership, as acl allows. Other
+// attributes are charged to the entry's holder (metadata.XattrCost) and
+// capped per inode, as acl.AdmitXattr decides inside the store's
+// transaction.
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) (errno syscall.Errno) {
 	defer n.v.fs.track("setxattr", n.zone, time.Now(), &errno)
 	f := n.v.fs
@@ -66,10 +70,25 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if acl.IsShedfsXattr(attr) {
 		return n.setOwnership(attr, string(data))
 	}
-	if e := xattrNamespaceAllowed(attr); e != 0 {
-		return e
+	if d := f.room(metadata.XattrCost(attr, len(data)), 0); !d.Allowed() {
+		return n.deny(acl.OpSetattr, "", d)
 	}
-	if err := f.store.SetXattr(n.ino, attr, data, int(flags)); err != nil {
+	// The holder's lock and pending bytes, as for a write, so that xattrs
+	// and open files never pass the quota together.
+	h := metadata.HolderOf(rec.Zone)
+	unlock := f.acct.Lock(h)
+	pending := f.acct.Pending(h)
+	d = acl.Decision{}
+	err := f.store.SetXattr(n.ino, attr, data, int(flags), func(c metadata.XattrChange) error {
+		c.Usage.Bytes += pending
+		d = acl.AdmitXattr(acl.Quota{Usage: c.Usage, Limit: c.Limit}, c.Before, c.After)
+		return d.Err()
+	})
+	unlock()
+	if !d.Allowed() {
+		return n.deny(acl.OpSetattr, "", d)
+	}
+	if err != nil {
 		return f.errno("setxattr", err)
 	}
 	n.changed("setxattr", "", 0)
@@ -180,19 +199,4 @@ func (n *node) Listxattr(ctx context.Context, dest []byte) (_ uint32, errno sysc
 		off++
 	}
 	return uint32(size), 0
-}
-
-// xattrNamespaceAllowed keeps to the namespaces a sandboxed user may
-// write: user.* and trusted.* are stored; security.* and system.* (ACLs,
-// capabilities) would mean something to the kernel that shedfs does not
-// enforce, so they are refused rather than silently ignored.
-func xattrNamespaceAllowed(name string) syscall.Errno {
-	switch {
-	case len(name) > metadata.MaxXattrNameLen:
-		return syscall.ERANGE
-	case strings.HasPrefix(name, "user."), strings.HasPrefix(name, "trusted."):
-		return 0
-	default:
-		return syscall.EOPNOTSUPP
-	}
 }

@@ -237,7 +237,8 @@ func TestCoherenceGroupFile(t *testing.T) {
 // TestCoherenceCarolAndRemoval: carol's view never shows team-alpha, even
 // while alice and bob work in it; removing bob from the group takes
 // groups/team-alpha out of his view at once, and his open handles fail on
-// the next write with EACCES. Adding him back shows it again at once.
+// the next write with EACCES (never EIO), each refusal audited. Adding him
+// back shows it again at once.
 func TestCoherenceCarolAndRemoval(t *testing.T) {
 	t.Parallel()
 	s := startTeam(t)
@@ -301,6 +302,10 @@ func TestCoherenceCarolAndRemoval(t *testing.T) {
 	if got := mustRead(t, team); !bytes.Equal(got, []byte("team\nbob 1\n")) {
 		t.Errorf("team.txt after bob's refused writes: %q", got)
 	}
+	checkAudit(t, s.Store, []auditWant{
+		{"bob", "group:team-alpha", "write", "/groups/team-alpha/team.txt", "EACCES", "not_member"},
+		{"bob", "group:team-alpha", "truncate", "/groups/team-alpha/team.txt", "EACCES", "not_member"},
+	})
 	carolNever("after bob's removal")
 
 	adminOK(t, "group", "add-member", "team-alpha", "bob", "--store", s.Store)
@@ -314,6 +319,116 @@ func TestCoherenceCarolAndRemoval(t *testing.T) {
 	carolNever("after bob is added back")
 	wf.Close()
 	rw.Close()
+	s.Stop()
+	fsckClean(t, s.Store)
+}
+
+// TestCoherenceKernelCaches: what a view's kernel keeps for long (file
+// pages across opens, directory listings, names found missing) follows
+// every change it did not see itself: alice's same-size rewrite of a file
+// bob read and closed, a rename and a hard link between two directories
+// bob listed, and the admin's imports into alice's uploads/ (a new name she
+// looked for, and --replace of a file she read).
+func TestCoherenceKernelCaches(t *testing.T) {
+	t.Parallel()
+	s := startTeam(t)
+	A := func(p ...string) string { return s.In("alice", append([]string{"share"}, p...)...) }
+	B := func(p ...string) string { return s.In("bob", append([]string{"share"}, p...)...) }
+
+	// Pages kept across opens: bob reads the file twice (the second
+	// open may keep the kernel's pages), alice rewrites it in place with
+	// the same size, and bob's next open reads the new bytes.
+	mustWrite(t, A("page.txt"), []byte("aaaa"), 0o644)
+	for range 2 {
+		if got := string(mustRead(t, B("page.txt"))); got != "aaaa" {
+			t.Fatalf("bob reads page.txt: %q", got)
+		}
+	}
+	// The same size and, set back by alice, the same times: nothing in
+	// the attributes tells bob's kernel that its pages went stale.
+	before, err := os.Stat(A("page.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantOK(t, "alice rewrites page.txt in place", writeFile(A("page.txt"), []byte("bbbb")))
+	wantOK(t, "alice sets the old mtime back", os.Chtimes(A("page.txt"), before.ModTime(), before.ModTime()))
+	atOnce(t, "bob's next open reads alice's same-size rewrite", func() bool {
+		got, err := os.ReadFile(B("page.txt"))
+		return err == nil && string(got) == "bbbb"
+	})
+	// Bob's own rewrite keeps his cache right, and alice sees it.
+	wantOK(t, "bob rewrites page.txt in place", writeFile(B("page.txt"), []byte("cccc")))
+	if got := string(mustRead(t, B("page.txt"))); got != "cccc" {
+		t.Errorf("bob rereads his own rewrite: %q", got)
+	}
+	atOnce(t, "alice reads bob's rewrite", func() bool {
+		got, err := os.ReadFile(A("page.txt"))
+		return err == nil && string(got) == "cccc"
+	})
+
+	// Listings and missing names of two directories, both parents of a
+	// rename.
+	mustMkdir(t, A("d1"), 0o755)
+	mustMkdir(t, A("d2"), 0o755)
+	mustWrite(t, A("d1", "f"), []byte("f"), 0o644)
+	if got := listNames(t, B("d1")); !slices.Equal(got, []string{"f"}) {
+		t.Fatalf("bob lists d1: %v", got)
+	}
+	if got := listNames(t, B("d2")); len(got) != 0 {
+		t.Fatalf("bob lists d2: %v", got)
+	}
+	for _, name := range []string{"f", "g"} {
+		_, err := os.Stat(B("d2", name))
+		wantErrno(t, "bob stats d2/"+name+" before it exists", err, syscall.ENOENT)
+	}
+	wantOK(t, "alice moves d1/f to d2/f", os.Rename(A("d1", "f"), A("d2", "f")))
+	atOnce(t, "bob's ls of d1 no longer shows f", func() bool { return len(listNames(t, B("d1"))) == 0 })
+	atOnce(t, "bob's ls of d2 shows f", func() bool { return slices.Equal(listNames(t, B("d2")), []string{"f"}) })
+	atOnce(t, "bob's stat of d1/f is ENOENT", func() bool {
+		_, err := os.Stat(B("d1", "f"))
+		return errors.Is(err, syscall.ENOENT)
+	})
+	atOnce(t, "bob's stat finds d2/f", func() bool {
+		_, err := os.Stat(B("d2", "f"))
+		return err == nil
+	})
+	wantOK(t, "alice links d2/g to d2/f", os.Link(A("d2", "f"), A("d2", "g")))
+	atOnce(t, "bob's stat finds the link d2/g", func() bool {
+		_, err := os.Stat(B("d2", "g"))
+		return err == nil
+	})
+	atOnce(t, "bob's stat of d2/f shows two links", func() bool {
+		var st unix.Stat_t
+		return unix.Stat(B("d2", "f"), &st) == nil && st.Nlink == 2
+	})
+
+	// The admin's imports into alice's uploads/.
+	U := func(p ...string) string { return s.In("alice", append([]string{"uploads"}, p...)...) }
+	src := t.TempDir()
+	srcFile := src + "/x.txt"
+	mustWrite(t, srcFile, []byte("one1"), 0o644)
+	_, err = os.Stat(U("x.txt"))
+	wantErrno(t, "alice stats uploads/x.txt before the import", err, syscall.ENOENT)
+	_ = listNames(t, U())
+	adminOK(t, "import", "--user", "alice", "--store", s.Store, srcFile)
+	atOnce(t, "alice's stat finds the imported file", func() bool {
+		_, err := os.Stat(U("x.txt"))
+		return err == nil
+	})
+	atOnce(t, "alice's ls of uploads/ shows the imported file", func() bool {
+		return slices.Contains(listNames(t, U()), "x.txt")
+	})
+	for range 2 {
+		if got := string(mustRead(t, U("x.txt"))); got != "one1" {
+			t.Fatalf("alice reads uploads/x.txt: %q", got)
+		}
+	}
+	mustWrite(t, srcFile, []byte("two2"), 0o644)
+	adminOK(t, "import", "--user", "alice", "--store", s.Store, "--replace", srcFile)
+	atOnce(t, "alice's next open reads the replacing import", func() bool {
+		got, err := os.ReadFile(U("x.txt"))
+		return err == nil && string(got) == "two2"
+	})
 	s.Stop()
 	fsckClean(t, s.Store)
 }

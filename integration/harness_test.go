@@ -38,8 +38,12 @@ const (
 var shedfsBin string
 
 // TestMain builds the shedfs binary (unless SHEDFS_BIN names one) and runs
-// the tests. A build failure fails the whole run loudly.
+// the tests; with lockerEnv set, the binary is a locker child instead. A
+// build failure fails the whole run loudly.
 func TestMain(m *testing.M) {
+	if os.Getenv(lockerEnv) != "" {
+		os.Exit(lockerMain(os.Args[1:]))
+	}
 	flag.Parse()
 	code, err := run(m)
 	if err != nil {

@@ -25,7 +25,9 @@ var (
 // Options tunes Open.
 type Options struct {
 	// ReadOnly opens the store without writing anything, not even the
-	// dirty marker (for inspection while no daemon runs).
+	// dirty marker (for inspection while no daemon runs, fsck --dry-run).
+	// A store left by an unclean stop is read from a private snapshot of
+	// meta/ (see snapshot.go), since badger must replay its log first.
 	ReadOnly bool
 	// Logger receives what the store repairs and notices; nil discards.
 	Logger *slog.Logger
@@ -44,9 +46,15 @@ type BlobIndex interface {
 	Truncate(ino uint64, size int64) error
 }
 
+// KindOverQuota is the Problem kind of a holder using more than its
+// limit: found by Check, never repaired by it (that would mean deleting
+// data), so it stays among the unrepaired problems until an operator
+// raises the limit or data is deleted.
+const KindOverQuota = "over-quota"
+
 // Problem is one inconsistency fsck found.
 type Problem struct {
-	Kind     string // "dangling-entry", "nlink", "size", "orphan-inode", "orphan-blob", "usage", "parent", "missing-blob", "orphan-inline"
+	Kind     string // "dangling-entry", "nlink", "size", "orphan-inode", "orphan-blob", "usage", "parent", "missing-blob", "orphan-inline", KindOverQuota
 	Ino      uint64
 	Detail   string
 	Repaired bool

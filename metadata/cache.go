@@ -3,9 +3,13 @@ package metadata
 import "sync"
 
 // cacheSlots bounds the metadata cache: inode records, directory entries
-// (present or known absent), usage and limits, about 200 bytes each, so
-// some 13 MiB whatever the size of the store.
-const cacheSlots = 1 << 16
+// (present or known absent), usage and limits, about 200 bytes each with
+// the index, so some 3-4 MiB whatever the size of the store. A file in use
+// takes about two slots (its entry and its record), so this holds the
+// working set of some 8,000 files, and leaves the daemon's memory to
+// badger's tables and caches, which grow with the store (a 1M-inode store
+// must stay well under 200 MiB resident).
+const cacheSlots = 1 << 14
 
 // cache holds recently used records by their KV key, so that lookup,
 // getattr and quota reads of known inodes open no transaction. It is
@@ -172,10 +176,17 @@ type cacheTxn struct {
 	Txn
 	c      *cache
 	writes []cacheWrite
+	// written holds the keys set or deleted so far: the engine's
+	// transaction, not the cache, has their current values (a second
+	// charge of one holder must see the first).
+	written map[string]struct{}
 }
 
 func (t *cacheTxn) Get(key []byte) ([]byte, error) {
 	if !cacheable(key) {
+		return t.Txn.Get(key)
+	}
+	if _, ok := t.written[string(key)]; ok {
 		return t.Txn.Get(key)
 	}
 	if v, absent, ok := t.c.get(key); ok {
@@ -201,14 +212,22 @@ func (t *cacheTxn) Get(key []byte) ([]byte, error) {
 
 func (t *cacheTxn) Set(key, value []byte) error {
 	if cacheable(key) {
-		t.writes = append(t.writes, cacheWrite{key: string(key), val: value})
+		t.note(cacheWrite{key: string(key), val: value})
 	}
 	return t.Txn.Set(key, value)
 }
 
 func (t *cacheTxn) Delete(key []byte) error {
 	if cacheable(key) {
-		t.writes = append(t.writes, cacheWrite{key: string(key), del: true})
+		t.note(cacheWrite{key: string(key), del: true})
 	}
 	return t.Txn.Delete(key)
+}
+
+func (t *cacheTxn) note(w cacheWrite) {
+	if t.written == nil {
+		t.written = make(map[string]struct{}, 4)
+	}
+	t.written[w.key] = struct{}{}
+	t.writes = append(t.writes, w)
 }

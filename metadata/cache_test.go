@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // countingKV counts the read-only transactions a Store opens.
@@ -160,3 +161,106 @@ func TestCacheNeverStale(t *testing.T) {
 }
 
 func syscallYield() { syscall.Gettid() }
+
+// TestCacheTxnReadsItsOwnWrites: within one transaction, a cached key
+// read after it was set returns the new value, not the cached old one (two
+// charges of one holder in one transaction must add up), and a
+// transaction that fails leaves the cache with the committed value.
+func TestCacheTxnReadsItsOwnWrites(t *testing.T) {
+	s, _ := newCountingStore(t)
+	h := HolderOf(Zone{Kind: ZoneShare})
+	before := must[Usage](t)(s.Usage(h)) // cached now
+	if err := s.update(func(o *op) error {
+		if err := o.charge(h, 100, 1); err != nil {
+			return err
+		}
+		return o.charge(h, 20, 0)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	want := Usage{Bytes: before.Bytes + 120, Inodes: before.Inodes + 1}
+	if u := must[Usage](t)(s.Usage(h)); u != want {
+		t.Fatalf("usage after two charges in one transaction: %+v, want %+v", u, want)
+	}
+	err := s.update(func(o *op) error {
+		if err := o.charge(h, 7, 0); err != nil {
+			return err
+		}
+		if _, err := o.usage(h); err != nil {
+			return err
+		}
+		return syscall.EIO
+	})
+	wantErrno(t, err, syscall.EIO)
+	if u := must[Usage](t)(s.Usage(h)); u != want {
+		t.Fatalf("usage after a failed transaction: %+v, want %+v", u, want)
+	}
+}
+
+// TestCacheFollowsMainWritePaths: xattr charges, their removal, a publish
+// over an inline file and the reclaim of what it replaced all leave the
+// cache equal to the engine; a published file is a blob even when made
+// with Inline set.
+func TestCacheFollowsMainWritePaths(t *testing.T) {
+	s, _ := newCountingStore(t)
+	root := s.ShareRoot()
+	h := HolderOf(Zone{Kind: ZoneShare})
+	same := func(step string, inos ...uint64) {
+		t.Helper()
+		var u Usage
+		engine := map[uint64]*Inode{}
+		if err := s.kv.View(func(tx Txn) error {
+			var err error
+			if u, err = readUsage(tx, h); err != nil {
+				return err
+			}
+			for _, ino := range inos {
+				n, err := getInode(tx, ino)
+				if err != nil && err != syscall.ENOENT {
+					return err
+				}
+				engine[ino] = n
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if c := must[Usage](t)(s.Usage(h)); c != u {
+			t.Fatalf("%s: cached usage %+v, engine %+v", step, c, u)
+		}
+		for _, ino := range inos {
+			c, err := s.GetInode(ino)
+			e := engine[ino]
+			switch {
+			case e == nil && err == nil:
+				t.Fatalf("%s: inode %d cached but gone", step, ino)
+			case e != nil && err != nil:
+				t.Fatalf("%s: inode %d: %v", step, ino, err)
+			case e != nil && (c.Size != e.Size || c.Nlink != e.Nlink || c.Inline != e.Inline):
+				t.Fatalf("%s: inode %d cached %+v, engine %+v", step, ino, c, e)
+			}
+		}
+	}
+	tmpl := file(0o644)
+	tmpl.Inline = true
+	old := must[*Inode](t)(s.Create(root, "f", tmpl, nil))
+	must[*Inode](t)(s.UpdateContent(old.Ino, func(n *Inode) error { n.Size = 3; return nil }, []byte("abc")))
+	same("inline write", old.Ino)
+	must[error](t)(nil, s.SetXattr(old.Ino, "user.a", make([]byte, 300), 0, nil))
+	same("setxattr", old.Ino)
+	must[error](t)(nil, s.RemoveXattr(old.Ino, "user.a"))
+	same("removexattr", old.Ino)
+	must[error](t)(nil, s.SetXattr(old.Ino, "user.b", make([]byte, 100), 0, nil))
+	tmp := must[*Inode](t)(s.CreateTmp(root, tmpl, nil))
+	same("createtmp", tmp.Ino)
+	replaced := must[*Inode](t)(s.Publish(tmp.Ino, root, "f", 70000, time.Now(), true, nil))
+	same("publish", tmp.Ino, old.Ino)
+	if n := must[*Inode](t)(s.Lookup(root, "f")); n.Ino != tmp.Ino || n.Inline {
+		t.Fatalf("published: ino %d (want %d) inline %v", n.Ino, tmp.Ino, n.Inline)
+	}
+	must[*Inode](t)(s.Reclaim(replaced.Ino))
+	same("reclaim", tmp.Ino, old.Ino)
+	if c := must[[]byte](t)(s.ReadInline(old.Ino)); len(c) != 0 {
+		t.Fatalf("inline content after reclaim: %q", c)
+	}
+}

@@ -47,8 +47,10 @@ const checkBatch = 200
 // (created empty, size 0), inline content (the content's length wins over
 // the size; content of no inline file is removed; an inline file has no
 // blob), unreachable inodes and orphan records (reclaimed;
-// only call Check when nothing is mounted), blobs of no inode (removed), and
-// usage counters (recomputed from sizes). It records a CheckRecord.
+// only call Check when nothing is mounted), blobs of no inode (removed),
+// usage counters (recomputed from sizes and XattrCost), and the inode
+// counter lease (raised past every number in use). It records a
+// CheckRecord.
 //
 // blobs may be nil to check the metadata alone. Usage is compared with what
 // the store would hold after repair, so a report without repair lists what
@@ -63,6 +65,8 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 	var dangling [][]byte
 	stored := map[Holder]Usage{}
 	inlineSizes := map[uint64]int64{}
+	limits := map[Holder]Limit{}
+	xattrs := map[uint64]int64{} // XattrCost per inode that has any
 	var roots []uint64
 
 	// Phase 1: read everything in one snapshot.
@@ -120,12 +124,26 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 		}); err != nil {
 			return err
 		}
+		if err := tx.Scan([]byte{pXattr}, nil, func(k, v []byte) error {
+			xattrs[keyIno(k)] += xattrKeyCost(k, v)
+			return nil
+		}); err != nil {
+			return err
+		}
 		if err := tx.Scan([]byte{pUsage}, nil, func(k, v []byte) error {
 			b, i, err := decodePair(v)
 			if err != nil {
 				b, i = -1, -1 // forces a rewrite
 			}
 			stored[Holder(k[1:])] = Usage{Bytes: b, Inodes: i}
+			return nil
+		}); err != nil {
+			return err
+		}
+		if err := tx.Scan([]byte{pLimit}, nil, func(k, v []byte) error {
+			if b, i, err := decodePair(v); err == nil {
+				limits[Holder(k[1:])] = Limit{Bytes: b, Inodes: i}
+			}
 			return nil
 		}); err != nil {
 			return err
@@ -334,6 +352,7 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 		}
 		u := usage[n.holder]
 		u.Inodes++
+		u.Bytes += xattrs[ino]
 		if n.isReg() {
 			u.Bytes += Charge(size)
 		}
@@ -365,6 +384,13 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 	for _, k := range dangling {
 		actions = append(actions, func(o *op) error { return o.tx.Delete(k) })
 	}
+	leaseProblems, leaseFix, err := s.checkInoLease(inos)
+	if err != nil {
+		return nil, fmt.Errorf("check: %w", err)
+	}
+	rep.Problems = append(rep.Problems, leaseProblems...)
+	actions = append(actions, leaseFix...)
+	overQuota := overQuotaProblems(holders, usage, limits)
 
 	// Phase 4: repair. Metadata first, so a blob is only removed once no
 	// inode refers to it any more.
@@ -387,6 +413,9 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 			s.log.Info("check repaired", "kind", p.Kind, "ino", p.Ino, "detail", p.Detail)
 		}
 	}
+	// Usage above a limit is no damage a check may undo by deleting
+	// data: it is reported, never repaired, after the other repairs.
+	rep.Problems = append(rep.Problems, overQuota...)
 	rep.Duration = time.Since(rep.Started)
 	if !s.readOnly {
 		rec := CheckRecord{At: rep.Started, Problems: len(rep.Problems), Unrepaired: rep.Unrepaired()}
@@ -395,6 +424,27 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 		}
 	}
 	return rep, nil
+}
+
+// overQuotaProblems reports each holder whose counted usage (as it is
+// after repair) is above its limit. Usage is admitted against the limit on
+// every charge, so this means a limit lowered below the usage, or a charge
+// that escaped admission; either way the operator decides: raise the limit
+// or delete data.
+func overQuotaProblems(holders []Holder, usage map[Holder]Usage, limits map[Holder]Limit) []Problem {
+	var out []Problem
+	for _, h := range holders {
+		u, l := usage[h], limits[h]
+		if l.Bytes > 0 && u.Bytes > l.Bytes {
+			out = append(out, Problem{Kind: KindOverQuota,
+				Detail: fmt.Sprintf("%s: %d bytes used, limit %d (%d over)", h, u.Bytes, l.Bytes, u.Bytes-l.Bytes)})
+		}
+		if l.Inodes > 0 && u.Inodes > l.Inodes {
+			out = append(out, Problem{Kind: KindOverQuota,
+				Detail: fmt.Sprintf("%s: %d inodes used, limit %d (%d over)", h, u.Inodes, l.Inodes, u.Inodes-l.Inodes)})
+		}
+	}
+	return out
 }
 
 // runActions applies repair actions in batches, halving a batch badger
@@ -435,7 +485,8 @@ func (o *op) purge(ino uint64) error {
 	}
 	// Deleting a directory's entry prefix of a non-directory is harmless,
 	// so an undecodable record is treated as a directory.
-	return o.deleteInode(n, false)
+	_, err := o.deleteInode(n, false)
+	return err
 }
 
 // LastCheck returns the record of the last Check, zero if none ran.

@@ -156,3 +156,53 @@ func TestCheckRepairs(t *testing.T) {
 		t.Fatalf("orphans %v", o)
 	}
 }
+
+// TestCheckOverQuota: a holder using more than its limit is reported as
+// over-quota, not repaired (with or without repair), and the record of
+// the check counts it as unrepaired; within the limit again, the check is
+// clean.
+func TestCheckOverQuota(t *testing.T) {
+	base := t.TempDir()
+	bdir := filepath.Join(base, "blobs")
+	os.Mkdir(bdir, 0o700)
+	blobs := dirBlobs{bdir}
+	s := openTest(t, filepath.Join(base, "meta"))
+	u := must[*User](t)(s.AddUser("dan"))
+	h := Holder("user:dan")
+	var inos []uint64
+	for _, name := range []string{"a", "b"} {
+		n := must[*Inode](t)(s.Create(u.Roots.Private, name, file(0o644), nil))
+		must[error](t)(nil, blobs.Truncate(n.Ino, 1<<20))
+		must[*Inode](t)(s.Update(n.Ino, func(n *Inode) error { n.Size = 1 << 20; return nil }, nil))
+		inos = append(inos, n.Ino)
+	}
+	// 2 MiB stored; the limit goes down to 1 MiB and 4 inodes.
+	must[error](t)(nil, s.SetLimit(h, Limit{Bytes: 1 << 20, Inodes: 4}))
+	for _, repair := range []bool{false, true} {
+		rep := must[*Report](t)(s.Check(blobs, repair, nil))
+		if kinds(rep) != KindOverQuota+","+KindOverQuota || rep.Unrepaired() != 2 {
+			t.Fatalf("repair %v: problems %+v, want two over-quota, unrepaired", repair, rep.Problems)
+		}
+		for _, want := range []string{"user:dan: 2097152 bytes used, limit 1048576 (1048576 over)", "user:dan: 5 inodes used, limit 4 (1 over)"} {
+			found := false
+			for _, p := range rep.Problems {
+				found = found || p.Detail == want
+			}
+			if !found {
+				t.Errorf("repair %v: no problem says %q: %+v", repair, want, rep.Problems)
+			}
+		}
+	}
+	if rec := must[CheckRecord](t)(s.LastCheck()); rec.Problems != 2 || rec.Unrepaired != 2 {
+		t.Errorf("last check record %+v, want 2 problems, 2 unrepaired", rec)
+	}
+	if u := must[Usage](t)(s.Usage(h)); u.Bytes != 2<<20 {
+		t.Errorf("a check changed the usage of an over-quota holder: %+v", u)
+	}
+	must[*Inode](t)(s.Unlink(u.Roots.Private, "b", false))
+	must[*Inode](t)(s.Reclaim(inos[1]))
+	must[error](t)(nil, blobs.Remove(inos[1]))
+	if rep := must[*Report](t)(s.Check(blobs, false, nil)); len(rep.Problems) != 0 {
+		t.Errorf("at the limit: %+v", rep.Problems)
+	}
+}

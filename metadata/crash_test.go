@@ -88,22 +88,24 @@ func TestCrashRecovery(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	lines := make(chan string, 1<<16)
-	done := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(done)
-	}()
-	time.Sleep(800 * time.Millisecond)
+	// Kill the child mid-work once it has made a few files durable and
+	// churned on a little longer: a fixed sleep is too short on a loaded
+	// machine, where opening the store alone can take a second.
+	var said []string
+	sc := bufio.NewScanner(stdout)
+	deadline := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() })
+	for len(said) < 5 && sc.Scan() {
+		said = append(said, sc.Text())
+	}
+	deadline.Stop()
+	time.Sleep(200 * time.Millisecond)
 	cmd.Process.Signal(syscall.SIGKILL)
+	for sc.Scan() {
+		said = append(said, sc.Text())
+	}
 	cmd.Wait()
-	<-done
-	close(lines)
 	synced := map[string]uint64{}
-	for l := range lines {
+	for _, l := range said {
 		f := strings.Fields(l)
 		if len(f) != 3 || f[0] != "synced" {
 			t.Fatalf("child said %q", l)

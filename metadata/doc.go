@@ -31,21 +31,47 @@
 //	'G' name                     Group (with members), JSON
 //	'Q' holder                   Limit: bytes, inodes (i64 BE each)
 //	'C' holder                   Usage: bytes, inodes (i64 BE each)
-//	'N'                          next unleased inode number, u64 BE
+//	'N'                          next unleased value of the inode allocation counter, u64 BE
 //	'S' "clean"                  1 byte: 1 closed cleanly, 0 open (dirty)
 //	'S' "lastcheck"              CheckRecord, JSON
 //	'S' "shareroot"              inode of the share root, u64 BE
 //	'S' "settings"               Settings (default limits, max file size), JSON
+//	'S' "inokey"                 16 random bytes: the key of the inode number permutation
 //	'A' nanos seq                audit record (unix nanos u64 BE, seq u32 BE), short-named JSON; bare 'A': record count, u64 BE
 //
 // Holders are "user:<name>", "group:<name>" and "share". Zone roots are
 // directories with Parent 0 that no entry names; the share root is found
 // through 'S' "shareroot", the others through their principal's record.
 //
-// Inode numbers start at FirstIno and are leased in ranges of 1024 (one
-// small transaction on 'N' per range), then handed out from memory, so
-// creates never contend on one counter key. Numbers of a lease unused at a
-// crash are skipped.
+// # Inode numbers
+//
+// Every process in a view sees inode numbers (stat, readdir), so they must
+// reveal nothing about other holders' activity: with sequential numbers,
+// the gap between two of carol's files counts the files alice created
+// meanwhile in a group carol cannot see. An allocation counter starts at
+// FirstIno and is leased in ranges of 1024 (one small transaction on 'N'
+// per range), then handed out from memory, so creates never contend on one
+// counter key; values of a lease unused at a crash are skipped. Each
+// counter value c becomes the inode number P(2^32 + c), where P is a keyed
+// pseudorandom permutation of the 64-bit space (an 8-round Feistel network
+// over 32-bit halves, AES-128 as round function, keyed by 'S' "inokey",
+// made at random when the store is created), cycle-walked (P applied again)
+// until the result is not reserved. Reserved are the numbers below 2^32
+// and the top two, math.MaxUint64-1 (SyntheticIno, the groups/ directory
+// of every view) and math.MaxUint64. Distinct counter values give distinct
+// numbers; numbers are stored in the records, never recomputed, so they
+// are stable; and without the key, two numbers say nothing about how many
+// were allocated between them. The reserved range keeps FUSE's root node
+// ID 1 (views use inode numbers as node IDs) and the numbers a view uses
+// for itself (below FirstIno) free, and holds the sequential numbers of
+// stores made before numbers were permuted (the counter itself, from
+// FirstIno up): such a store gets its key at its next open, keeps its
+// numbers, and new numbers never meet them. Blob shards (blobs/ab/cd/<ino>)
+// take the low bytes of the number, which the permutation spreads evenly.
+// Numbers above 2^32 need 64-bit stat; a 32-bit program built without
+// large-file support gets EOVERFLOW. Check decodes every number back to its
+// counter value and raises 'N' past the highest, so later allocations stay
+// unique.
 //
 // Usage counts every inode of a holder's zones (roots included) and
 // Charge(size) bytes per regular file; a hard-linked inode counts once.

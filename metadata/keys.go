@@ -27,6 +27,7 @@ const (
 	stateLastCheck = "lastcheck"
 	stateShareRoot = "shareroot"
 	stateSettings  = "settings"
+	stateInoKey    = "inokey"
 )
 
 func inoKey(prefix byte, ino uint64) []byte {

@@ -34,11 +34,63 @@ func (s slogBadger) Warningf(f string, a ...any) {
 func (slogBadger) Infof(string, ...any)  {}
 func (slogBadger) Debugf(string, ...any) {}
 
+// Badger writes its memtable log (*.mem), the tables it flushes and
+// compacts (*.sst), its discard statistics and values above valueThreshold
+// (*.vlog) through memory maps of files it first extends sparse. On a full
+// disk, writing such a page kills the process with SIGBUS, which no Go
+// code can catch. These options bound how much of that can be under way
+// at once, and Headroom turns them into the free space the disk must keep.
+const (
+	// memTableSize is the size of one memtable, and so of the log being
+	// written and of the table being flushed.
+	memTableSize = 4 << 20
+	// maxBatch is the largest transaction badger accepts for a memtable
+	// (15% of it): what the log may pass memTableSize by.
+	maxBatch = memTableSize * 15 / 100
+	// valueThreshold keeps every value up to 256 KiB in the LSM tree (all
+	// of shedfs's records: the largest is an xattr value of 64 KiB), so
+	// the value log is not written at all. Badger wants it below
+	// maxBatch.
+	valueThreshold = 256 << 10
+	// discardFile is the size of badger's DISCARD file.
+	discardFile = 1 << 20
+	// headroomSlack covers the filesystem's own blocks for badger's new
+	// files and an index or bloom filter larger than estimated.
+	headroomSlack = 1 << 20
+)
+
+// Headroom is how many free bytes the disk that holds the metadata store in
+// dir must keep so that badger never writes to a memory-mapped page without
+// disk space behind it: the memtable log being written and the table being
+// flushed at the same time (each at most a memtable and a batch, a quarter
+// more for the table's index and filter), a compaction (at most every
+// table on disk now, rewritten before the old ones are deleted), the
+// discard statistics, one batch of values too large for the LSM tree and
+// some slack.
+// It reads only the directory listing, so it works before the store is
+// opened and costs little to refresh.
+func Headroom(dir string) int64 {
+	var tables int64
+	if des, err := os.ReadDir(dir); err == nil {
+		for _, de := range des {
+			if !strings.HasSuffix(de.Name(), ".sst") {
+				continue
+			}
+			if fi, err := de.Info(); err == nil {
+				tables += fi.Size()
+			}
+		}
+	}
+	perMemtable := int64(memTableSize+maxBatch) * 5 / 4
+	return 2*perMemtable + tables + discardFile + maxBatch + headroomSlack
+}
+
 // openBadger opens the badger database in dir (or in memory). Options keep
 // memory modest: the daemon must stay under 200 MiB RSS with a million
 // inodes (memtable arenas are allocated whole, so they cost their size from
-// the start; records are small, so small tables and caches do). Writes are not synced one by one; Store.Sync makes them durable at
-// fsync time.
+// the start; records are small, so small tables and caches do), and they
+// bound what badger writes through memory maps (see Headroom). Writes are
+// not synced one by one; Store.Sync makes them durable at fsync time.
 func openBadger(dir string, inMemory, readOnly bool, logger *slog.Logger) (kv KV, err error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -47,7 +99,8 @@ func openBadger(dir string, inMemory, readOnly bool, logger *slog.Logger) (kv KV
 		WithSyncWrites(false).
 		WithLogger(slogBadger{logger}).
 		WithLoggingLevel(badger.WARNING).
-		WithMemTableSize(8 << 20).
+		WithMemTableSize(memTableSize).
+		WithValueThreshold(valueThreshold).
 		WithNumMemtables(2).
 		WithBlockCacheSize(16 << 20).
 		WithIndexCacheSize(8 << 20).
@@ -78,6 +131,8 @@ func openBadger(dir string, inMemory, readOnly bool, logger *slog.Logger) (kv KV
 			return nil, fmt.Errorf("open store %s: %w", dir, ErrLocked)
 		case errors.Is(err, os.ErrPermission):
 			return nil, fmt.Errorf("open store %s: %w", dir, err)
+		case readOnly && strings.Contains(msg, badger.ErrTruncateNeeded.Error()):
+			return nil, fmt.Errorf("open store %s read-only: %w", dir, errNeedsReplay)
 		default:
 			return nil, fmt.Errorf("open store %s: %w: %s", dir, ErrCorrupt, msg)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // ValidName checks a name for a new directory entry: ENAMETOOLONG over
@@ -431,6 +432,104 @@ func (s *Store) Link(ino, newParent uint64, newName string) (*Inode, error) {
 	return out, nil
 }
 
+// Publish gives an unnamed regular file (made by CreateTmp and written
+// while no directory named it) its final size, mtime and name in parent,
+// all in one transaction, so that the name appears only with the whole
+// content, and a crash before it leaves an orphan that the next start or
+// fsck reclaims. The holder's byte usage moves by the size's charge, and
+// admit (when not nil) is consulted first with the usage, the limit and
+// the net delta: that charge, less the charge of a file replace frees.
+//
+// An existing name is EEXIST unless replace, which swaps the new file in
+// for a regular file (EISDIR for a directory, EEXIST for anything else) and
+// returns it with its link dropped, as Rename does, for the caller to
+// Reclaim. EINVAL if ino is not an unnamed regular file; EXDEV if parent is
+// in another zone.
+func (s *Store) Publish(ino, parent uint64, name string, size uint64, mtime time.Time, replace bool, admit func(u Usage, l Limit, delta int64) error) (replaced *Inode, err error) {
+	if err := ValidName(name); err != nil {
+		return nil, err
+	}
+	err = s.update(func(o *op) error {
+		replaced = nil
+		n, err := o.inode(ino)
+		if err != nil {
+			return err
+		}
+		if !n.IsRegular() || n.Nlink != 0 {
+			return fmt.Errorf("publish inode %d: not an unnamed regular file: %w", ino, syscall.EINVAL)
+		}
+		p, err := o.dir(parent)
+		if err != nil {
+			return err
+		}
+		if p.Zone != n.Zone {
+			return syscall.EXDEV
+		}
+		var old *Inode
+		switch child, _, err := o.entry(parent, name); {
+		case err == nil && !replace:
+			return syscall.EEXIST
+		case err == nil:
+			if old, err = o.inode(child); err != nil {
+				return fmt.Errorf("entry %d/%q points at missing inode %d: %w", parent, name, child, syscall.EIO)
+			}
+			if old.IsDir() {
+				return syscall.EISDIR
+			}
+			if !old.IsRegular() {
+				return syscall.EEXIST
+			}
+		case !errors.Is(err, syscall.ENOENT):
+			return err
+		}
+		h := HolderOf(n.Zone)
+		before := chargeOf(n)
+		n.Size = size
+		// The content was written to the blob: never inline, whatever
+		// the file was made with.
+		n.Inline = false
+		delta := chargeOf(n) - before
+		if old != nil {
+			if err := o.dropLink(old); err != nil {
+				return err
+			}
+			if old.Nlink == 0 {
+				// Freed once reclaimed; admission counts it gone.
+				delta -= chargeOf(old)
+			}
+			replaced = old
+		}
+		if admit != nil {
+			u, err := o.usage(h)
+			if err != nil {
+				return err
+			}
+			l, err := readLimit(o.tx, h)
+			if err != nil {
+				return err
+			}
+			if err := admit(u, l, delta); err != nil {
+				return err
+			}
+		}
+		if err := o.charge(h, chargeOf(n)-before, 0); err != nil {
+			return err
+		}
+		if err := o.tx.Delete(orphanKey(ino)); err != nil {
+			return err
+		}
+		n.Nlink = 1
+		n.Mtime, n.Ctime = mtime, o.now
+		o.put(n)
+		o.touchDir(p)
+		return o.setEntry(parent, name, n)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return replaced, nil
+}
+
 // Unlink removes name from parent. With dir set it behaves as rmdir
 // (ENOTDIR if not a directory, ENOTEMPTY if it has entries), else as unlink
 // (EISDIR for a directory). The inode's Nlink drops (a removed directory
@@ -499,11 +598,12 @@ func (s *Store) unlink(parent uint64, name string, dir bool, unused func(ino uin
 		if n.Nlink > 0 || unused == nil || !unused(n.Ino) {
 			return nil
 		}
-		if err := o.deleteInode(n, true); err != nil {
+		xattrs, err := o.deleteInode(n, true)
+		if err != nil {
 			return err
 		}
 		freed = true
-		return o.charge(HolderOf(n.Zone), -chargeOf(n), -1)
+		return o.charge(HolderOf(n.Zone), -chargeOf(n)-xattrs, -1)
 	})
 	if err != nil {
 		return nil, false, err
@@ -704,11 +804,12 @@ func (s *Store) reclaim(ino uint64, keepContent bool) (*Inode, error) {
 		if n.Nlink != 0 {
 			return syscall.EBUSY
 		}
-		if err := o.deleteInode(n, keepContent); err != nil {
+		xattrs, err := o.deleteInode(n, keepContent)
+		if err != nil {
 			return err
 		}
 		out = n
-		return o.charge(HolderOf(n.Zone), -chargeOf(n), -1)
+		return o.charge(HolderOf(n.Zone), -chargeOf(n)-xattrs, -1)
 	})
 	if err != nil {
 		return nil, err
@@ -718,20 +819,25 @@ func (s *Store) reclaim(ino uint64, keepContent bool) (*Inode, error) {
 
 // deleteInode removes an inode's record, xattrs, orphan record, (for a
 // directory) its entries and, unless keepContent, its inline content,
-// without touching usage.
-func (o *op) deleteInode(n *Inode, keepContent bool) error {
+// without touching usage. It returns what the xattrs cost (XattrCost), for
+// the caller to uncharge.
+func (o *op) deleteInode(n *Inode, keepContent bool) (int64, error) {
 	o.forget(n.Ino)
 	var keys [][]byte
-	collect := func(k, _ []byte) error {
+	var xattrs int64
+	if err := o.tx.Scan(xattrPrefix(n.Ino), nil, func(k, v []byte) error {
 		keys = append(keys, append([]byte(nil), k...))
+		xattrs += xattrKeyCost(k, v)
 		return nil
-	}
-	if err := o.tx.Scan(xattrPrefix(n.Ino), nil, collect); err != nil {
-		return err
+	}); err != nil {
+		return 0, err
 	}
 	if n.IsDir() {
-		if err := o.tx.Scan(entryPrefix(n.Ino), nil, collect); err != nil {
-			return err
+		if err := o.tx.Scan(entryPrefix(n.Ino), nil, func(k, _ []byte) error {
+			keys = append(keys, append([]byte(nil), k...))
+			return nil
+		}); err != nil {
+			return 0, err
 		}
 	}
 	keys = append(keys, inodeKey(n.Ino), orphanKey(n.Ino))
@@ -740,10 +846,10 @@ func (o *op) deleteInode(n *Inode, keepContent bool) error {
 	}
 	for _, k := range keys {
 		if err := o.tx.Delete(k); err != nil {
-			return fmt.Errorf("delete inode %d: %w", n.Ino, err)
+			return 0, fmt.Errorf("delete inode %d: %w", n.Ino, err)
 		}
 	}
-	return nil
+	return xattrs, nil
 }
 
 // Orphans lists the inodes with Nlink 0 kept for open handles.

@@ -170,7 +170,7 @@ func TestLinkUnlinkReclaim(t *testing.T) {
 	}
 	// An unlinked inode still works for open handles.
 	must[*Inode](t)(s.Update(f.Ino, func(n *Inode) error { n.Size = 10000; return nil }, nil))
-	must[error](t)(nil, s.SetXattr(f.Ino, "user.a", []byte("v"), 0))
+	must[error](t)(nil, s.SetXattr(f.Ino, "user.a", []byte("v"), 0, nil))
 	// Linking an inode without names revives it (linkat of O_TMPFILE; the
 	// kernel refuses it for other unlinked files before it reaches us).
 	n = must[*Inode](t)(s.Link(f.Ino, root, "back"))
@@ -190,7 +190,7 @@ func TestLinkUnlinkReclaim(t *testing.T) {
 		t.Fatalf("reclaimed %+v", r)
 	}
 	after := must[Usage](t)(s.Usage("share"))
-	if after.Inodes != before.Inodes-1 || after.Bytes != before.Bytes-Charge(10000) {
+	if after.Inodes != before.Inodes-1 || after.Bytes != before.Bytes-Charge(10000)-XattrCost("user.a", 1) {
 		t.Fatalf("usage %+v -> %+v", before, after)
 	}
 	_, err = s.Reclaim(f.Ino)
@@ -448,19 +448,19 @@ func TestXattr(t *testing.T) {
 	f := must[*Inode](t)(s.Create(s.ShareRoot(), "f", file(0o644), nil))
 	_, err := s.GetXattr(f.Ino, "user.x")
 	wantErrno(t, err, syscall.ENODATA)
-	wantErrno(t, s.SetXattr(f.Ino, "user.x", []byte("1"), XattrReplace), syscall.ENODATA)
+	wantErrno(t, s.SetXattr(f.Ino, "user.x", []byte("1"), XattrReplace, nil), syscall.ENODATA)
 	time.Sleep(time.Millisecond)
-	if err := s.SetXattr(f.Ino, "user.x", []byte("1"), XattrCreate); err != nil {
+	if err := s.SetXattr(f.Ino, "user.x", []byte("1"), XattrCreate, nil); err != nil {
 		t.Fatal(err)
 	}
 	if n := must[*Inode](t)(s.GetInode(f.Ino)); !n.Ctime.After(f.Ctime) {
 		t.Fatal("ctime not updated")
 	}
-	wantErrno(t, s.SetXattr(f.Ino, "user.x", []byte("2"), XattrCreate), syscall.EEXIST)
-	if err := s.SetXattr(f.Ino, "user.x", []byte("2"), XattrReplace); err != nil {
+	wantErrno(t, s.SetXattr(f.Ino, "user.x", []byte("2"), XattrCreate, nil), syscall.EEXIST)
+	if err := s.SetXattr(f.Ino, "user.x", []byte("2"), XattrReplace, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetXattr(f.Ino, "user.a", nil, 0); err != nil {
+	if err := s.SetXattr(f.Ino, "user.a", nil, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	if v := must[[]byte](t)(s.GetXattr(f.Ino, "user.x")); string(v) != "2" {
@@ -472,14 +472,14 @@ func TestXattr(t *testing.T) {
 	if l := must[[]string](t)(s.ListXattr(f.Ino)); strings.Join(l, ",") != "user.a,user.x" {
 		t.Fatalf("list %v", l)
 	}
-	wantErrno(t, s.SetXattr(f.Ino, strings.Repeat("n", 256), nil, 0), syscall.ERANGE)
-	wantErrno(t, s.SetXattr(f.Ino, "", nil, 0), syscall.ERANGE)
-	wantErrno(t, s.SetXattr(f.Ino, "user.big", make([]byte, MaxXattrValueLen+1), 0), syscall.E2BIG)
-	if err := s.SetXattr(f.Ino, "user.max", make([]byte, MaxXattrValueLen), 0); err != nil {
+	wantErrno(t, s.SetXattr(f.Ino, strings.Repeat("n", 256), nil, 0, nil), syscall.ERANGE)
+	wantErrno(t, s.SetXattr(f.Ino, "", nil, 0, nil), syscall.ERANGE)
+	wantErrno(t, s.SetXattr(f.Ino, "user.big", make([]byte, MaxXattrValueLen+1), 0, nil), syscall.E2BIG)
+	if err := s.SetXattr(f.Ino, "user.max", make([]byte, MaxXattrValueLen), 0, nil); err != nil {
 		t.Fatal(err)
 	}
-	wantErrno(t, s.SetXattr(f.Ino, "user.x", nil, 7), syscall.EINVAL)
-	wantErrno(t, s.SetXattr(999999, "user.x", nil, 0), syscall.ENOENT)
+	wantErrno(t, s.SetXattr(f.Ino, "user.x", nil, 7, nil), syscall.EINVAL)
+	wantErrno(t, s.SetXattr(999999, "user.x", nil, 0, nil), syscall.ENOENT)
 	wantErrno(t, s.RemoveXattr(f.Ino, "user.none"), syscall.ENODATA)
 	if err := s.RemoveXattr(f.Ino, "user.x"); err != nil {
 		t.Fatal(err)
@@ -595,4 +595,69 @@ func TestUnlinkFree(t *testing.T) {
 	}
 	_, err = s.GetInode(d.Ino)
 	wantErrno(t, err, syscall.ENOENT)
+}
+
+// TestPublish: an unnamed file gets its size and name in one transaction;
+// before, no name shows it and it is an orphan; a replace swaps in the new
+// file and hands back the old one; admission sees the net charge.
+func TestPublish(t *testing.T) {
+	s := newStore(t)
+	root := s.ShareRoot()
+	h := HolderOf(Zone{Kind: ZoneShare})
+	tmp := must[*Inode](t)(s.CreateTmp(root, file(0o644), nil))
+	if ents := must[[]DirEntry](t)(s.ReadDir(root)); len(ents) != 0 {
+		t.Fatalf("an unnamed file is listed: %v", ents)
+	}
+	if orphans := must[[]uint64](t)(s.Orphans()); len(orphans) != 1 || orphans[0] != tmp.Ino {
+		t.Fatalf("orphans %v, want the unnamed file", orphans)
+	}
+	mtime := time.Unix(1700000000, 0)
+	if _, err := s.Publish(tmp.Ino, root, "f", 5000, mtime, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := must[*Inode](t)(s.Lookup(root, "f"))
+	if got.Ino != tmp.Ino || got.Size != 5000 || got.Nlink != 1 || !got.Mtime.Equal(mtime) {
+		t.Errorf("published %+v", got)
+	}
+	if orphans := must[[]uint64](t)(s.Orphans()); len(orphans) != 0 {
+		t.Errorf("orphans after publish: %v", orphans)
+	}
+	if u := must[Usage](t)(s.Usage(h)); u.Bytes != 8192 || u.Inodes != 2 {
+		t.Errorf("usage %+v, want 8192 bytes, 2 inodes", u)
+	}
+	if _, err := s.Publish(tmp.Ino, root, "g", 1, mtime, false, nil); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("publishing a named file: %v, want EINVAL", err)
+	}
+
+	second := must[*Inode](t)(s.CreateTmp(root, file(0o644), nil))
+	_, err := s.Publish(second.Ino, root, "f", 100, mtime, false, nil)
+	wantErrno(t, err, syscall.EEXIST)
+	var sawDelta int64
+	refuse := func(u Usage, l Limit, delta int64) error { sawDelta = delta; return syscall.EDQUOT }
+	_, err = s.Publish(second.Ino, root, "f", 100, mtime, true, refuse)
+	wantErrno(t, err, syscall.EDQUOT)
+	if sawDelta != 4096-8192 {
+		t.Errorf("admission saw delta %d, want %d (the new charge less the replaced one)", sawDelta, 4096-8192)
+	}
+	if got := must[*Inode](t)(s.Lookup(root, "f")); got.Ino != tmp.Ino {
+		t.Error("a refused publish replaced the file")
+	}
+	old, err := s.Publish(second.Ino, root, "f", 100, mtime, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old == nil || old.Ino != tmp.Ino || old.Nlink != 0 {
+		t.Fatalf("replaced %+v, want the first file without links", old)
+	}
+	if got := must[*Inode](t)(s.Lookup(root, "f")); got.Ino != second.Ino || got.Size != 100 {
+		t.Errorf("after replace: %+v", got)
+	}
+	must[*Inode](t)(s.Reclaim(old.Ino))
+	if u := must[Usage](t)(s.Usage(h)); u.Bytes != 4096 || u.Inodes != 2 {
+		t.Errorf("usage after replace and reclaim %+v, want 4096 bytes, 2 inodes", u)
+	}
+	must[*Inode](t)(s.Create(root, "d", dir(), nil))
+	third := must[*Inode](t)(s.CreateTmp(root, file(0o644), nil))
+	_, err = s.Publish(third.Ino, root, "d", 1, mtime, true, nil)
+	wantErrno(t, err, syscall.EISDIR)
 }

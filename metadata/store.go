@@ -11,14 +11,16 @@ import (
 	"time"
 )
 
-// FirstIno is the lowest inode number the store assigns. Numbers below it
-// are never used, so a view can give its synthetic directories (the view
-// root, groups/) numbers of their own; go-fuse reserves 1 for its root.
+// FirstIno is the first value of the inode allocation counter, and the
+// lowest inode number the store assigns (inos.go: numbers are the counter
+// permuted, or, in stores made before, the counter itself). Numbers below
+// it are never used, so a view can give its synthetic directories numbers
+// of their own; FUSE reserves node ID 1 for the root.
 const FirstIno = 1024
 
-// inoLeaseSize is how many inode numbers one persisted lease hands out from
-// memory, so that creates never contend on a single counter key. Numbers of
-// a lease not used before a crash are simply skipped.
+// inoLeaseSize is how many counter values one persisted lease hands out
+// from memory, so that creates never contend on a single counter key.
+// Values of a lease not used before a crash are simply skipped.
 const inoLeaseSize = 1024
 
 // Store is the metadata of one shedfs store: the namespace, principals,
@@ -40,8 +42,9 @@ type Store struct {
 	auditSeq atomic.Uint32
 
 	inoMu   sync.Mutex
-	inoNext uint64
+	inoNext uint64 // next counter value of the current lease
 	inoEnd  uint64
+	inos    *inoPerm // nil only for a read-only open of a store without a key
 
 	closeOnce sync.Once
 	closeErr  error
@@ -72,6 +75,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		}
 	}
 	kv, err := openBadger(dir, opts.InMemory, opts.ReadOnly, logger)
+	if errors.Is(err, errNeedsReplay) {
+		kv, err = openSnapshot(dir, logger)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -127,11 +133,15 @@ func openKV(kv KV, dir string, readOnly bool, logger *slog.Logger) (*Store, erro
 	if err != nil {
 		return nil, err
 	}
+	if fresh && readOnly {
+		return nil, fmt.Errorf("open store %s read-only: store is empty: %w", dir, ErrCorrupt)
+	}
+	inoKey, err := s.loadInoKey(fresh)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
 	if fresh {
-		if readOnly {
-			return nil, fmt.Errorf("open store %s read-only: store is empty: %w", dir, ErrCorrupt)
-		}
-		if err := s.initFresh(); err != nil {
+		if err := s.initFresh(inoKey); err != nil {
 			return nil, fmt.Errorf("initialise store %s: %w", dir, err)
 		}
 		s.wasClean = true
@@ -152,9 +162,9 @@ func openKV(kv KV, dir string, readOnly bool, logger *slog.Logger) (*Store, erro
 	return s, nil
 }
 
-// initFresh writes what an empty store starts with: the schema version and
-// the share root, in one transaction.
-func (s *Store) initFresh() error {
+// initFresh writes what an empty store starts with: the schema version, the
+// inode number key and the share root, in one transaction.
+func (s *Store) initFresh(inoKey []byte) error {
 	ino, err := s.allocIno()
 	if err != nil {
 		return err
@@ -165,8 +175,11 @@ func (s *Store) initFresh() error {
 		Atime: now, Mtime: now, Ctime: now,
 		Zone: Zone{Kind: ZoneShare}, OwnMode: OwnModeGroup,
 	}
-	err = s.kv.Update(func(tx Txn) error {
+	err = s.write(func(tx Txn) error {
 		if err := tx.Set(versionKey(), encodeU64(schemaVersion)); err != nil {
+			return err
+		}
+		if err := tx.Set(stateKey(stateInoKey), inoKey); err != nil {
 			return err
 		}
 		if err := tx.Set(inodeKey(ino), encodeInode(root)); err != nil {
@@ -216,8 +229,9 @@ func (s *Store) Sync() error { return s.kv.Sync() }
 // ShareRoot is the root directory inode of the share zone.
 func (s *Store) ShareRoot() uint64 { return s.shareRoot }
 
-// allocIno hands out the next inode number, leasing a new range in its own
-// small transaction when the current one is used up.
+// allocIno hands out the next inode number: the next value of the
+// allocation counter, permuted (inos.go). It leases a new range of counter
+// values in its own small transaction when the current one is used up.
 func (s *Store) allocIno() (uint64, error) {
 	if s.readOnly {
 		return 0, syscall.EROFS
@@ -244,9 +258,7 @@ func (s *Store) allocIno() (uint64, error) {
 		}
 		s.inoNext, s.inoEnd = start, start+inoLeaseSize
 	}
-	ino := s.inoNext
-	s.inoNext++
-	return ino, nil
+	return s.nextIno()
 }
 
 // EngineSize reports the storage engine's on-disk size (for badger: the

@@ -90,7 +90,7 @@ func TestPrincipals(t *testing.T) {
 	// Fill alice's trees and the group's, then remove them.
 	d := must[*Inode](t)(s.Create(alice.Roots.Private, "d", dir(), nil))
 	f1 := must[*Inode](t)(s.Create(d.Ino, "f1", file(0o644), nil))
-	must[error](t)(nil, s.SetXattr(f1.Ino, "user.x", []byte("v"), 0))
+	must[error](t)(nil, s.SetXattr(f1.Ino, "user.x", []byte("v"), 0, nil))
 	f2 := must[*Inode](t)(s.Create(alice.Roots.Output, "f2", file(0o644), nil))
 	f3 := must[*Inode](t)(s.Create(alice.Roots.Output, "f3", file(0o644), nil))
 	must[*Inode](t)(s.Unlink(alice.Roots.Output, "f3", false)) // an orphan of alice's

@@ -38,10 +38,42 @@ func (s *Store) GetXattr(ino uint64, name string) ([]byte, error) {
 	return out, err
 }
 
+// xattrOverhead is what an extended attribute costs beyond its name and
+// value, like the entry header ext4 keeps for each one: it makes a flood
+// of empty attributes cost something.
+const xattrOverhead = 16
+
+// XattrCost is what one extended attribute costs: its name, its value and
+// a fixed overhead. It is the one measure of xattrs: the holder of the
+// inode is charged it (in the same transaction as the change), the space
+// of one inode's attributes is capped by their total, and Check recounts
+// usage with it.
+func XattrCost(name string, valueLen int) int64 {
+	return int64(xattrOverhead + len(name) + valueLen)
+}
+
+// xattrKeyCost is XattrCost of a stored xattr record.
+func xattrKeyCost(k, v []byte) int64 {
+	return int64(xattrOverhead + len(k) - len(xattrPrefix(0)) + len(v))
+}
+
+// XattrChange is what admitting an xattr change needs to know: the total
+// XattrCost of the inode's attributes before and after, and the usage and
+// limit of the inode's holder before it.
+type XattrChange struct {
+	Holder        Holder
+	Before, After int64
+	Usage         Usage
+	Limit         Limit
+}
+
 // SetXattr sets an extended attribute. flags XattrCreate (EEXIST if present)
 // or XattrReplace (ENODATA if absent). ERANGE for a name over
 // MaxXattrNameLen, E2BIG for a value over MaxXattrValueLen. ctime becomes now.
-func (s *Store) SetXattr(ino uint64, name string, value []byte, flags int) error {
+// The inode's holder is charged the change in XattrCost; admit, when not
+// nil, decides it inside the transaction (its error is returned, nothing
+// changed), so concurrent changes never pass a limit together.
+func (s *Store) SetXattr(ino uint64, name string, value []byte, flags int, admit func(XattrChange) error) error {
 	if err := validXattrName(name); err != nil {
 		return err
 	}
@@ -56,21 +88,60 @@ func (s *Store) SetXattr(ino uint64, name string, value []byte, flags int) error
 		if err != nil {
 			return err
 		}
-		_, err = o.tx.Get(xattrKey(ino, name))
-		exists := err == nil
-		if err != nil && !errors.Is(err, ErrNotFound) {
+		before, old, err := o.xattrCosts(ino, name)
+		if err != nil {
 			return err
 		}
+		exists := old > 0
 		if flags&XattrCreate != 0 && exists {
 			return syscall.EEXIST
 		}
 		if flags&XattrReplace != 0 && !exists {
 			return syscall.ENODATA
 		}
+		after := before - old + XattrCost(name, len(value))
+		if err := o.admitXattr(n, before, after, admit); err != nil {
+			return err
+		}
 		n.Ctime = o.now
 		o.put(n)
 		return o.tx.Set(xattrKey(ino, name), append([]byte{}, value...))
 	})
+}
+
+// xattrCosts sums the XattrCost of ino's attributes, and returns that of
+// name alone (0 if absent).
+func (o *op) xattrCosts(ino uint64, name string) (total, named int64, err error) {
+	key := xattrKey(ino, name)
+	err = o.tx.Scan(xattrPrefix(ino), nil, func(k, v []byte) error {
+		c := xattrKeyCost(k, v)
+		total += c
+		if string(k) == string(key) {
+			named = c
+		}
+		return nil
+	})
+	return total, named, err
+}
+
+// admitXattr asks admit about n's attributes going from before to after
+// bytes, then charges the difference to n's holder.
+func (o *op) admitXattr(n *Inode, before, after int64, admit func(XattrChange) error) error {
+	h := HolderOf(n.Zone)
+	if admit != nil {
+		u, err := o.usage(h)
+		if err != nil {
+			return err
+		}
+		l, err := readLimit(o.tx, h)
+		if err != nil {
+			return err
+		}
+		if err := admit(XattrChange{Holder: h, Before: before, After: after, Usage: u, Limit: l}); err != nil {
+			return err
+		}
+	}
+	return o.charge(h, after-before, 0)
 }
 
 // ListXattr returns the names of an inode's extended attributes, sorted.
@@ -88,7 +159,8 @@ func (s *Store) ListXattr(ino uint64) ([]string, error) {
 	return out, err
 }
 
-// RemoveXattr deletes an extended attribute, ENODATA if absent.
+// RemoveXattr deletes an extended attribute, ENODATA if absent, and
+// uncharges its XattrCost.
 func (s *Store) RemoveXattr(ino uint64, name string) error {
 	if err := validXattrName(name); err != nil {
 		return err
@@ -98,13 +170,17 @@ func (s *Store) RemoveXattr(ino uint64, name string) error {
 		if err != nil {
 			return err
 		}
-		if _, err := o.tx.Get(xattrKey(ino, name)); errors.Is(err, ErrNotFound) {
+		v, err := o.tx.Get(xattrKey(ino, name))
+		if errors.Is(err, ErrNotFound) {
 			return syscall.ENODATA
 		} else if err != nil {
 			return err
 		}
 		n.Ctime = o.now
 		o.put(n)
+		if err := o.charge(HolderOf(n.Zone), -XattrCost(name, len(v)), 0); err != nil {
+			return err
+		}
 		return o.tx.Delete(xattrKey(ino, name))
 	})
 }

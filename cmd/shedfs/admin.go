@@ -10,10 +10,12 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/shedfs/shedfs/daemon"
+	"github.com/shedfs/shedfs/space"
 )
 
 // withAdmin runs fn against the daemon serving the store when one answers
@@ -21,6 +23,18 @@ import (
 // every admin command works the same with or without a running daemon.
 // create lets the direct path create a store that does not exist yet.
 func withAdmin(c *cli.Context, create bool, fn func(ctx context.Context, a daemon.Admin) error) error {
+	return adminOn(c, create, false, fn)
+}
+
+// withAdminRead is withAdmin for commands that only read: when no daemon
+// runs and the store's disk is too full to open it for writing, they open
+// it read-only rather than fail (without the repair an unclean stop
+// calls for, which a warning says).
+func withAdminRead(c *cli.Context, fn func(ctx context.Context, a daemon.Admin) error) error {
+	return adminOn(c, false, true, fn)
+}
+
+func adminOn(c *cli.Context, create, readOK bool, fn func(ctx context.Context, a daemon.Admin) error) error {
 	dir := c.String("store")
 	if dir == "" {
 		return errors.New("no store given: use --store DIR or set SHEDFS_STORE")
@@ -42,6 +56,10 @@ func withAdmin(c *cli.Context, create bool, fn func(ctx context.Context, a daemo
 		return err
 	}
 	st, err := daemon.OpenStore(dir, daemon.OpenOptions{Create: create, Logger: log})
+	if readOK && errors.Is(err, space.ErrFull) {
+		log.Warn("opening the store read-only", "why", err)
+		st, err = daemon.OpenStore(dir, daemon.OpenOptions{ReadOnly: true, Logger: log})
+	}
 	if err != nil {
 		return err
 	}
@@ -125,6 +143,33 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// cell shows one table field that may hold what a user chose (a path, a
+// name): "-" when empty, and Go-quoted ("a\nb") when it holds anything
+// that could forge a row or a column or mislead a terminal — control
+// characters, tabs, invisible format characters such as bidi overrides,
+// invalid UTF-8 — or could be mistaken for a quoted or empty field. Every
+// user-controlled field of every table goes through it.
+func cell(s string) string {
+	if s == "" {
+		return "-"
+	}
+	if s == "-" || strings.HasPrefix(s, `"`) || !printable(s) {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// printable reports whether s is valid UTF-8 made only of printable
+// characters and plain spaces.
+func printable(s string) bool {
+	for _, r := range s {
+		if r == utf8.RuneError || !strconv.IsPrint(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // listOrNone joins names, "-" when there are none.

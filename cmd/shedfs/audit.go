@@ -44,11 +44,14 @@ func auditFlags() []cli.Flag {
 // startAudit starts the audit recorder the auditFlags ask for, nil with
 // --no-audit. The caller sets it as fusefs.Options.Recorder and closes it
 // after the views stop and before the store closes.
-func startAudit(c *cli.Context, meta *metadata.Store, log *slog.Logger) (*audit.Recorder, error) {
+func startAudit(c *cli.Context, st *daemon.Store, log *slog.Logger) (*audit.Recorder, error) {
 	if c.Bool("no-audit") {
 		return nil, nil
 	}
 	opts := audit.Options{QueueSize: c.Int("audit-queue"), RetentionInterval: c.Duration("audit-retention-interval"), Logger: log}
+	if st.Space != nil {
+		opts.Short = st.Space.Short
+	}
 	if opts.RetentionInterval <= 0 {
 		return nil, fmt.Errorf("--audit-retention-interval %s: must be positive", opts.RetentionInterval)
 	}
@@ -71,7 +74,7 @@ func startAudit(c *cli.Context, meta *metadata.Store, log *slog.Logger) (*audit.
 	default:
 		opts.MaxRecords = n
 	}
-	return audit.New(meta, opts), nil
+	return audit.New(st.Meta, opts), nil
 }
 
 // parseAge reads a duration that may also be given in days ("30d").
@@ -127,7 +130,7 @@ func runAudit(c *cli.Context) error {
 		defer stop()
 	}
 	c.Context = ctx
-	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+	return withAdminRead(c, func(ctx context.Context, a daemon.Admin) error {
 		ar, ok := a.(daemon.AuditReader)
 		if !ok {
 			return errors.New("audit: this daemon cannot read the audit trail")
@@ -300,7 +303,7 @@ func (p *auditPrinter) add(r metadata.AuditRecord) error {
 	}
 	p.rows = append(p.rows, []string{
 		r.Time.Local().Format("2006-01-02 15:04:05.000"),
-		orDash(r.User), orDash(r.Zone), orDash(r.Op), orDash(path), orDash(r.Result), orDash(r.Rule),
+		cell(r.User), cell(r.Zone), cell(r.Op), cell(path), cell(r.Result), cell(r.Rule),
 	})
 	return nil
 }

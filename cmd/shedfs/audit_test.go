@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -220,7 +221,7 @@ func TestAuditSettings(t *testing.T) {
 					return err
 				}
 				defer st.Close()
-				rec, err := startAudit(c, st.Meta, nil)
+				rec, err := startAudit(c, st, nil)
 				if err != nil {
 					return err
 				}
@@ -240,6 +241,83 @@ func TestAuditSettings(t *testing.T) {
 	for _, args := range [][]string{{"--audit-max-age", "forever"}, {"--audit-max-records", "-1"}, {"--audit-queue", "0"}} {
 		if err := start(args...); err == nil {
 			t.Errorf("%v accepted", args)
+		}
+	}
+}
+
+// TestAuditTableEscapesControls stores records whose user-controlled
+// fields hold control characters, a bidi override and invalid UTF-8 (which
+// the store keeps as U+FFFD), and
+// checks that the table prints each as one row that names them escaped,
+// and that JSON lines stay one line per record and round-trip.
+func TestAuditTableEscapesControls(t *testing.T) {
+	dir := newStoreDir(t)
+	st, err := daemon.OpenStore(dir, daemon.OpenOptions{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := "/a\n2026-01-01 00:00:00.000  root  share  write  /etc  ok  -"
+	paths := []string{forged, "/tab\there", "/cr\rx", "/esc\x1b[31mred", "/bidi\u202egnp.exe", "/bad\xffutf8", `"/quoted"`, "-"}
+	now := time.Now()
+	var recs []metadata.AuditRecord
+	for i, p := range paths {
+		recs = append(recs, metadata.AuditRecord{Time: now.Add(time.Duration(i-len(paths)) * time.Second),
+			User: "alice", View: "alice", Zone: "private:alice", Path: p, Op: "create\n", Result: "ok", Rule: "r\x00"})
+	}
+	if err := st.Meta.AppendAudit(recs); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	out := ok(t, "audit", "--store", dir)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 1+len(paths) {
+		t.Fatalf("%d paths printed as %d lines:\n%s", len(paths), len(lines)-1, out)
+	}
+	for _, want := range []string{`"/a\n2026-01-01`, `"/tab\there"`, `"/cr\rx"`, `"/esc\x1b[31mred"`, `"/bidi\u202egnp.exe"`, "\"/bad\ufffdutf8\"", `"\"/quoted\""`, `"-"`, `"create\n"`, `"r\x00"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %s:\n%s", want, out)
+		}
+	}
+	for _, l := range lines {
+		if strings.ContainsAny(l, "\t\r\x1b\x00\u202e") || !utf8.ValidString(l) {
+			t.Errorf("raw control or invalid UTF-8 in %q", l)
+		}
+	}
+
+	js := ok(t, "audit", "--store", dir, "--json")
+	jl := strings.Split(strings.TrimSuffix(js, "\n"), "\n")
+	if len(jl) != len(paths) {
+		t.Fatalf("%d records printed as %d JSON lines:\n%s", len(paths), len(jl), js)
+	}
+	for i, l := range jl {
+		var r metadata.AuditRecord
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("line %d: %v", i, err)
+		}
+		if want := strings.ToValidUTF8(paths[i], "\ufffd"); r.Path != want {
+			t.Errorf("line %d: path %q, want %q", i, r.Path, want)
+		}
+	}
+}
+
+func TestCell(t *testing.T) {
+	for in, want := range map[string]string{
+		"":            "-",
+		"-":           `"-"`,
+		"/plain path": "/plain path",
+		"/été/naïve":  "/été/naïve",
+		"a\nb":        `"a\nb"`,
+		"a\tb":        `"a\tb"`,
+		"a\xffb":      `"a\xffb"`,
+		"a\u202eb":    `"a\u202eb"`,
+		"a\u2028b":    `"a\u2028b"`,
+		`"q"`:         `"\"q\""`,
+	} {
+		if got := cell(in); got != want {
+			t.Errorf("cell(%q) = %s, want %s", in, got, want)
 		}
 	}
 }

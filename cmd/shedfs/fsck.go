@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shedfs/shedfs/daemon"
+	"github.com/shedfs/shedfs/metadata"
 )
 
 func fsckCommand() *cli.Command {
@@ -17,7 +18,7 @@ func fsckCommand() *cli.Command {
 		Usage: "check the store and repair what is wrong (the daemon must not run)",
 		Flags: []cli.Flag{
 			storeFlag(),
-			&cli.BoolFlag{Name: "dry-run", Usage: "report only, change nothing"},
+			&cli.BoolFlag{Name: "dry-run", Usage: "report only: open the store read-only and change nothing, not even its clean/dirty state"},
 		},
 		Action: runFsck,
 	}
@@ -28,7 +29,8 @@ func runFsck(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	st, err := daemon.OpenStore(c.String("store"), daemon.OpenOptions{NoRecover: true, Logger: log})
+	dry := c.Bool("dry-run")
+	st, err := daemon.OpenStore(c.String("store"), daemon.OpenOptions{NoRecover: true, ReadOnly: dry, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -43,7 +45,7 @@ func runFsck(c *cli.Context) error {
 			}
 		}
 	}
-	rep, err := st.Meta.Check(st.Blobs, !c.Bool("dry-run"), progress)
+	rep, err := st.Meta.Check(st.Blobs, !dry, progress)
 	if progress != nil {
 		fmt.Fprintln(c.App.ErrWriter)
 	}
@@ -53,7 +55,12 @@ func runFsck(c *cli.Context) error {
 	w := c.App.Writer
 	for _, p := range rep.Problems {
 		state := "repaired"
-		if !p.Repaired {
+		switch {
+		case p.Kind == metadata.KindOverQuota:
+			state = "NOT repaired: raise the limit or delete data"
+		case !p.Repaired && dry:
+			state = "NOT repaired: dry run"
+		case !p.Repaired:
 			state = "NOT repaired"
 		}
 		fmt.Fprintf(w, "%-14s ino %-10d %s (%s)\n", p.Kind, p.Ino, p.Detail, state)

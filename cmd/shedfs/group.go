@@ -89,7 +89,7 @@ func runGroupList(c *cli.Context) error {
 	if err := nargs(c, "no arguments", 0); err != nil {
 		return err
 	}
-	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+	return withAdminRead(c, func(ctx context.Context, a daemon.Admin) error {
 		groups, err := a.ListGroups(ctx)
 		if err != nil {
 			return err
@@ -112,7 +112,7 @@ func runGroupShow(c *cli.Context) error {
 	if err := nargs(c, "one NAME", 1); err != nil {
 		return err
 	}
-	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+	return withAdminRead(c, func(ctx context.Context, a daemon.Admin) error {
 		g, err := a.ShowGroup(ctx, c.Args().First())
 		if err != nil {
 			return err

@@ -89,7 +89,7 @@ func printMode(c *cli.Context, m *daemon.ModeInfo) error {
 		return printJSON(c.App.Writer, m)
 	}
 	tw := table(c.App.Writer)
-	fmt.Fprintf(tw, "path:\t%s (%s, in the view of %s)\n", m.Path, m.Type, m.User)
+	fmt.Fprintf(tw, "path:\t%s (%s, in the view of %s)\n", cell(m.Path), m.Type, m.User)
 	fmt.Fprintf(tw, "zone:\t%s\n", m.Zone)
 	fmt.Fprintf(tw, "owner:\t%s\n", orDash(m.Owner))
 	fmt.Fprintf(tw, "mode:\t%s\n", orDash(m.Mode))

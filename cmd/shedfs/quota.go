@@ -73,7 +73,7 @@ func runQuotaShow(c *cli.Context) error {
 	if c.NArg() > 1 {
 		return fmt.Errorf("quota show: give at most one HOLDER")
 	}
-	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+	return withAdminRead(c, func(ctx context.Context, a daemon.Admin) error {
 		qs, err := a.ShowQuota(ctx, c.Args().First())
 		if err != nil {
 			return err

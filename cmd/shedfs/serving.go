@@ -46,7 +46,7 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 	if s.st, err = daemon.OpenStore(c.String("store"), daemon.OpenOptions{Create: true, Logger: log}); err != nil {
 		return nil, err
 	}
-	if s.rec, err = startAudit(c, s.st.Meta, log); err != nil {
+	if s.rec, err = startAudit(c, s.st, log); err != nil {
 		s.close()
 		return nil, err
 	}

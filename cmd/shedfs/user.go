@@ -100,7 +100,7 @@ func runUserList(c *cli.Context) error {
 	if err := nargs(c, "no arguments", 0); err != nil {
 		return err
 	}
-	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+	return withAdminRead(c, func(ctx context.Context, a daemon.Admin) error {
 		users, err := a.ListUsers(ctx)
 		if err != nil {
 			return err
@@ -123,7 +123,7 @@ func runUserShow(c *cli.Context) error {
 	if err := nargs(c, "one NAME", 1); err != nil {
 		return err
 	}
-	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+	return withAdminRead(c, func(ctx context.Context, a daemon.Admin) error {
 		u, err := a.ShowUser(ctx, c.Args().First())
 		if err != nil {
 			return err

@@ -1,0 +1,230 @@
+package integration
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// smallDisk makes a filesystem of size bytes for one test: an ext4 image
+// on a loop device, mounted on a fresh directory and unmounted when the
+// test ends, whatever happens (views registered later are stopped
+// before it). It skips, or fails with CI=true, where that cannot be done.
+func smallDisk(t *testing.T, size int64) string {
+	t.Helper()
+	requireFUSE(t)
+	skip := func(format string, args ...any) {
+		t.Helper()
+		msg := fmt.Sprintf(format, args...)
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s (CI=true: failing instead of skipping)", msg)
+		}
+		t.Skip(msg)
+	}
+	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
+		skip("a small disk needs mkfs.ext4 (e2fsprogs): %v", err)
+	}
+	dir := t.TempDir()
+	img, mnt := filepath.Join(dir, "disk.img"), filepath.Join(dir, "disk")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(img)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = f.Truncate(size)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", img).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4 %s: %v\n%s", img, err, out)
+	}
+	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
+		skip("cannot mount a loop device here: %v: %s", err, bytes.TrimSpace(out))
+	}
+	t.Cleanup(func() {
+		if err := unix.Unmount(mnt, 0); err != nil {
+			t.Errorf("unmount %s: %v; detaching it", mnt, err)
+			_ = unix.Unmount(mnt, unix.MNT_DETACH)
+		}
+	})
+	return mnt
+}
+
+// TestFullDisk puts a store on a 64 MiB disk and fills it from a view:
+// data and creates fail with ENOSPC, the daemon stays up and serves reads,
+// listings and deletes, a failed create leaves nothing behind, deleting
+// frees space for writes again, a host process filling the rest of the
+// disk takes the reserve but not the daemon, and every command opens the
+// full store.
+func TestFullDisk(t *testing.T) {
+	disk := smallDisk(t, 64<<20)
+	store := filepath.Join(disk, "store")
+	if err := os.Mkdir(store, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	adminOK(t, "user", "add", "alice", "--store", store)
+	v := startView(t, store, "alice")
+	waitAdmin(t, store)
+	alive := func(when string) {
+		t.Helper()
+		if v.exited() {
+			t.Fatalf("%s: the daemon died: %v\nstderr:\n%s", when, v.err, v.Stderr())
+		}
+	}
+	keep := bytes.Repeat([]byte("keep"), 25<<10)
+	mustWrite(t, v.Path("keep"), keep, 0o644)
+	mustMkdir(t, v.Path("d"), 0o755)
+	for i := range 2000 {
+		mustWrite(t, v.Path("d", fmt.Sprintf("s%05d", i)), []byte("small"), 0o644)
+	}
+
+	// Data until the disk is full.
+	out, err := runToolErr("dd", "if=/dev/zero", "of="+v.Path("big"), "bs=1M", "count=200")
+	wantSaid(t, "dd 200 MiB onto a 64 MiB disk", out, exitCode(err), "No space left on device")
+	alive("after dd")
+	// Creates until the disk is full, and many more: each refused, none
+	// leaving an entry behind.
+	n := 2000
+	var last error
+	for ; n < 20000; n++ {
+		if last = os.WriteFile(v.Path("d", fmt.Sprintf("s%05d", n)), []byte("small"), 0o644); last != nil {
+			break
+		}
+	}
+	wantErrno(t, "create on a full disk", last, unix.ENOSPC)
+	// The edge moves a little as the filesystem settles its own
+	// reservations, so a create may still pass now and then.
+	refused := 0
+	for i := range 300 {
+		p := v.Path("d", fmt.Sprintf("more%03d", i))
+		err := os.WriteFile(p, []byte("x"), 0o644)
+		if err == nil {
+			n++
+			continue
+		}
+		refused++
+		wantErrno(t, "another create on a full disk", err, unix.ENOSPC)
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("a failed create left %s behind: %v", p, err)
+		}
+	}
+	if refused < 250 {
+		t.Errorf("only %d of 300 more creates refused on a full disk", refused)
+	}
+	wantErrno(t, "mkdir on a full disk", os.Mkdir(v.Path("newdir"), 0o755), unix.ENOSPC)
+	wantErrno(t, "symlink on a full disk", os.Symlink("keep", v.Path("link")), unix.ENOSPC)
+	wantErrno(t, "setxattr on a full disk", unix.Setxattr(v.Path("keep"), "user.x", make([]byte, 1000), 0), unix.ENOSPC)
+	wantErrno(t, "append on a full disk", appendTo(v.Path("keep"), make([]byte, 1<<20)), unix.ENOSPC)
+	alive("after the creates")
+
+	// Reads, listings and the admin commands still work.
+	if got := mustRead(t, v.Path("keep")); !bytes.Equal(got, keep) {
+		t.Error("keep: contents changed on a full disk")
+	}
+	if des, err := os.ReadDir(v.Path("d")); err != nil || len(des) != n {
+		t.Errorf("listing on a full disk: %d entries, %v; want %d", len(des), err, n)
+	}
+	for _, args := range [][]string{{"status"}, {"quota", "show"}} {
+		if out, errOut, code := runCLI(t, append(args, "--store", store)...); code != 0 {
+			t.Errorf("shedfs %s on a full disk: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+		}
+	}
+
+	// Deleting frees space, and writes work again.
+	wantOK(t, "rm big", os.Remove(v.Path("big")))
+	for i := range 1000 {
+		wantOK(t, "rm small", os.Remove(v.Path("d", fmt.Sprintf("s%05d", i))))
+	}
+	writesAgain(t, v.Path("after"))
+	alive("after the deletes")
+
+	// Something else fills the disk: the reserve goes so that the daemon
+	// keeps room for its metadata; deletes still work; once the space is
+	// back, so are writes and the reserve.
+	reserve := filepath.Join(store, "reserve")
+	if _, err := os.Stat(reserve); err != nil {
+		t.Fatalf("no reserve on a disk with room: %v", err)
+	}
+	filler := filepath.Join(disk, "filler")
+	out, err = runToolErr("dd", "if=/dev/zero", "of="+filler, "bs=1M", "count=200")
+	wantSaid(t, "dd from the host onto the full disk", out, exitCode(err), "No space left on device")
+	waitFor(t, "the reserve to go", func() bool {
+		_, err := os.Stat(reserve)
+		return errors.Is(err, os.ErrNotExist)
+	})
+	wantErrno(t, "create with the disk full from outside", os.WriteFile(v.Path("x"), []byte("x"), 0o644), unix.ENOSPC)
+	wantOK(t, "rm with the disk full from outside", os.Remove(v.Path("after")))
+	mustRead(t, v.Path("keep"))
+	alive("after the host filled the disk")
+	wantOK(t, "rm filler", os.Remove(filler))
+	writesAgain(t, v.Path("after2"))
+	waitFor(t, "the reserve to come back", func() bool {
+		_, err := os.Stat(reserve)
+		return err == nil
+	})
+
+	// Full once more, then every command opens the stopped store.
+	out, err = runToolErr("dd", "if=/dev/zero", "of="+v.Path("big2"), "bs=1M", "count=200")
+	wantSaid(t, "dd onto the disk again", out, exitCode(err), "No space left on device")
+	alive("at the end")
+	v.Stop()
+	for _, args := range [][]string{{"status"}, {"quota", "show"}, {"fsck"}} {
+		if out, errOut, code := runCLI(t, append(args, "--store", store)...); code != 0 {
+			t.Errorf("shedfs %s on a full store: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+		}
+	}
+	fsckClean(t, store)
+	// Filled to the last block from outside: the reading commands still
+	// open it (read-only if need be).
+	out, err = runToolErr("dd", "if=/dev/zero", "of="+filler, "bs=1M", "count=200")
+	wantSaid(t, "dd from the host onto the stopped store's disk", out, exitCode(err), "No space left on device")
+	for _, args := range [][]string{{"status"}, {"quota", "show"}, {"user", "list"}} {
+		if out, errOut, code := runCLI(t, append(args, "--store", store)...); code != 0 {
+			t.Errorf("shedfs %s on a disk filled to the last block: exit %d\n%s%s", strings.Join(args, " "), code, out, errOut)
+		}
+	}
+	wantOK(t, "rm filler", os.Remove(filler))
+	v2 := startView(t, store, "alice")
+	if got := mustRead(t, v2.Path("keep")); !bytes.Equal(got, keep) {
+		t.Error("keep: contents changed after a restart on a full disk")
+	}
+	wantOK(t, "rm after a restart on a full disk", os.Remove(v2.Path("big2")))
+	writesAgain(t, v2.Path("after3"))
+	v2.Stop()
+}
+
+// writesAgain waits until a 1 MiB file can be written at p: the space
+// deletes free comes back once their blobs go (a moment after the
+// unlink) and the daemon measures the disk again.
+func writesAgain(t *testing.T, p string) {
+	t.Helper()
+	data := make([]byte, 1<<20)
+	var err error
+	waitFor(t, "writes to work again", func() bool {
+		err = os.WriteFile(p, data, 0o644)
+		return err == nil
+	})
+}
+
+// waitFor polls cond for up to 20 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 20 s for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,212 @@
+// Package quota is the one quota accountant of a process that serves a
+// store: every admission of bytes, whether it comes from a write in a view
+// (fusefs), an import or another admin API upload (daemon), is decided
+// under the holder's admission lock against the holder's usage as stored
+// plus what is pending — bytes admitted but not yet in the store (files
+// open for writing, imports still streaming). Displays of usage (quota
+// show, status, df, the quota gauges) read the same sum.
+//
+// It is a package of its own because both fusefs and daemon must share one
+// instance, and neither may import the other's internals for it: fusefs
+// may not import daemon, and an accountant inside fusefs would make every
+// admin upload depend on the callback path. It imports only metadata
+// (types and the stored usage) and acl (the pure decision whether a charge
+// fits); the decision itself stays in acl.
+package quota
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/shedfs/shedfs/acl"
+	"github.com/shedfs/shedfs/metadata"
+)
+
+// Ledger is where stored usage and limits come from: *metadata.Store.
+type Ledger interface {
+	Usage(h metadata.Holder) (metadata.Usage, error)
+	GetLimit(h metadata.Holder) (metadata.Limit, error)
+}
+
+// Accountant keeps admission exact while charges run ahead of the store.
+// A charge is decided and reserved under the holder's lock, so concurrent
+// admissions from any view or upload never pass the limit together. When
+// no daemon runs (the CLI opens the store itself) nothing is pending and
+// an accountant over the store gives the stored usage.
+type Accountant struct {
+	ledger Ledger
+
+	mu      sync.Mutex
+	holders map[metadata.Holder]*holderAcct
+}
+
+type holderAcct struct {
+	lock    sync.Mutex // held while a charge is decided and reserved
+	pending int64      // guarded by Accountant.mu
+}
+
+// New returns an accountant over the stored usage of ledger.
+func New(ledger Ledger) *Accountant {
+	return &Accountant{ledger: ledger, holders: make(map[metadata.Holder]*holderAcct)}
+}
+
+func (a *Accountant) get(h metadata.Holder) *holderAcct {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ha := a.holders[h]
+	if ha == nil {
+		ha = &holderAcct{}
+		a.holders[h] = ha
+	}
+	return ha
+}
+
+// Lock takes h's admission lock and returns its unlock. Between the two,
+// a caller reads Quota, decides (with acl) and, when it admits, adds what
+// it admitted with Add before unlocking; or moves a pending charge into the
+// store and takes it back out of pending, so that no admission sees it
+// twice or not at all.
+func (a *Accountant) Lock(h metadata.Holder) (unlock func()) {
+	ha := a.get(h)
+	ha.lock.Lock()
+	return ha.lock.Unlock
+}
+
+// Pending is what h has been admitted beyond the store.
+func (a *Accountant) Pending(h metadata.Holder) int64 {
+	ha := a.get(h)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return ha.pending
+}
+
+// Add moves h's pending bytes by delta. A positive delta is a charge and
+// must have been admitted under Lock; giving back may happen any time.
+func (a *Accountant) Add(h metadata.Holder, delta int64) {
+	if delta == 0 {
+		return
+	}
+	ha := a.get(h)
+	a.mu.Lock()
+	ha.pending += delta
+	a.mu.Unlock()
+}
+
+// Usage is what h uses: stored plus pending bytes, and its stored inodes.
+// It takes h's lock, so that a charge moving from pending into the store
+// is never counted twice; callers holding the lock use Quota.
+func (a *Accountant) Usage(h metadata.Holder) (metadata.Usage, error) {
+	unlock := a.Lock(h)
+	defer unlock()
+	return a.usage(h)
+}
+
+func (a *Accountant) usage(h metadata.Holder) (metadata.Usage, error) {
+	u, err := a.ledger.Usage(h)
+	if err != nil {
+		return metadata.Usage{}, fmt.Errorf("usage of %s: %w", h, err)
+	}
+	u.Bytes += a.Pending(h)
+	return u, nil
+}
+
+// Quota is what admission needs: h's usage (stored plus pending) and its
+// limit. Call it under Lock when the answer is acted on.
+func (a *Accountant) Quota(h metadata.Holder) (metadata.Usage, metadata.Limit, error) {
+	u, err := a.usage(h)
+	if err != nil {
+		return u, metadata.Limit{}, err
+	}
+	l, err := a.ledger.GetLimit(h)
+	if err != nil {
+		return u, l, fmt.Errorf("quota of %s: %w", h, err)
+	}
+	return u, l, nil
+}
+
+// Reservation is bytes admitted for a transfer that is not in the store
+// yet (an import streaming in): pending until Commit or Release.
+type Reservation struct {
+	a      *Accountant
+	h      metadata.Holder
+	credit int64
+	held   int64 // guarded by a.mu through Add; only the owner touches it
+	done   bool
+}
+
+// Reserve admits charging bytes to h, of which credit will be freed when
+// the transfer lands (the file a replace swaps out), and holds bytes
+// pending. A refusal is acl's decision, with nothing held.
+func (a *Accountant) Reserve(h metadata.Holder, bytes, credit int64) (*Reservation, acl.Decision, error) {
+	r := &Reservation{a: a, h: h, credit: credit}
+	d, err := r.Grow(bytes)
+	if err != nil || !d.Allowed() {
+		return nil, d, err
+	}
+	return r, d, nil
+}
+
+// Held is what the reservation holds pending now.
+func (r *Reservation) Held() int64 { return r.held }
+
+// Grow admits holding n more bytes (a transfer longer than announced).
+func (r *Reservation) Grow(n int64) (acl.Decision, error) {
+	if r.done {
+		return acl.Decision{}, fmt.Errorf("quota reservation of %s: already ended", r.h)
+	}
+	unlock := r.a.Lock(r.h)
+	defer unlock()
+	u, l, err := r.a.Quota(r.h)
+	if err != nil {
+		return acl.Decision{}, err
+	}
+	// Once landed, the usage is u (which counts what is held and the
+	// file to be freed) plus n, less the credit.
+	u.Bytes -= r.credit
+	d := acl.AdmitBytes(u, l, n)
+	if d.Allowed() {
+		r.a.Add(r.h, n)
+		r.held += n
+	}
+	return d, nil
+}
+
+// Admit is the last check, made inside Commit's transaction: whether the
+// stored usage u, with what the rest of the process holds pending, takes
+// delta, the transfer's net charge as the transaction computes it (the
+// credit may have gone meanwhile, when the file to replace was deleted).
+func (r *Reservation) Admit(u metadata.Usage, l metadata.Limit, delta int64) error {
+	u.Bytes += r.a.Pending(r.h) - r.held
+	return acl.AdmitBytes(u, l, delta).Err()
+}
+
+// Commit runs store, the transaction that charges the transfer to the
+// stored usage, under the holder's lock, and on success ends the
+// reservation; on failure the reservation stays for Release.
+func (r *Reservation) Commit(store func() error) error {
+	if r.done {
+		return fmt.Errorf("quota reservation of %s: already ended", r.h)
+	}
+	unlock := r.a.Lock(r.h)
+	defer unlock()
+	if err := store(); err != nil {
+		return err
+	}
+	r.end()
+	return nil
+}
+
+// Release gives back what the reservation holds; after Commit it does
+// nothing, so it can be deferred.
+func (r *Reservation) Release() {
+	if r == nil || r.done {
+		return
+	}
+	r.end()
+}
+
+func (r *Reservation) end() {
+	r.a.Add(r.h, -r.held)
+	r.held = 0
+	r.done = true
+}

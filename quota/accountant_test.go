@@ -1,0 +1,234 @@
+package quota
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+
+	"github.com/shedfs/shedfs/acl"
+	"github.com/shedfs/shedfs/metadata"
+)
+
+// ledger is a store's usage and limits in memory; commit moves pending
+// bytes into the stored usage as a store transaction would.
+type ledger struct {
+	mu     sync.Mutex
+	usage  map[metadata.Holder]metadata.Usage
+	limits map[metadata.Holder]metadata.Limit
+}
+
+func newLedger() *ledger {
+	return &ledger{usage: map[metadata.Holder]metadata.Usage{}, limits: map[metadata.Holder]metadata.Limit{}}
+}
+
+func (l *ledger) Usage(h metadata.Holder) (metadata.Usage, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.usage[h], nil
+}
+
+func (l *ledger) GetLimit(h metadata.Holder) (metadata.Limit, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.limits[h], nil
+}
+
+func (l *ledger) charge(h metadata.Holder, bytes int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	u := l.usage[h]
+	u.Bytes += bytes
+	l.usage[h] = u
+}
+
+const mib = 1 << 20
+
+// TestPendingInUsage: bytes held pending count in Usage and Quota, and in
+// the admission of the next charge, until they are committed or released.
+func TestPendingInUsage(t *testing.T) {
+	led := newLedger()
+	h := metadata.Holder("user:alice")
+	led.limits[h] = metadata.Limit{Bytes: 4 * mib}
+	a := New(led)
+
+	// An open file grew by 3 MiB in a view: admitted and pending.
+	unlock := a.Lock(h)
+	u, l, err := a.Quota(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !acl.AdmitBytes(u, l, 3*mib).Allowed() {
+		t.Fatal("3 MiB into an empty 4 MiB quota refused")
+	}
+	a.Add(h, 3*mib)
+	unlock()
+	if u, _ := a.Usage(h); u.Bytes != 3*mib {
+		t.Errorf("usage with 3 MiB pending: %d", u.Bytes)
+	}
+
+	// An import of 2 MiB no longer fits.
+	if r, d, err := a.Reserve(h, 2*mib, 0); err != nil || d.Allowed() || r != nil {
+		t.Errorf("2 MiB reserved on top of 3 MiB pending in 4 MiB: %v %v", d, err)
+	} else if d.Errno != syscall.EDQUOT || d.Reason != acl.ReasonQuotaBytes {
+		t.Errorf("refusal %v, want EDQUOT quota_bytes", d)
+	}
+	if u, _ := a.Usage(h); u.Bytes != 3*mib {
+		t.Errorf("a refused reservation left usage at %d", u.Bytes)
+	}
+
+	// 1 MiB does, and is pending until committed.
+	r, d, err := a.Reserve(h, 1*mib, 0)
+	if err != nil || !d.Allowed() {
+		t.Fatalf("1 MiB refused: %v %v", d, err)
+	}
+	if u, _ := a.Usage(h); u.Bytes != 4*mib {
+		t.Errorf("usage with 4 MiB pending: %d", u.Bytes)
+	}
+	if err := r.Commit(func() error {
+		stored, lim, _ := a.Quota(h)
+		stored.Bytes -= a.Pending(h) // what a transaction reads
+		if err := r.Admit(stored, lim, 1*mib); err != nil {
+			return err
+		}
+		led.charge(h, 1*mib)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r.Release() // after Commit: nothing
+	if u, _ := a.Usage(h); u.Bytes != 4*mib || a.Pending(h) != 3*mib {
+		t.Errorf("after commit: usage %d pending %d", u.Bytes, a.Pending(h))
+	}
+
+	// The file is closed: its pending bytes land.
+	unlock = a.Lock(h)
+	led.charge(h, 3*mib)
+	a.Add(h, -3*mib)
+	unlock()
+	if u, _ := a.Usage(h); u.Bytes != 4*mib || a.Pending(h) != 0 {
+		t.Errorf("after persist: usage %d pending %d", u.Bytes, a.Pending(h))
+	}
+}
+
+// TestReserveReplaceCredit: a replace is admitted on what it costs once
+// the old file is gone, and the last check in the transaction refuses it
+// if the old file went meanwhile.
+func TestReserveReplaceCredit(t *testing.T) {
+	led := newLedger()
+	h := metadata.Holder("user:alice")
+	led.limits[h] = metadata.Limit{Bytes: 4 * mib}
+	led.usage[h] = metadata.Usage{Bytes: 3 * mib}
+	a := New(led)
+	r, d, err := a.Reserve(h, 3*mib, 3*mib)
+	if err != nil || !d.Allowed() {
+		t.Fatalf("replacing 3 MiB with 3 MiB in a 4 MiB quota: %v %v", d, err)
+	}
+	if d, _ := r.Grow(2 * mib); d.Allowed() {
+		t.Error("growing the replacement to 5 MiB admitted")
+	}
+	// The old file is deleted in a view meanwhile: no credit any more.
+	led.charge(h, -3*mib)
+	if u, _ := a.Usage(h); u.Bytes != 3*mib {
+		t.Errorf("usage %d", u.Bytes)
+	}
+	err = r.Commit(func() error {
+		return r.Admit(metadata.Usage{Bytes: 0}, led.limits[h], 3*mib)
+	})
+	if err != nil {
+		t.Fatalf("the replacement alone fits: %v", err)
+	}
+	r2, d, _ := a.Reserve(h, 2*mib, 0)
+	if !d.Allowed() {
+		t.Fatal("2 MiB of 4 MiB refused with nothing stored")
+	}
+	defer r2.Release()
+	if err := r2.Commit(func() error { return r2.Admit(metadata.Usage{Bytes: 3 * mib}, led.limits[h], 2*mib) }); !errors.Is(err, syscall.EDQUOT) {
+		t.Errorf("commit past the limit: %v, want EDQUOT", err)
+	}
+	r2.Release()
+	if p := a.Pending(h); p != 0 {
+		t.Errorf("pending %d after release", p)
+	}
+}
+
+// TestConcurrentAdmissions: writers (reserve under Lock, persist later)
+// and imports (Reserve, Grow, Commit or Release) race on one holder; at no
+// moment do stored plus pending bytes pass the limit, and at the end
+// nothing is left pending.
+func TestConcurrentAdmissions(t *testing.T) {
+	led := newLedger()
+	h := metadata.Holder("group:team")
+	const limit = 64 * 4096
+	led.limits[h] = metadata.Limit{Bytes: limit}
+	a := New(led)
+	var admitted, refused atomic.Int64
+	check := func() {
+		u, _ := a.Usage(h)
+		if u.Bytes > limit {
+			t.Errorf("usage %d passed the limit %d", u.Bytes, limit)
+		}
+	}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 300 {
+				switch (w + i) % 3 {
+				case 0: // a view's write, persisted at once
+					unlock := a.Lock(h)
+					u, l, _ := a.Quota(h)
+					if acl.AdmitBytes(u, l, 4096).Allowed() {
+						a.Add(h, 4096)
+						admitted.Add(1)
+					} else {
+						refused.Add(1)
+						unlock()
+						continue
+					}
+					unlock()
+					check()
+					unlock = a.Lock(h)
+					led.charge(h, 4096)
+					a.Add(h, -4096)
+					unlock()
+				case 1: // an import in two chunks
+					r, d, _ := a.Reserve(h, 4096, 0)
+					if !d.Allowed() {
+						refused.Add(1)
+						continue
+					}
+					if d, _ := r.Grow(4096); !d.Allowed() {
+						r.Release()
+						refused.Add(1)
+						continue
+					}
+					check()
+					if err := r.Commit(func() error {
+						led.charge(h, r.Held())
+						return nil
+					}); err != nil {
+						t.Error(err)
+					}
+					admitted.Add(1)
+				default: // a delete frees
+					unlock := a.Lock(h)
+					if u, _ := led.Usage(h); u.Bytes >= 8192 {
+						led.charge(h, -8192)
+					}
+					unlock()
+				}
+				check()
+			}
+		}()
+	}
+	wg.Wait()
+	if a.Pending(h) != 0 {
+		t.Errorf("pending %d at the end", a.Pending(h))
+	}
+	if admitted.Load() == 0 || refused.Load() == 0 {
+		t.Errorf("admitted %d, refused %d: the race never met the limit", admitted.Load(), refused.Load())
+	}
+}
