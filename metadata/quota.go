@@ -8,24 +8,28 @@ import (
 
 // Usage returns what a holder stores now.
 func (s *Store) Usage(h Holder) (Usage, error) {
-	var u Usage
-	err := s.kv.View(func(tx Txn) error {
-		var err error
-		u, err = readUsage(tx, h)
-		return err
-	})
-	return u, err
+	v, found, err := s.cachedGet(usageKey(h))
+	if err != nil || !found {
+		return Usage{}, err
+	}
+	b, i, err := decodePair(v)
+	if err != nil {
+		return Usage{}, fmt.Errorf("usage of %s: %w", h, err)
+	}
+	return Usage{Bytes: b, Inodes: i}, nil
 }
 
 // GetLimit returns a holder's quota (zero values mean unlimited).
 func (s *Store) GetLimit(h Holder) (Limit, error) {
-	var l Limit
-	err := s.kv.View(func(tx Txn) error {
-		var err error
-		l, err = readLimit(tx, h)
-		return err
-	})
-	return l, err
+	v, found, err := s.cachedGet(limitKey(h))
+	if err != nil || !found {
+		return Limit{}, err
+	}
+	b, i, err := decodePair(v)
+	if err != nil {
+		return Limit{}, fmt.Errorf("limit of %s: %w", h, err)
+	}
+	return Limit{Bytes: b, Inodes: i}, nil
 }
 
 // SetLimit sets a holder's quota. Negative values are EINVAL.
