@@ -19,11 +19,6 @@ type Inode struct {
 	Ctime  time.Time
 	Parent uint64 // directories only: the one directory holding it (0 for a zone root)
 	Target string // symlinks only: the link text as the user wrote it
-	// Inline is set for a regular file whose content lives in the store
-	// (metadata's ReadInline) instead of a blob: small files cost no host
-	// file. A file stops being inline when it grows past what the data
-	// path keeps inline, and never becomes inline again.
-	Inline bool
 
 	Zone    Zone
 	Owner   string // principal of the view that created the entry

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -45,12 +46,15 @@ type Store interface {
 
 // Dir is a Store in a local directory: blobs/ab/cd/<ino>, where ab and cd
 // are the low bytes of the inode number in hex, so no directory grows past
-// 256 entries of directories and inodes spread evenly. Shard directories
-// are made when a create first finds them missing, so a create in an
-// existing shard is a single open(2).
+// 256 entries of directories and inodes spread evenly.
 type Dir struct {
 	root string
+	// made remembers shard directories known to exist, so a create costs
+	// one open(2) and not a mkdir each time.
+	made sync.Map
 }
+
+var _ Store = (*Dir)(nil)
 
 // OpenDir opens (creating if needed) the blob directory root.
 func OpenDir(root string) (*Dir, error) {
@@ -67,11 +71,8 @@ func OpenDir(root string) (*Dir, error) {
 	return &Dir{root: root}, nil
 }
 
-const hexDigits = "0123456789abcdef"
-
 func (d *Dir) shard(ino uint64) string {
-	lo, hi := byte(ino), byte(ino>>8)
-	return d.root + "/" + string([]byte{hexDigits[lo>>4], hexDigits[lo&15], '/', hexDigits[hi>>4], hexDigits[hi&15]})
+	return filepath.Join(d.root, fmt.Sprintf("%02x/%02x", ino&0xff, (ino>>8)&0xff))
 }
 
 // Path is where the blob of ino lives on the host. It is built from the
@@ -91,33 +92,26 @@ func (d *Dir) OpenFile(ino uint64, create bool) (*os.File, error) {
 	flags := os.O_RDWR
 	if create {
 		flags |= os.O_CREATE
-	}
-	f, err := os.OpenFile(d.Path(ino), flags, 0o600)
-	if create && errors.Is(err, fs.ErrNotExist) {
 		if err := d.mkShard(ino); err != nil {
 			return nil, err
 		}
-		f, err = os.OpenFile(d.Path(ino), flags, 0o600)
 	}
+	f, err := os.OpenFile(d.Path(ino), flags, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open blob %d: %w", ino, err)
 	}
 	return f, nil
 }
 
-// mkShard makes the shard directory of ino and, if needed, its parent.
 func (d *Dir) mkShard(ino uint64) error {
 	dir := d.shard(ino)
-	err := unix.Mkdir(dir, 0o700)
-	if errors.Is(err, unix.ENOENT) {
-		if err := unix.Mkdir(filepath.Dir(dir), 0o700); err != nil && !errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("blob shard %s: %w", filepath.Dir(dir), err)
-		}
-		err = unix.Mkdir(dir, 0o700)
+	if _, ok := d.made.Load(dir); ok {
+		return nil
 	}
-	if err != nil && !errors.Is(err, unix.EEXIST) {
-		return fmt.Errorf("blob shard %s: %w", dir, err)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("blob shard: %w", err)
 	}
+	d.made.Store(dir, struct{}{})
 	return nil
 }
 

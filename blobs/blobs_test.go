@@ -75,32 +75,3 @@ func TestOpenDirOnFile(t *testing.T) {
 		t.Fatal("OpenDir on a regular file succeeded")
 	}
 }
-
-// TestShardsMadeOnDemand: a create makes missing shard directories, also
-// when one was removed behind the store's back after an earlier create.
-func TestShardsMadeOnDemand(t *testing.T) {
-	root := filepath.Join(t.TempDir(), "blobs")
-	d, err := OpenDir(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ino := range []uint64{0x0102, 0x0202, 0x0102 + 1<<16} {
-		b, err := d.Open(ino, true)
-		if err != nil {
-			t.Fatalf("create %#x: %v", ino, err)
-		}
-		b.Close()
-	}
-	if err := os.RemoveAll(filepath.Join(root, "02")); err != nil {
-		t.Fatal(err)
-	}
-	ino := uint64(0x0202 + 1<<16) // the shard of 0x0202, made before
-	b, err := d.Open(ino, true)
-	if err != nil {
-		t.Fatalf("create after its shard was removed: %v", err)
-	}
-	b.Close()
-	if _, err := os.Stat(filepath.Join(root, "02", "02", strconv.FormatUint(ino, 10))); err != nil {
-		t.Fatal(err)
-	}
-}

@@ -2,9 +2,7 @@ package fusefs
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -18,24 +16,16 @@ import (
 )
 
 // openInode is the state of a regular file while any view holds it open:
-// one blob descriptor (or, for an inline file, the content itself) shared
-// by every handle, and the size and times that writes have moved ahead of
-// the store. They are persisted at flush, fsync
+// one blob descriptor shared by every handle, and the size and times that
+// writes have moved ahead of the store. They are persisted at flush, fsync
 // and the last release, so a stream of writes costs no transaction each.
 type openInode struct {
 	ino    uint64
 	holder metadata.Holder
 
 	mu   sync.Mutex
-	blob *os.File // nil while inline
-	// inline is set while the content lives in data, len(data) == size,
-	// and in the store's record instead of a blob; storedInline is what
-	// the store's record says (a file may have moved to a blob since its
-	// last persist).
-	inline       bool
-	storedInline bool
-	data         []byte
-	refs         int // handles, guarded by FS.mu
+	blob *os.File
+	refs int // handles, guarded by FS.mu
 	// entry is what acl needs to decide a write; ownership changes made
 	// while the file is open update it.
 	entry acl.Entry
@@ -75,94 +65,26 @@ func (f *FS) acquire(n *metadata.Inode, create bool) (*openInode, syscall.Errno)
 		oi.refs++
 		return oi, 0
 	}
+	// A ghost's blob may be gone already; never make an empty one.
+	_, isGhost := f.ghosts[n.Ino]
+	blob, err := f.blobs.OpenFile(n.Ino, !isGhost)
+	if err != nil {
+		return nil, f.errno("open blob", err)
+	}
 	oi := &openInode{
 		ino:       n.Ino,
 		holder:    metadata.HolderOf(n.Zone),
+		blob:      blob,
 		refs:      1,
 		entry:     acl.EntryOf(n),
 		size:      n.Size,
 		persisted: n.Size,
 		mtime:     n.Mtime,
+		newBlob:   create,
 		modes:     make(map[*View]*ioCounts),
-	}
-	if e := f.loadContent(oi, n, create); e != 0 {
-		return nil, e
 	}
 	f.open[n.Ino] = oi
 	return oi, 0
-}
-
-// loadContent opens the blob of n, or reads its inline content; a file
-// just created has none to read. f.mu must be held.
-func (f *FS) loadContent(oi *openInode, n *metadata.Inode, create bool) syscall.Errno {
-	if n.Inline {
-		oi.inline, oi.storedInline = true, true
-		if create {
-			return 0
-		}
-		data, err := f.store.ReadInline(n.Ino)
-		if err != nil {
-			return f.errno("read inline content", err)
-		}
-		if uint64(len(data)) != n.Size {
-			f.log.Error("inline content and size disagree", "ino", n.Ino, "size", n.Size, "content", len(data))
-			return syscall.EIO
-		}
-		oi.data = data
-		return 0
-	}
-	// A ghost's blob may be gone already; never make an empty one.
-	_, isGhost := f.ghosts[n.Ino]
-	blob, err := f.blobs.OpenFile(n.Ino, !isGhost)
-	if err != nil {
-		return f.errno("open blob", err)
-	}
-	oi.blob = blob
-	oi.newBlob = create
-	return 0
-}
-
-// toBlobLocked moves the content of an inline file that grows past
-// inlineMax (or needs a descriptor) to a new blob. The store learns it at
-// the next persist; until then its record and content stay as they were,
-// and a crash leaves a blob that fsck removes. oi.mu must be held.
-func (f *FS) toBlobLocked(oi *openInode) error {
-	if !oi.inline {
-		return nil
-	}
-	blob, err := f.blobs.OpenFile(oi.ino, true)
-	if err != nil {
-		return err
-	}
-	if _, err := blob.WriteAt(oi.data, 0); err != nil {
-		blob.Close()
-		f.blobs.Remove(oi.ino)
-		return fmt.Errorf("move inline content to a blob: %w", err)
-	}
-	oi.blob, oi.newBlob = blob, true
-	oi.inline, oi.data = false, nil
-	oi.dirty = true
-	return nil
-}
-
-// resizeInline sets the length of inline content, zero-filling growth.
-func (oi *openInode) resizeInline(size uint64) {
-	if size <= uint64(len(oi.data)) {
-		clear(oi.data[size:])
-		oi.data = oi.data[:size]
-		return
-	}
-	n := len(oi.data)
-	oi.data = slices.Grow(oi.data, int(size)-n)[:size]
-	clear(oi.data[n:])
-}
-
-// writeInline writes data at off into inline content.
-func (oi *openInode) writeInline(data []byte, off int64) {
-	if end := uint64(off) + uint64(len(data)); end > uint64(len(oi.data)) {
-		oi.resizeInline(end)
-	}
-	copy(oi.data[off:], data)
 }
 
 // lookupOpen returns the open state of ino, or nil.
@@ -201,14 +123,7 @@ func (f *FS) closeOpen(oi *openInode) {
 	} else {
 		f.persistLocked(oi)
 	}
-	if oi.blob != nil {
-		oi.blob.Close()
-		if orphan && oi.storedInline {
-			// Moved to a blob the store never learnt of: the
-			// record (and a ghost of it) still reads inline.
-			f.removeBlob(oi.ino)
-		}
-	}
+	oi.blob.Close()
 	oi.mu.Unlock()
 	f.reclaimIfIdle(oi.ino)
 }
@@ -219,26 +134,18 @@ func (f *FS) persistLocked(oi *openInode) syscall.Errno {
 	if !oi.dirty {
 		return 0
 	}
-	size, mtime, inline := oi.size, oi.mtime, oi.inline
+	size, mtime := oi.size, oi.mtime
 	unlock := f.acct.Lock(oi.holder)
 	defer unlock()
-	fn := func(n *metadata.Inode) error {
+	_, err := f.store.Update(oi.ino, func(n *metadata.Inode) error {
 		n.Size = size
 		n.Mtime = mtime
 		n.Ctime = mtime
-		n.Inline = n.Inline && inline
 		return nil
-	}
-	var err error
-	if inline {
-		_, err = f.store.UpdateContent(oi.ino, fn, oi.data)
-	} else {
-		_, err = f.store.Update(oi.ino, fn, nil)
-	}
+	}, nil)
 	if err != nil {
 		return f.errno("persist size", err)
 	}
-	oi.storedInline = inline
 	f.acct.Add(oi.holder, -oi.pendingCharge)
 	oi.pendingCharge = 0
 	oi.persisted = size
@@ -389,7 +296,7 @@ func (n *node) newHandle(oi *openInode, flags uint32) (fs.FileHandle, uint32, sy
 	switch {
 	case write && c.passthrough > 0:
 		return nil, 0, n.deny(acl.OpWrite, "", acl.WriteOpen(c.passthrough))
-	case !write && n.v.fs.opts.Passthrough && c.cached == 0 && !oi.inline && acl.Passthrough(n.v.actor(), oi.entry):
+	case !write && n.v.fs.opts.Passthrough && c.cached == 0 && acl.Passthrough(n.v.actor(), oi.entry):
 		c.passthrough++
 		h.mode = modePassthrough
 		return &ptHandle{h}, 0, 0
@@ -425,12 +332,6 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadR
 	oi := h.oi
 	oi.mu.Lock()
 	entry, size := oi.entry, oi.size
-	var data []byte
-	if oi.inline && off >= 0 && uint64(off) < size {
-		n := min(uint64(len(dest)), size-uint64(off))
-		data = dest[:n]
-		copy(data, oi.data[off:])
-	}
 	oi.mu.Unlock()
 	if d := acl.Read(h.node.v.actor(), entry); !d.Allowed() {
 		return nil, h.node.deny(acl.OpRead, "", d)
@@ -440,9 +341,6 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadR
 	}
 	n := min(uint64(len(dest)), size-uint64(off))
 	h.node.v.fs.countRead(h.node.zone, int(n))
-	if data != nil {
-		return fuse.ReadResultData(data), 0
-	}
 	// The kernel gets the bytes spliced from the blob, without a copy
 	// through the daemon where the kernel allows it.
 	return fuse.ReadResultFd(oi.blob.Fd(), off, int(n)), 0
@@ -460,16 +358,6 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, e
 	end := max(uint64(off)+uint64(len(data)), old)
 	var written int
 	e := h.node.resizeLocked(oi, acl.OpWrite, end, int64(len(data)), func() (uint64, error) {
-		if oi.inline && end > h.node.v.fs.inlineMax {
-			if err := h.node.v.fs.toBlobLocked(oi); err != nil {
-				return old, err
-			}
-		}
-		if oi.inline {
-			oi.writeInline(data, off)
-			written = len(data)
-			return end, nil
-		}
 		n, err := oi.blob.WriteAt(data, off)
 		written = n
 		return max(uint64(off)+uint64(n), old), err
@@ -517,12 +405,10 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) (errno syscall.Errno) 
 	oi := h.oi
 	oi.mu.Lock()
 	defer oi.mu.Unlock()
-	if oi.blob != nil {
-		if err := unix.Fdatasync(int(oi.blob.Fd())); err != nil {
-			return f.errno("fsync blob", err)
-		}
+	if err := unix.Fdatasync(int(oi.blob.Fd())); err != nil {
+		return f.errno("fsync blob", err)
 	}
-	if oi.newBlob && oi.blob != nil {
+	if oi.newBlob {
 		if err := f.blobs.SyncDir(oi.ino); err != nil {
 			return f.errno("fsync blob dir", err)
 		}
@@ -570,10 +456,6 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) (e
 		blocks = int64(min(size, acl.MaxSize))
 	}
 	e := h.node.resizeLocked(oi, acl.OpTruncate, newSize, blocks, func() (uint64, error) {
-		// fallocate is rare: an inline file moves to a blob for it.
-		if err := h.node.v.fs.toBlobLocked(oi); err != nil {
-			return old, err
-		}
 		if err := unix.Fallocate(int(oi.blob.Fd()), mode, int64(off), int64(size)); err != nil {
 			return old, err
 		}
@@ -590,14 +472,7 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) (e
 // Lseek implements fs.FileLseeker for SEEK_DATA and SEEK_HOLE.
 func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (_ uint64, errno syscall.Errno) {
 	defer h.node.v.fs.track("lseek", h.node.zone, time.Now(), &errno)
-	oi := h.oi
-	oi.mu.Lock()
-	inline, size := oi.inline, oi.size
-	oi.mu.Unlock()
-	if inline {
-		return seekInline(off, size, whence)
-	}
-	n, err := unix.Seek(int(oi.blob.Fd()), int64(off), int(whence))
+	n, err := unix.Seek(int(h.oi.blob.Fd()), int64(off), int(whence))
 	if err != nil {
 		return 0, h.node.v.fs.errno("lseek", err)
 	}
@@ -615,19 +490,7 @@ func (n *node) truncate(rec *metadata.Inode, size uint64) syscall.Errno {
 	defer f.release(oi)
 	oi.mu.Lock()
 	old := oi.size
-	// A blob grows sparse; inline content grows by real zero bytes.
-	var blocks int64
-	if oi.inline && size > old && size <= f.inlineMax {
-		blocks = int64(size - old)
-	}
-	e = n.resizeLocked(oi, acl.OpTruncate, size, blocks, func() (uint64, error) {
-		if oi.inline && size <= f.inlineMax {
-			oi.resizeInline(size)
-			return size, nil
-		}
-		if err := f.toBlobLocked(oi); err != nil {
-			return old, err
-		}
+	e = n.resizeLocked(oi, acl.OpTruncate, size, 0, func() (uint64, error) {
 		if err := oi.blob.Truncate(int64(size)); err != nil {
 			return old, err
 		}
@@ -644,19 +507,4 @@ func (n *node) truncate(rec *metadata.Inode, size uint64) syscall.Errno {
 	f.changedContent(n, oi.ino)
 	f.invalidate(n.v, n.zone, dataOf(oi.ino, int64(size), 0))
 	return 0
-}
-
-// seekInline answers SEEK_DATA and SEEK_HOLE for inline content, which
-// has no holes.
-func seekInline(off, size uint64, whence uint32) (uint64, syscall.Errno) {
-	if off >= size {
-		return 0, syscall.ENXIO
-	}
-	switch whence {
-	case unix.SEEK_DATA:
-		return off, 0
-	case unix.SEEK_HOLE:
-		return size, 0
-	}
-	return 0, syscall.EINVAL
 }

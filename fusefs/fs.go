@@ -42,11 +42,6 @@ type Options struct {
 	Recorder Recorder
 	// Metrics counts requests, bytes and denials; nil counts nothing.
 	Metrics *Metrics
-	// InlineMax is the largest content a regular file keeps inline in
-	// the metadata store, with no blob; a file that grows past it moves
-	// to a blob. Zero means DefaultInlineMax, negative keeps every file
-	// in a blob.
-	InlineMax int64
 	// Accountant admits every byte charge against usage plus what is
 	// pending; the daemon shares one with its admin API (imports). Nil:
 	// one of the FS's own.
@@ -72,11 +67,6 @@ const (
 	defaultNegativeTimeout = time.Hour
 )
 
-// DefaultInlineMax is where small files stop being inline: most source
-// files, configs and package metadata fit, so creating, reading and
-// removing them touches no host file.
-const DefaultInlineMax = 16 << 10
-
 // FS is the state every view of one store shares: the metadata store, the
 // blob store, and the table of open inodes whose size and times may be
 // ahead of what is persisted.
@@ -92,8 +82,6 @@ type FS struct {
 	// versions numbers content changes, for FOPEN_KEEP_CACHE.
 	versions *contentVersions
 	acct     *quota.Accountant
-	// inlineMax is Options.InlineMax resolved: 0 keeps nothing inline.
-	inlineMax uint64
 	// locks are the file locks of every view.
 	locks *lockTable
 	// views numbers the views, for lock owners.
@@ -150,12 +138,6 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
 	}
 	if f.acct == nil {
 		f.acct = quota.New(store)
-	}
-	switch {
-	case opts.InlineMax == 0:
-		f.inlineMax = DefaultInlineMax
-	case opts.InlineMax > 0:
-		f.inlineMax = uint64(opts.InlineMax)
 	}
 	f.SettingsChanged()
 	go f.sweeper(f.stopSweep)
@@ -236,49 +218,23 @@ func (f *FS) reclaimIfUnused(n *metadata.Inode) {
 }
 
 // reclaimIfIdle reclaims ino if it is an orphan that no handle holds. The
-// check happens under f.mu and puts a ghost in place before the lock is
-// dropped, so an open that slips in before the reclaim commits can only
-// read (Open refuses to write a ghost) and keeps the content until it
-// closes. The store is never called under f.mu: its transactions take
-// f.mu themselves (unused).
+// check and the reclaim happen under f.mu, so an open cannot slip between
+// them.
 func (f *FS) reclaimIfIdle(ino uint64) {
 	f.mu.Lock()
-	idle := f.orphans[ino] && f.open[ino] == nil && f.dirsOpen[ino] == 0
-	f.mu.Unlock()
-	if !idle {
-		return
-	}
-	rec, err := f.store.GetInode(ino)
-	if err != nil {
-		f.mu.Lock()
-		delete(f.orphans, ino)
-		f.mu.Unlock()
-		if !errors.Is(err, syscall.ENOENT) {
-			f.log.Error("reclaim inode", "ino", ino, "err", err)
-		}
-		return
-	}
-	rec.Nlink = 0
-	f.mu.Lock()
+	defer f.mu.Unlock()
 	if !f.orphans[ino] || f.open[ino] != nil || f.dirsOpen[ino] > 0 {
-		f.mu.Unlock()
 		return
 	}
 	delete(f.orphans, ino)
-	f.ghosts[ino] = &ghost{rec: rec, until: time.Now().Add(ghostGrace)}
-	f.mu.Unlock()
-	n, err := f.store.ReclaimKeepContent(ino)
+	n, err := f.store.Reclaim(ino)
 	if err != nil {
 		if !errors.Is(err, syscall.ENOENT) {
 			f.log.Error("reclaim inode", "ino", ino, "err", err)
-			// Not reclaimed (linked again): its content stays.
-			f.dropGhost(ino)
 		}
 		return
 	}
-	f.mu.Lock()
 	f.ghosts[ino] = &ghost{rec: n, until: time.Now().Add(ghostGrace)}
-	f.mu.Unlock()
 }
 
 // unused reports whether no handle holds ino open; the store asks it
@@ -317,31 +273,23 @@ func (f *FS) ghostOf(ino uint64) *metadata.Inode {
 	return nil
 }
 
-// sweepGhosts removes the content (blob or inline) of ghosts whose grace
-// is over and that no handle holds; all of them when final.
+// sweepGhosts removes the blobs of ghosts whose grace is over and that no
+// handle holds; all of them when final.
 func (f *FS) sweepGhosts(final bool) {
 	now := time.Now()
-	var blobs, inline []uint64
+	var gone []uint64
 	f.mu.Lock()
 	for ino, g := range f.ghosts {
 		if final || now.After(g.until) && f.open[ino] == nil {
 			delete(f.ghosts, ino)
-			switch {
-			case g.rec.IsRegular() && g.rec.Inline:
-				inline = append(inline, ino)
-			case g.rec.IsRegular():
-				blobs = append(blobs, ino)
+			if g.rec.IsRegular() {
+				gone = append(gone, ino)
 			}
 		}
 	}
 	f.mu.Unlock()
-	for _, ino := range blobs {
+	for _, ino := range gone {
 		f.removeBlob(ino)
-	}
-	if len(inline) > 0 {
-		if err := f.store.DropInline(inline); err != nil {
-			f.log.Error("drop inline content", "inodes", len(inline), "err", err)
-		}
 	}
 }
 

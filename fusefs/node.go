@@ -200,17 +200,6 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			return n.deny(acl.OpSetattr, "", d)
 		}
 		now := time.Now()
-		// A file being written keeps the time set here, not the time
-		// of its last write: its open state takes it under its lock,
-		// held across the store update so that a persist in between
-		// cannot write the old time back (oi.mu before the store,
-		// as persistLocked takes them).
-		var oi *openInode
-		if setMtime {
-			if oi = f.lookupOpen(n.ino); oi != nil {
-				oi.mu.Lock()
-			}
-		}
 		_, err := f.store.Update(n.ino, func(rec *metadata.Inode) error {
 			if setMode {
 				rec.Mode = rec.Mode&syscall.S_IFMT | mode&07777
@@ -226,16 +215,17 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			}
 			if setMtime {
 				rec.Mtime = mtime
+				// A file being written keeps the time set here, not
+				// the time of its last write.
+				if oi := f.lookupOpen(rec.Ino); oi != nil {
+					oi.mu.Lock()
+					oi.mtime = mtime
+					oi.mu.Unlock()
+				}
 			}
 			rec.Ctime = now
 			return nil
 		}, nil)
-		if oi != nil {
-			if err == nil {
-				oi.mtime = mtime
-			}
-			oi.mu.Unlock()
-		}
 		if err != nil {
 			return f.errno("setattr", err)
 		}
@@ -306,7 +296,6 @@ func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev 
 		Zone:    parent.Zone,
 		Owner:   n.v.user,
 		OwnMode: f.opts.Zones.Policy(parent.Zone.Kind).DefaultMode,
-		Inline:  f.inlineMax > 0,
 	}
 	// Admitted again inside the transaction, so concurrent creates never
 	// pass the limit; a refusal there is acl's decision like any other.

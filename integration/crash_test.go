@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/shedfs/shedfs/fusefs"
 )
 
 // TestCrash kills the daemon with SIGKILL during a write storm. Files whose
@@ -160,17 +158,17 @@ func TestCrash(t *testing.T) {
 	if lost > 0 {
 		t.Errorf("%d of %d fsync'd files lost or changed", lost, len(synced))
 	}
-	regular, large, inos := walkRegular(t, v2.Dir)
+	regular, nonEmpty, inos := walkRegular(t, v2.Dir)
 	v2.Stop()
 
 	fsckClean(t, store)
 	blobs := blobFiles(t, store)
-	t.Logf("after the restart: %d regular files (%d above the inline size), %d blobs", regular, large, len(blobs))
+	t.Logf("after the restart: %d regular files (%d non-empty), %d blobs", regular, nonEmpty, len(blobs))
 	if len(blobs) > regular {
 		t.Errorf("%d blobs for %d reachable regular files: orphan blobs remain", len(blobs), regular)
 	}
-	if len(blobs) < large {
-		t.Errorf("%d blobs for %d reachable files too large to be inline: blobs are missing", len(blobs), large)
+	if len(blobs) < nonEmpty {
+		t.Errorf("%d blobs for %d non-empty reachable files: blobs are missing", len(blobs), nonEmpty)
 	}
 	// Blobs are named by inode number; when the view shows those numbers,
 	// every blob must belong to a reachable inode.
@@ -189,9 +187,8 @@ func TestCrash(t *testing.T) {
 }
 
 // walkRegular counts the distinct regular-file inodes under root, those of
-// them too large to keep their content inline, and returns their inode
-// numbers.
-func walkRegular(t testing.TB, root string) (regular, large int, inos map[uint64]bool) {
+// them with data, and returns their inode numbers.
+func walkRegular(t testing.TB, root string) (regular, nonEmpty int, inos map[uint64]bool) {
 	t.Helper()
 	inos = map[uint64]bool{}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -207,15 +204,15 @@ func walkRegular(t testing.TB, root string) (regular, large int, inos map[uint64
 		}
 		inos[st.Ino] = true
 		regular++
-		if st.Size > fusefs.DefaultInlineMax {
-			large++
+		if st.Size > 0 {
+			nonEmpty++
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatalf("walking %s: %v", root, err)
 	}
-	return regular, large, inos
+	return regular, nonEmpty, inos
 }
 
 // errString names an error by its errno when it has one.

@@ -124,10 +124,7 @@ func TestFullDisk(t *testing.T) {
 	}
 	wantErrno(t, "mkdir on a full disk", os.Mkdir(v.Path("newdir"), 0o755), unix.ENOSPC)
 	wantErrno(t, "symlink on a full disk", os.Symlink("keep", v.Path("link")), unix.ENOSPC)
-	// Larger than a create's charge: the guard admits by size, and with
-	// small files inline (no 4 KiB blob block each) the free space can
-	// stop within a create's cost of the edge, where 1000 bytes fit.
-	wantErrno(t, "setxattr on a full disk", unix.Setxattr(v.Path("keep"), "user.x", make([]byte, 32<<10), 0), unix.ENOSPC)
+	wantErrno(t, "setxattr on a full disk", unix.Setxattr(v.Path("keep"), "user.x", make([]byte, 1000), 0), unix.ENOSPC)
 	wantErrno(t, "append on a full disk", appendTo(v.Path("keep"), make([]byte, 1<<20)), unix.ENOSPC)
 	alive("after the creates")
 

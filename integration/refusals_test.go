@@ -34,9 +34,8 @@ func TestRefusalsAudited(t *testing.T) {
 	}
 	wantOK(t, "setxattr trusted.x", unix.Setxattr(v.Path("f"), "trusted.x", []byte("1"), 0))
 
-	// A reader of an owner_ro file reads in passthrough (a file past the
-	// inline limit: inline files are read through the daemon); once the
-	// owner sets the mode back, a write open meets that reader.
+	// A reader of an owner_ro file reads in passthrough; once the owner
+	// sets the mode back, a write open meets that reader.
 	pt := v.Path("share", "pt")
 	mustWrite(t, pt, bytes.Repeat([]byte("shared"), 64<<10), 0o644)
 	wantOK(t, "set owner_ro", unix.Setxattr(pt, "user.shedfs.mode", []byte("owner_ro"), 0))

@@ -55,7 +55,7 @@ const KindOverQuota = "over-quota"
 
 // Problem is one inconsistency fsck found.
 type Problem struct {
-	Kind     string // "dangling-entry", "nlink", "size", "orphan-inode", "orphan-blob", "usage", "parent", "missing-blob", "orphan-inline", KindOverQuota
+	Kind     string // "dangling-entry", "nlink", "size", "orphan-inode", "orphan-blob", "usage", "parent", "missing-blob", KindOverQuota
 	Ino      uint64
 	Detail   string
 	Repaired bool

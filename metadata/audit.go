@@ -208,7 +208,7 @@ func (s *Store) AppendAudit(records []AuditRecord) error {
 
 func (s *Store) appendAudit(records []AuditRecord) error {
 	now := time.Now()
-	return s.updateUncached(func(o *op) error {
+	return s.update(func(o *op) error {
 		count, err := readAuditCount(o.tx)
 		if err != nil {
 			return err

@@ -25,7 +25,6 @@ type ckNode struct {
 	reachable bool
 	orphanRec bool
 	corrupt   bool
-	inline    bool
 }
 
 func (n *ckNode) isDir() bool { return n.mode&syscall.S_IFMT == syscall.S_IFDIR }
@@ -44,9 +43,7 @@ const checkBatch = 200
 // the number of entries, plus subdirectories for a directory), directory
 // Parent fields, regular file sizes (the blob's size wins: a blob is written
 // before its metadata, so it holds every write that returned), missing blobs
-// (created empty, size 0), inline content (the content's length wins over
-// the size; content of no inline file is removed; an inline file has no
-// blob), unreachable inodes and orphan records (reclaimed;
+// (created empty, size 0), unreachable inodes and orphan records (reclaimed;
 // only call Check when nothing is mounted), blobs of no inode (removed),
 // usage counters (recomputed from sizes and XattrCost), and the inode
 // counter lease (raised past every number in use). It records a
@@ -64,7 +61,6 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 	var entries []ckEntry
 	var dangling [][]byte
 	stored := map[Holder]Usage{}
-	inlineSizes := map[uint64]int64{}
 	limits := map[Holder]Limit{}
 	xattrs := map[uint64]int64{} // XattrCost per inode that has any
 	var roots []uint64
@@ -84,7 +80,7 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 				h = HolderOf(n.Zone)
 				holders[n.Zone] = h
 			}
-			nodes[ino] = &ckNode{mode: n.Mode, nlink: n.Nlink, size: n.Size, parent: n.Parent, holder: h, inline: n.Inline}
+			nodes[ino] = &ckNode{mode: n.Mode, nlink: n.Nlink, size: n.Size, parent: n.Parent, holder: h}
 			return nil
 		}); err != nil {
 			return err
@@ -114,12 +110,6 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 				rep.Problems = append(rep.Problems, Problem{Kind: "orphan-inode", Ino: keyIno(k),
 					Detail: "orphan record of a missing inode"})
 			}
-			return nil
-		}); err != nil {
-			return err
-		}
-		if err := tx.Scan([]byte{pInline}, nil, func(k, v []byte) error {
-			inlineSizes[keyIno(k)] = int64(len(v))
 			return nil
 		}); err != nil {
 			return err
@@ -187,13 +177,6 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 		}
 	}
 	slices.Sort(orphanBlobs)
-	var orphanInline []uint64
-	for ino := range inlineSizes {
-		if n := nodes[ino]; n == nil || !n.isReg() || !n.inline {
-			orphanInline = append(orphanInline, ino)
-		}
-	}
-	slices.Sort(orphanInline)
 	total := len(nodes) + len(orphanBlobs)
 	done := 0
 	tick := func() {
@@ -297,22 +280,8 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 			fix.nlink, fix.newNlink = true, want
 		}
 		bsize, hasBlob := blobSizes[ino]
-		isize, hasInline := inlineSizes[ino]
 		size := n.size
 		switch {
-		case n.isReg() && n.inline:
-			if hasBlob {
-				rep.Problems = append(rep.Problems, Problem{Kind: "orphan-blob", Ino: ino, Detail: "blob of an inline file"})
-				blobOps = append(blobOps, func() error { return blobs.Remove(ino) })
-			}
-			if uint64(isize) != n.size {
-				// Size and content are written in one transaction, so
-				// this is damage; the content wins, as a blob does.
-				rep.Problems = append(rep.Problems, Problem{Kind: "size", Ino: ino,
-					Detail: fmt.Sprintf("size %d, inline content holds %d (stored: %v)", n.size, isize, hasInline)})
-				fix.size, fix.newSize = true, uint64(isize)
-				size = uint64(isize)
-			}
 		case !n.isReg():
 			if hasBlob {
 				rep.Problems = append(rep.Problems, Problem{Kind: "orphan-blob", Ino: ino, Detail: "blob of a non-regular inode"})
@@ -357,10 +326,6 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 			u.Bytes += Charge(size)
 		}
 		usage[n.holder] = u
-	}
-	for _, ino := range orphanInline {
-		rep.Problems = append(rep.Problems, Problem{Kind: "orphan-inline", Ino: ino, Detail: "inline content of no inline file"})
-		actions = append(actions, func(o *op) error { return o.tx.Delete(inlineKey(ino)) })
 	}
 	for _, ino := range orphanBlobs {
 		tick()
@@ -485,7 +450,7 @@ func (o *op) purge(ino uint64) error {
 	}
 	// Deleting a directory's entry prefix of a non-directory is harmless,
 	// so an undecodable record is treated as a directory.
-	_, err := o.deleteInode(n, false)
+	_, err := o.deleteInode(n)
 	return err
 }
 

@@ -21,11 +21,9 @@
 //	'I' ino                      inode, binary: version byte 1, mode uid gid nlink rdev (u32),
 //	                             size parent (u64), atime mtime ctime (i64 sec + u32 nsec),
 //	                             zone kind, own mode (u8), then uvarint-length strings
-//	                             target, zone principal, owner; version 2 adds a flags
-//	                             byte (1: Inline) after them
+//	                             target, zone principal, owner
 //	'D' parent name              child ino (u64 BE) + file type byte (S_IFMT >> 12)
 //	'X' ino name                 xattr value (raw bytes)
-//	'B' ino                      content of an inline regular file (absent: empty)
 //	'O' ino                      empty: inode has Nlink 0 and awaits Reclaim
 //	'U' name                     User, JSON
 //	'G' name                     Group (with members), JSON

@@ -7,16 +7,8 @@ import (
 )
 
 // inodeEncodingV1 is the version byte that starts every inode record, so
-// the encoding can evolve without a schema-wide migration. Version 2 is
-// version 1 plus a flags byte; a record without flags is still written as
-// version 1, so stores without inline files stay readable by older code.
-const (
-	inodeEncodingV1 = 1
-	inodeEncodingV2 = 2
-)
-
-// Inode flags of a version 2 record.
-const flagInline = 1
+// the encoding can evolve without a schema-wide migration.
+const inodeEncodingV1 = 1
 
 // inodeFixedLen is the size of the fixed-width part of a v1 inode record.
 const inodeFixedLen = 1 + 5*4 + 2*8 + 3*12 + 2
@@ -24,16 +16,8 @@ const inodeFixedLen = 1 + 5*4 + 2*8 + 3*12 + 2
 // encodeInode is the compact binary form of an inode (the hot path of every
 // lookup and getattr decodes it, so no JSON). Ino is the key, not the value.
 func encodeInode(n *Inode) []byte {
-	b := make([]byte, 0, inodeFixedLen+4+len(n.Target)+len(n.Zone.Principal)+len(n.Owner))
-	var flags byte
-	if n.Inline {
-		flags |= flagInline
-	}
-	if flags != 0 {
-		b = append(b, inodeEncodingV2)
-	} else {
-		b = append(b, inodeEncodingV1)
-	}
+	b := make([]byte, 0, inodeFixedLen+3+len(n.Target)+len(n.Zone.Principal)+len(n.Owner))
+	b = append(b, inodeEncodingV1)
 	b = binary.BigEndian.AppendUint32(b, n.Mode)
 	b = binary.BigEndian.AppendUint32(b, n.Uid)
 	b = binary.BigEndian.AppendUint32(b, n.Gid)
@@ -50,15 +34,12 @@ func encodeInode(n *Inode) []byte {
 		b = binary.AppendUvarint(b, uint64(len(s)))
 		b = append(b, s...)
 	}
-	if flags != 0 {
-		b = append(b, flags)
-	}
 	return b
 }
 
 // decodeInode parses a record written by encodeInode.
 func decodeInode(ino uint64, b []byte) (*Inode, error) {
-	if len(b) < inodeFixedLen || b[0] != inodeEncodingV1 && b[0] != inodeEncodingV2 {
+	if len(b) < inodeFixedLen || b[0] != inodeEncodingV1 {
 		return nil, fmt.Errorf("inode %d: bad record (%d bytes): %w", ino, len(b), ErrCorrupt)
 	}
 	be := binary.BigEndian
@@ -90,13 +71,6 @@ func decodeInode(ino uint64, b []byte) (*Inode, error) {
 		}
 		*s = string(p[k : k+int(l)])
 		p = p[k+int(l):]
-	}
-	if b[0] == inodeEncodingV2 {
-		if len(p) == 0 || p[0]&^flagInline != 0 {
-			return nil, fmt.Errorf("inode %d: bad flags: %w", ino, ErrCorrupt)
-		}
-		n.Inline = p[0]&flagInline != 0
-		p = p[1:]
 	}
 	if len(p) != 0 {
 		return nil, fmt.Errorf("inode %d: %d trailing bytes: %w", ino, len(p), ErrCorrupt)

@@ -8,7 +8,6 @@ const (
 	pInode   = 'I'
 	pEntry   = 'D'
 	pXattr   = 'X'
-	pInline  = 'B'
 	pOrphan  = 'O'
 	pUser    = 'U'
 	pGroup   = 'G'
@@ -56,7 +55,6 @@ func entryPrefix(parent uint64) []byte           { return inoKey(pEntry, parent)
 func xattrKey(ino uint64, name string) []byte    { return inoNameKey(pXattr, ino, name) }
 func xattrPrefix(ino uint64) []byte              { return inoKey(pXattr, ino) }
 func orphanKey(ino uint64) []byte                { return inoKey(pOrphan, ino) }
-func inlineKey(ino uint64) []byte                { return inoKey(pInline, ino) }
 func userKey(name string) []byte                 { return strKey(pUser, name) }
 func groupKey(name string) []byte                { return strKey(pGroup, name) }
 func limitKey(h Holder) []byte                   { return strKey(pLimit, string(h)) }

@@ -31,14 +31,13 @@ func lookupName(name string) error {
 
 // GetInode returns the inode record, ENOENT if it does not exist.
 func (s *Store) GetInode(ino uint64) (*Inode, error) {
-	v, found, err := s.cachedGet(inodeKey(ino))
-	if err != nil {
-		return nil, fmt.Errorf("read inode %d: %w", ino, err)
-	}
-	if !found {
-		return nil, syscall.ENOENT
-	}
-	return decodeInode(ino, v)
+	var n *Inode
+	err := s.kv.View(func(tx Txn) error {
+		var err error
+		n, err = getInode(tx, ino)
+		return err
+	})
+	return n, err
 }
 
 // Lookup returns the inode named name in directory parent. ENOENT if there is
@@ -47,23 +46,14 @@ func (s *Store) Lookup(parent uint64, name string) (*Inode, error) {
 	if err := lookupName(name); err != nil {
 		return nil, err
 	}
-	if n, err, ok := s.lookupCached(parent, name); ok {
-		return n, err
-	}
-	gen := s.cache.generation()
 	var n *Inode
-	var reads []cacheRead
 	err := s.view(func(o *op) error {
-		ek := entryKey(parent, name)
 		child, _, err := o.entry(parent, name)
 		if errors.Is(err, syscall.ENOENT) {
-			reads = append(reads, cacheRead{key: ek, absent: true})
 			// Only a miss pays for reading the parent, to tell ENOTDIR.
-			p, err := o.dir(parent)
-			if err != nil {
+			if _, err := o.dir(parent); err != nil {
 				return err
 			}
-			reads = append(reads, cacheRead{key: inodeKey(parent), val: encodeInode(p)})
 			return syscall.ENOENT
 		}
 		if err != nil {
@@ -73,54 +63,9 @@ func (s *Store) Lookup(parent uint64, name string) (*Inode, error) {
 		if errors.Is(err, syscall.ENOENT) {
 			return fmt.Errorf("entry %d/%q points at missing inode %d: %w", parent, name, child, syscall.EIO)
 		}
-		if err == nil {
-			reads = append(reads, cacheRead{key: ek, val: entryValue(child, n.Mode)},
-				cacheRead{key: inodeKey(child), val: encodeInode(n)})
-		}
 		return err
 	})
-	s.cache.fill(gen, reads...)
 	return n, err
-}
-
-// lookupCached answers Lookup from the cache alone, in one critical
-// section so the entry and the inode are of one moment; ok is false when
-// something it needs is not cached.
-func (s *Store) lookupCached(parent uint64, name string) (n *Inode, err error, ok bool) {
-	c := s.cache
-	c.mu.Lock()
-	ev, absent, hit := c.getLocked(entryKey(parent, name))
-	if !hit {
-		c.mu.Unlock()
-		return nil, nil, false
-	}
-	if absent {
-		pv, pAbsent, hit := c.getLocked(inodeKey(parent))
-		c.mu.Unlock()
-		if !hit || pAbsent {
-			return nil, nil, false
-		}
-		p, err := decodeInode(parent, pv)
-		switch {
-		case err != nil:
-			return nil, err, true
-		case !p.IsDir():
-			return nil, syscall.ENOTDIR, true
-		}
-		return nil, syscall.ENOENT, true
-	}
-	child, _, err := decodeEntry(ev)
-	if err != nil {
-		c.mu.Unlock()
-		return nil, err, true
-	}
-	iv, iAbsent, hit := c.getLocked(inodeKey(child))
-	c.mu.Unlock()
-	if !hit || iAbsent {
-		return nil, nil, false
-	}
-	n, err = decodeInode(child, iv)
-	return n, err, true
 }
 
 // ReadDir lists a directory in name order (not including . and ..).
@@ -147,8 +92,7 @@ func (s *Store) ReadDir(dir uint64) ([]DirEntry, error) {
 }
 
 // Create adds a new inode named name in directory parent. From tmpl it takes
-// Mode, Uid, Gid, Rdev, Target, Zone, Owner, OwnMode and (for a regular
-// file) Inline; it assigns Ino,
+// Mode, Uid, Gid, Rdev, Target, Zone, Owner and OwnMode; it assigns Ino,
 // Nlink (1, or 2 for a directory), all three times (now), Parent (for a
 // directory) and Size (len(Target) for a symlink, else 0). The parent's
 // mtime and ctime become now, and its Nlink grows by one for a directory.
@@ -233,8 +177,6 @@ func (s *Store) create(parent uint64, name string, tmpl *Inode, admit func(Usage
 		case syscall.S_IFLNK:
 			n.Target = tmpl.Target
 			n.Size = uint64(len(tmpl.Target))
-		case syscall.S_IFREG:
-			n.Inline = tmpl.Inline
 		}
 		if name == "" {
 			n.Nlink = 0
@@ -265,28 +207,11 @@ func (s *Store) create(parent uint64, name string, tmpl *Inode, admit func(Usage
 // returns the result. If fn changes Size of a regular file, the holder's
 // byte usage moves by Charge(new)-Charge(old) in the same transaction, and
 // admit (when not nil) is consulted first with the usage, the limit and
-// that delta. fn must not change Ino, Zone, Nlink or Parent, and may clear
-// Inline (the content moved to a blob: the inline content goes in the same
-// transaction) but never set it.
+// that delta. fn must not change Ino, Zone, Nlink or Parent.
 //
 // fn may run more than once (on a commit conflict), each time on a fresh
 // copy. Changing a field fn must not change, or the file type, is EINVAL.
 func (s *Store) Update(ino uint64, fn func(n *Inode) error, admit func(u Usage, l Limit, delta int64) error) (*Inode, error) {
-	return s.updateInode(ino, fn, admit, nil)
-}
-
-// UpdateContent is Update that also stores data as the content of an
-// inline file, in the same transaction: the size and the content a reader
-// finds always agree. The inode must be inline after fn, with Size
-// len(data); EINVAL otherwise.
-func (s *Store) UpdateContent(ino uint64, fn func(n *Inode) error, data []byte) (*Inode, error) {
-	if data == nil {
-		data = []byte{}
-	}
-	return s.updateInode(ino, fn, nil, data)
-}
-
-func (s *Store) updateInode(ino uint64, fn func(n *Inode) error, admit func(u Usage, l Limit, delta int64) error, data []byte) (*Inode, error) {
 	var out *Inode
 	err := s.update(func(o *op) error {
 		n, err := o.inode(ino)
@@ -298,12 +223,8 @@ func (s *Store) updateInode(ino uint64, fn func(n *Inode) error, admit func(u Us
 			return err
 		}
 		if n.Ino != before.Ino || n.Zone != before.Zone || n.Nlink != before.Nlink ||
-			n.Parent != before.Parent || n.Mode&syscall.S_IFMT != before.Mode&syscall.S_IFMT ||
-			n.Inline && !before.Inline {
-			return fmt.Errorf("update inode %d: identity, zone, link count, type or content form changed: %w", ino, syscall.EINVAL)
-		}
-		if data != nil && (!n.Inline || n.Size != uint64(len(data))) {
-			return fmt.Errorf("update inode %d: inline content of %d bytes for size %d (inline %v): %w", ino, len(data), n.Size, n.Inline, syscall.EINVAL)
+			n.Parent != before.Parent || n.Mode&syscall.S_IFMT != before.Mode&syscall.S_IFMT {
+			return fmt.Errorf("update inode %d: identity, zone, link count or type changed: %w", ino, syscall.EINVAL)
 		}
 		if delta := chargeOf(n) - chargeOf(&before); n.Size != before.Size && n.IsRegular() {
 			h := HolderOf(n.Zone)
@@ -324,16 +245,6 @@ func (s *Store) updateInode(ino uint64, fn func(n *Inode) error, admit func(u Us
 				return err
 			}
 		}
-		switch {
-		case data != nil:
-			if err := o.tx.Set(inlineKey(ino), data); err != nil {
-				return fmt.Errorf("write content of %d: %w", ino, err)
-			}
-		case before.Inline && !n.Inline:
-			if err := o.tx.Delete(inlineKey(ino)); err != nil {
-				return fmt.Errorf("drop inline content of %d: %w", ino, err)
-			}
-		}
 		o.put(n)
 		out = n
 		return nil
@@ -342,39 +253,6 @@ func (s *Store) updateInode(ino uint64, fn func(n *Inode) error, admit func(u Us
 		return nil, err
 	}
 	return out, nil
-}
-
-// ReadInline returns the content of an inline file (empty when it has
-// none yet). It is readable until DropInline, also after the inode itself
-// went (Reclaim, UnlinkFree), so that requests already under way can
-// still read a file just removed.
-func (s *Store) ReadInline(ino uint64) ([]byte, error) {
-	var data []byte
-	err := s.kv.View(func(tx Txn) error {
-		v, err := tx.Get(inlineKey(ino))
-		if errors.Is(err, ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read content of %d: %w", ino, err)
-		}
-		data = v
-		return nil
-	})
-	return data, err
-}
-
-// DropInline removes the inline content of inodes whose records are gone,
-// in one transaction per deleteBatch inodes.
-func (s *Store) DropInline(inos []uint64) error {
-	keys := make([][]byte, len(inos))
-	for i, ino := range inos {
-		keys[i] = inlineKey(ino)
-	}
-	if err := s.deleteKeys(keys); err != nil {
-		return fmt.Errorf("drop inline content: %w", err)
-	}
-	return nil
 }
 
 // Link adds name in newParent for the existing non-directory inode ino
@@ -481,9 +359,6 @@ func (s *Store) Publish(ino, parent uint64, name string, size uint64, mtime time
 		h := HolderOf(n.Zone)
 		before := chargeOf(n)
 		n.Size = size
-		// The content was written to the blob: never inline, whatever
-		// the file was made with.
-		n.Inline = false
 		delta := chargeOf(n) - before
 		if old != nil {
 			if err := o.dropLink(old); err != nil {
@@ -541,8 +416,7 @@ func (s *Store) Unlink(parent uint64, name string, dir bool) (*Inode, error) {
 // UnlinkFree is Unlink that, when the inode loses its last link and
 // unused(ino) says nothing holds it open, deletes it in the same
 // transaction (as Reclaim would, freeing its charge) instead of leaving an
-// orphan record; freed tells which happened. The caller removes the blob,
-// or the inline content (DropInline), once nothing reads it any more.
+// orphan record; freed tells which happened. The caller removes the blob.
 // One transaction instead of two is what makes rm -rf cheap.
 func (s *Store) UnlinkFree(parent uint64, name string, dir bool, unused func(ino uint64) bool) (n *Inode, freed bool, err error) {
 	return s.unlink(parent, name, dir, unused)
@@ -594,7 +468,7 @@ func (s *Store) unlink(parent uint64, name string, dir bool, unused func(ino uin
 		if n.Nlink > 0 || unused == nil || !unused(n.Ino) {
 			return nil
 		}
-		xattrs, err := o.deleteInode(n, true)
+		xattrs, err := o.deleteInode(n)
 		if err != nil {
 			return err
 		}
@@ -776,21 +650,11 @@ func (o *op) within(ino, dir uint64) (bool, error) {
 	return false, nil
 }
 
-// Reclaim deletes an inode whose Nlink is 0: its record, xattrs, orphan
-// record and inline content, and uncharges its holder (one inode and its
-// bytes). It returns the deleted inode so the caller removes its blob.
-// ENOENT if already gone, EBUSY if the inode has links again.
+// Reclaim deletes an inode whose Nlink is 0: its record, xattrs and orphan
+// record, and uncharges its holder (one inode and its bytes). It returns the
+// deleted inode so the caller removes its blob. ENOENT if already gone,
+// EBUSY if the inode has links again.
 func (s *Store) Reclaim(ino uint64) (*Inode, error) {
-	return s.reclaim(ino, false)
-}
-
-// ReclaimKeepContent is Reclaim that leaves the inline content for
-// requests under way; the caller drops it later (DropInline).
-func (s *Store) ReclaimKeepContent(ino uint64) (*Inode, error) {
-	return s.reclaim(ino, true)
-}
-
-func (s *Store) reclaim(ino uint64, keepContent bool) (*Inode, error) {
 	var out *Inode
 	err := s.update(func(o *op) error {
 		n, err := o.inode(ino)
@@ -800,7 +664,7 @@ func (s *Store) reclaim(ino uint64, keepContent bool) (*Inode, error) {
 		if n.Nlink != 0 {
 			return syscall.EBUSY
 		}
-		xattrs, err := o.deleteInode(n, keepContent)
+		xattrs, err := o.deleteInode(n)
 		if err != nil {
 			return err
 		}
@@ -813,11 +677,10 @@ func (s *Store) reclaim(ino uint64, keepContent bool) (*Inode, error) {
 	return out, nil
 }
 
-// deleteInode removes an inode's record, xattrs, orphan record, (for a
-// directory) its entries and, unless keepContent, its inline content,
-// without touching usage. It returns what the xattrs cost (XattrCost), for
-// the caller to uncharge.
-func (o *op) deleteInode(n *Inode, keepContent bool) (int64, error) {
+// deleteInode removes an inode's record, xattrs, orphan record and (for a
+// directory) its entries, without touching usage. It returns what the
+// xattrs cost (XattrCost), for the caller to uncharge.
+func (o *op) deleteInode(n *Inode) (int64, error) {
 	o.forget(n.Ino)
 	var keys [][]byte
 	var xattrs int64
@@ -837,9 +700,6 @@ func (o *op) deleteInode(n *Inode, keepContent bool) (int64, error) {
 		}
 	}
 	keys = append(keys, inodeKey(n.Ino), orphanKey(n.Ino))
-	if !keepContent && !n.IsDir() {
-		keys = append(keys, inlineKey(n.Ino))
-	}
 	for _, k := range keys {
 		if err := o.tx.Delete(k); err != nil {
 			return 0, fmt.Errorf("delete inode %d: %w", n.Ino, err)

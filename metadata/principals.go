@@ -238,7 +238,6 @@ func (s *Store) deleteTrees(h Holder, roots ...uint64) ([]uint64, error) {
 			keys = append(keys, inodeKey(ino), orphanKey(ino))
 			if n.IsRegular() {
 				blobs = append(blobs, ino)
-				keys = append(keys, inlineKey(ino))
 			}
 			if err := tx.Scan(xattrPrefix(ino), nil, collect); err != nil {
 				return err
@@ -278,7 +277,7 @@ func (s *Store) deleteKeys(keys [][]byte) error {
 		n := min(len(keys), deleteBatch)
 		batch := keys[:n]
 		keys = keys[n:]
-		if err := s.write(func(tx Txn) error {
+		if err := s.kv.Update(func(tx Txn) error {
 			for _, k := range batch {
 				if err := tx.Delete(k); err != nil {
 					return err

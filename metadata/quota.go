@@ -8,28 +8,24 @@ import (
 
 // Usage returns what a holder stores now.
 func (s *Store) Usage(h Holder) (Usage, error) {
-	v, found, err := s.cachedGet(usageKey(h))
-	if err != nil || !found {
-		return Usage{}, err
-	}
-	b, i, err := decodePair(v)
-	if err != nil {
-		return Usage{}, fmt.Errorf("usage of %s: %w", h, err)
-	}
-	return Usage{Bytes: b, Inodes: i}, nil
+	var u Usage
+	err := s.kv.View(func(tx Txn) error {
+		var err error
+		u, err = readUsage(tx, h)
+		return err
+	})
+	return u, err
 }
 
 // GetLimit returns a holder's quota (zero values mean unlimited).
 func (s *Store) GetLimit(h Holder) (Limit, error) {
-	v, found, err := s.cachedGet(limitKey(h))
-	if err != nil || !found {
-		return Limit{}, err
-	}
-	b, i, err := decodePair(v)
-	if err != nil {
-		return Limit{}, fmt.Errorf("limit of %s: %w", h, err)
-	}
-	return Limit{Bytes: b, Inodes: i}, nil
+	var l Limit
+	err := s.kv.View(func(tx Txn) error {
+		var err error
+		l, err = readLimit(tx, h)
+		return err
+	})
+	return l, err
 }
 
 // SetLimit sets a holder's quota. Negative values are EINVAL.

@@ -33,11 +33,6 @@ type Store struct {
 	wasClean  bool
 	shareRoot uint64
 
-	// wmu serializes namespace transactions (Store.write); cache holds
-	// the records they keep current.
-	wmu   sync.Mutex
-	cache *cache
-
 	// auditSeq tells apart audit records of the same nanosecond.
 	auditSeq atomic.Uint32
 
@@ -92,7 +87,7 @@ func Open(dir string, opts Options) (*Store, error) {
 // openKV brings up a Store over an open KV: schema check, fresh-store
 // initialisation and the dirty marker.
 func openKV(kv KV, dir string, readOnly bool, logger *slog.Logger) (*Store, error) {
-	s := &Store{kv: kv, log: logger, readOnly: readOnly, cache: newCache(cacheSlots)}
+	s := &Store{kv: kv, log: logger, readOnly: readOnly}
 	var version uint64
 	fresh := false
 	err := kv.View(func(tx Txn) error {
@@ -175,7 +170,7 @@ func (s *Store) initFresh(inoKey []byte) error {
 		Atime: now, Mtime: now, Ctime: now,
 		Zone: Zone{Kind: ZoneShare}, OwnMode: OwnModeGroup,
 	}
-	err = s.write(func(tx Txn) error {
+	err = s.kv.Update(func(tx Txn) error {
 		if err := tx.Set(versionKey(), encodeU64(schemaVersion)); err != nil {
 			return err
 		}

@@ -24,73 +24,13 @@ func (s *Store) update(fn func(o *op) error) error {
 	if s.readOnly {
 		return syscall.EROFS
 	}
-	return s.write(func(tx Txn) error {
+	return s.kv.Update(func(tx Txn) error {
 		o := &op{tx: tx, now: time.Now(), inodes: make(map[uint64]*Inode, 4)}
 		if err := fn(o); err != nil {
 			return err
 		}
 		return o.flush()
 	})
-}
-
-// write runs fn as one read-write transaction of the namespace: one at a
-// time (wmu), so that no two can conflict and the cache follows the
-// commits in their order; reads of cached keys come from the cache, and
-// what fn writes replaces it once committed. Badger's own writer still
-// batches these commits with the audit trail's; nothing here syncs.
-func (s *Store) write(fn func(tx Txn) error) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	var ct *cacheTxn
-	err := s.kv.Update(func(tx Txn) error {
-		ct = &cacheTxn{Txn: tx, c: s.cache}
-		if err := fn(ct); err != nil {
-			return err
-		}
-		s.cache.invalidate(ct.writes)
-		return nil
-	})
-	if err == nil {
-		s.cache.apply(ct.writes)
-	}
-	return err
-}
-
-// updateUncached runs fn as a read-write transaction that touches no
-// cached key (audit records), outside wmu, so that a large batch never
-// holds up namespace writes.
-func (s *Store) updateUncached(fn func(o *op) error) error {
-	if s.readOnly {
-		return syscall.EROFS
-	}
-	return s.kv.Update(func(tx Txn) error {
-		return fn(&op{tx: tx, now: time.Now(), inodes: make(map[uint64]*Inode)})
-	})
-}
-
-// cachedGet reads one key through the cache; found is false for a
-// missing key.
-func (s *Store) cachedGet(key []byte) (val []byte, found bool, err error) {
-	if v, absent, ok := s.cache.get(key); ok {
-		return v, !absent, nil
-	}
-	gen := s.cache.generation()
-	err = s.kv.View(func(tx Txn) error {
-		v, err := tx.Get(key)
-		switch {
-		case err == nil:
-			val, found = v, true
-		case errors.Is(err, ErrNotFound):
-		default:
-			return err
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, false, err
-	}
-	s.cache.fill(gen, cacheRead{key: key, val: val, absent: !found})
-	return val, found, nil
 }
 
 // view runs fn in a read-only snapshot.

@@ -21,16 +21,11 @@ func fsFlags() []cli.Flag {
 		&cli.StringFlag{Name: "memory-limit", Value: "160MiB", Usage: "soft limit for the daemon's Go heap, kept by collecting garbage more often near it (0: none; GOMEMLIMIT wins when set)"},
 		&cli.BoolFlag{Name: "pprof", Usage: "also serve Go's profiler at /debug/pprof/ on the metrics address"},
 		&cli.BoolFlag{Name: "no-passthrough", Usage: "serve every read through the daemon instead of FUSE passthrough"},
-		&cli.StringFlag{Name: "inline-max", Value: "16KiB", Usage: "files up to this size keep their content in the metadata store instead of a blob (0: none, at most 1MiB)"},
 		&cli.StringFlag{Name: "symlinks", Value: "in-zone", Usage: "symlink policy: in-zone, allow or deny"},
 		&cli.StringFlag{Name: "share-mode", Value: "group", Usage: "ownership mode of new entries in share/: owner, group or owner_ro"},
 		&cli.StringFlag{Name: "group-mode", Value: "group", Usage: "ownership mode of new entries in group spaces: owner, group or owner_ro"},
 	}
 }
-
-// maxInline bounds --inline-max: inline content is one metadata value,
-// rewritten whole at every flush.
-const maxInline = 1 << 20
 
 // fsOptions reads fsFlags, and applies --memory-limit to the process.
 func fsOptions(c *cli.Context) (fusefs.Options, error) {
@@ -41,17 +36,6 @@ func fsOptions(c *cli.Context) (fusefs.Options, error) {
 	}
 	if limit > 0 && os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(limit)
-	}
-	inline, err := daemon.ParseSize(c.String("inline-max"))
-	switch {
-	case err != nil:
-		return opts, fmt.Errorf("--inline-max: %w", err)
-	case inline > maxInline:
-		return opts, fmt.Errorf("--inline-max: at most %d bytes", maxInline)
-	case inline == 0:
-		opts.InlineMax = -1
-	default:
-		opts.InlineMax = inline
 	}
 	if opts.Zones.Symlinks, err = zones.ParseSymlinkPolicy(c.String("symlinks")); err != nil {
 		return opts, fmt.Errorf("--symlinks: %w", err)
