@@ -152,11 +152,7 @@ func (s *Store) create(parent uint64, name string, tmpl *Inode, admit func(Usage
 		}
 		h := HolderOf(zone)
 		if admit != nil {
-			u, err := o.usage(h)
-			if err != nil {
-				return err
-			}
-			l, err := readLimit(o.tx, h)
+			u, l, err := o.quota(h)
 			if err != nil {
 				return err
 			}
@@ -229,11 +225,7 @@ func (s *Store) Update(ino uint64, fn func(n *Inode) error, admit func(u Usage, 
 		if delta := chargeOf(n) - chargeOf(&before); n.Size != before.Size && n.IsRegular() {
 			h := HolderOf(n.Zone)
 			if admit != nil {
-				u, err := o.usage(h)
-				if err != nil {
-					return err
-				}
-				l, err := readLimit(o.tx, h)
+				u, l, err := o.quota(h)
 				if err != nil {
 					return err
 				}
@@ -371,11 +363,7 @@ func (s *Store) Publish(ino, parent uint64, name string, size uint64, mtime time
 			replaced = old
 		}
 		if admit != nil {
-			u, err := o.usage(h)
-			if err != nil {
-				return err
-			}
-			l, err := readLimit(o.tx, h)
+			u, l, err := o.quota(h)
 			if err != nil {
 				return err
 			}

@@ -164,6 +164,17 @@ func readUsage(tx Txn, h Holder) (Usage, error) {
 	return Usage{Bytes: b, Inodes: i}, nil
 }
 
+// quota reads h's usage and limit in the transaction, for an admission
+// decided with the change that needs it.
+func (o *op) quota(h Holder) (Usage, Limit, error) {
+	u, err := o.usage(h)
+	if err != nil {
+		return Usage{}, Limit{}, err
+	}
+	l, err := readLimit(o.tx, h)
+	return u, l, err
+}
+
 func readLimit(tx Txn, h Holder) (Limit, error) {
 	v, err := tx.Get(limitKey(h))
 	if errors.Is(err, ErrNotFound) {

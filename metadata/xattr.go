@@ -116,11 +116,7 @@ func (o *op) xattrCosts(ino uint64, name string) (total, named int64, err error)
 func (o *op) admitXattr(n *Inode, before, after int64, admit func(XattrChange) error) error {
 	h := HolderOf(n.Zone)
 	if admit != nil {
-		u, err := o.usage(h)
-		if err != nil {
-			return err
-		}
-		l, err := readLimit(o.tx, h)
+		u, l, err := o.quota(h)
 		if err != nil {
 			return err
 		}
