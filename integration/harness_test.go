@@ -404,7 +404,11 @@ func (v *View) Kill() {
 		_ = v.cmd.Process.Kill()
 	}
 	if !v.waitExit(stopTimeout) {
-		v.t.Errorf("shedfs did not exit within %v of SIGKILL", stopTimeout)
+		// A killed daemon can be held in the kernel by a request on its
+		// own connection that nobody will answer (docs/design.md
+		// section 9); teardown aborts the connection and fails the test
+		// only if even that leaves the process alive.
+		v.t.Logf("shedfs did not exit within %v of SIGKILL; aborting its FUSE connection", stopTimeout)
 	}
 	v.teardown()
 }
