@@ -475,8 +475,8 @@ print $ok ? "locked\n" : ($!{EINTR} ? "EINTR\n" : "error: $!\n");
 `
 
 // TestLocksInterrupted: a process waiting for a lock held in another view
-// gets EINTR when a signal interrupts the wait, and the lock it did not get
-// is not taken for it.
+// gets EINTR when a signal interrupts the wait, a waiter killed with
+// SIGKILL dies at once, and neither is granted the lock afterwards.
 func TestLocksInterrupted(t *testing.T) {
 	t.Parallel()
 	s := startTeam(t)
@@ -494,9 +494,14 @@ func TestLocksInterrupted(t *testing.T) {
 			if d := time.Since(start); d > 20*time.Second {
 				t.Errorf("the interrupted wait took %v", d)
 			}
+			// A waiter killed with SIGKILL dies at once (the kernel
+			// interrupts the wait) and is granted nothing.
+			killed := startLocker(t, "bob's waiter, killed", kind, true, true, s.In("bob", "groups", "team-alpha", "intr-"+kind))
+			killed.waiting()
+			killed.kill()
 			holder.release()
 			if err := tryLock(t, kind, true, A); err != nil {
-				t.Errorf("the interrupted waiter left a lock behind: %v", err)
+				t.Errorf("an interrupted or killed waiter left a lock behind: %v", err)
 			}
 		})
 	}
