@@ -25,12 +25,16 @@ import (
 // reports holders over their limit, and fsck --dry-run changes nothing.
 
 // TestQuotaImportCountsOpenFiles: with 3 MiB written to a file still open
-// in a view, quota show and status count them, and a 2 MiB import into a
-// 4 MiB quota is refused and leaves nothing behind.
+// in a view, quota show, status, the quota gauge and df count them, and a
+// 2 MiB import into a 4 MiB quota is refused and leaves nothing behind.
 func TestQuotaImportCountsOpenFiles(t *testing.T) {
 	t.Parallel()
-	v := quotaView(t, []string{"quota", "set", "user:alice", "--bytes", "4MiB"})
-	store := v.Store
+	requireFUSE(t)
+	store := newStore(t)
+	adminOK(t, "user", "add", "alice", "--store", store)
+	adminOK(t, "quota", "set", "user:alice", "--bytes", "4MiB", "--store", store)
+	v, metrics := startObservedView(t, store)
+	waitAdmin(t, store)
 	// dd holds the file open: a descriptor of the test process would be
 	// closed (and the file flushed) in every child the test forks.
 	dd := startDd(t, v.Path("open.bin"))
@@ -52,6 +56,17 @@ func TestQuotaImportCountsOpenFiles(t *testing.T) {
 		if q.Holder == "user:alice" && q.Used.Bytes != 3<<20 {
 			t.Errorf("status while 3 MiB sit in an open file: %d bytes used", q.Used.Bytes)
 		}
+	}
+
+	if got := scrape(t, metrics).value(t, "shedfs_quota_bytes", "holder=user:alice", "kind=used"); got != 3<<20 {
+		t.Errorf(`shedfs_quota_bytes{holder="user:alice",kind="used"} = %v while 3 MiB sit in an open file`, got)
+	}
+	var sfs syscall.Statfs_t
+	if err := syscall.Statfs(v.Dir, &sfs); err != nil {
+		t.Fatal(err)
+	}
+	if used := int64(sfs.Blocks-sfs.Bfree) * sfs.Bsize; used != 3<<20 {
+		t.Errorf("df while 3 MiB sit in an open file: %d bytes used", used)
 	}
 
 	src := filepath.Join(t.TempDir(), "two-mib")
@@ -79,8 +94,8 @@ func TestQuotaImportCountsOpenFiles(t *testing.T) {
 // TestQuotaImportRace: in each of 20 rounds, two dd writers in the view
 // and two imports through the daemon ask for 4 MiB together from a 3 MiB
 // quota, the imports starting while the writers write or once they have
-// written and hold their files open; whatever the order, the holder never ends above its
-// limit, and the usage is what the view holds.
+// written and hold their files open; whatever the order, the holder never
+// ends above its limit, and the usage is what the view holds.
 func TestQuotaImportRace(t *testing.T) {
 	t.Parallel()
 	const limit = 3 << 20
