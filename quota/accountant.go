@@ -125,12 +125,13 @@ func (a *Accountant) Quota(h metadata.Holder) (metadata.Usage, metadata.Limit, e
 }
 
 // Reservation is bytes admitted for a transfer that is not in the store
-// yet (an import streaming in): pending until Commit or Release.
+// yet (an import streaming in): pending until Commit or Release. It
+// belongs to the one goroutine that runs the transfer.
 type Reservation struct {
 	a      *Accountant
 	h      metadata.Holder
-	credit int64
-	held   int64 // guarded by a.mu through Add; only the owner touches it
+	credit int64 // freed when the transfer lands
+	held   int64 // this reservation's share of h's pending bytes
 	done   bool
 }
 
