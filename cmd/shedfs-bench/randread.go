@@ -8,7 +8,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -32,36 +31,18 @@ func randReadMetrics(b *bench) []metric {
 // checking what each returns.
 func runRandRead(ctx context.Context, b *bench, _ *mounted, dir string) ([]float64, error) {
 	path := filepath.Join(dir, "rand.bin")
-	buf := make([]byte, seqBlock)
-	rng := rand.New(rand.NewChaCha8([32]byte{'r', 'a', 'n', 'd'}))
-	for i := 0; i < len(buf); i += 8 {
-		binary.LittleEndian.PutUint64(buf[i:], rng.Uint64())
-	}
+	buf := randomBlock([32]byte{'r', 'a', 'n', 'd'})
 	blocks := max(b.cfg.randSize/seqBlock, 1)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("create: %w", err)
-	}
-	for i := int64(0); i < blocks; i++ {
-		if _, err := f.Write(buf); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("write: %w", err)
-		}
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("fsync: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return nil, fmt.Errorf("close: %w", err)
+	if err := writeBlocks(ctx, path, buf, blocks); err != nil {
+		return nil, err
 	}
 	b.noteDrop(dropCaches())
 
 	pages := blocks * seqBlock / randBlock
-	rng = rand.New(rand.NewChaCha8([32]byte{'o', 'f', 'f'}))
+	rng := rand.New(rand.NewChaCha8([32]byte{'o', 'f', 'f'}))
 	page := make([]byte, randBlock)
 	start := time.Now()
-	f, err = os.Open(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open for read: %w", err)
 	}

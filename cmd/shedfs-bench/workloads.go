@@ -338,35 +338,13 @@ const seqBlock = 1 << 20
 // filesystem that keeps its page cache across opens serves it from memory.
 func runSeq(ctx context.Context, b *bench, _ *mounted, dir string) ([]float64, error) {
 	path := filepath.Join(dir, "seq.bin")
-	buf := make([]byte, seqBlock)
-	rng := rand.New(rand.NewChaCha8([32]byte{'s', 'h', 'e', 'd', 'f', 's'}))
-	for i := 0; i < len(buf); i += 8 {
-		binary.LittleEndian.PutUint64(buf[i:], rng.Uint64())
-	}
+	buf := randomBlock([32]byte{'s', 'h', 'e', 'd', 'f', 's'})
 	blocks := b.cfg.seqSize / seqBlock
 	size := blocks * seqBlock
 
 	start := time.Now()
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("create: %w", err)
-	}
-	for i := int64(0); i < blocks; i++ {
-		if i%64 == 0 && ctx.Err() != nil {
-			f.Close()
-			return nil, ctx.Err()
-		}
-		if _, err := f.Write(buf); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("write: %w", err)
-		}
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("fsync: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return nil, fmt.Errorf("close: %w", err)
+	if err := writeBlocks(ctx, path, buf, blocks); err != nil {
+		return nil, err
 	}
 	write := time.Since(start)
 
@@ -450,4 +428,42 @@ func humanBytes(n int64) string {
 		return fmt.Sprintf("%d%s", int64(v), units[i])
 	}
 	return fmt.Sprintf("%.1f%s", v, units[i])
+}
+
+// randomBlock is one seqBlock of pseudo-random bytes, the same for every
+// target of a run (seeded), so that no filesystem can compress or dedupe it.
+func randomBlock(seed [32]byte) []byte {
+	buf := make([]byte, seqBlock)
+	rng := rand.New(rand.NewChaCha8(seed))
+	for i := 0; i < len(buf); i += 8 {
+		binary.LittleEndian.PutUint64(buf[i:], rng.Uint64())
+	}
+	return buf
+}
+
+// writeBlocks writes blocks copies of buf to a new file at path and
+// fsyncs it, stopping early when ctx ends.
+func writeBlocks(ctx context.Context, path string, buf []byte, blocks int64) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	for i := int64(0); i < blocks; i++ {
+		if i%64 == 0 && ctx.Err() != nil {
+			f.Close()
+			return ctx.Err()
+		}
+		if _, err := f.Write(buf); err != nil {
+			f.Close()
+			return fmt.Errorf("write: %w", err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("fsync: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("close: %w", err)
+	}
+	return nil
 }
