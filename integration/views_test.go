@@ -260,7 +260,10 @@ func freeze(t testing.TB, v *View) {
 		t.Fatal(err)
 	}
 	stat := fmt.Sprintf("/proc/%d/stat", v.cmd.Process.Pid)
-	deadline := time.Now().Add(5 * time.Second)
+	// A thread in uninterruptible disk I/O (the store's reserve is
+	// allocated right after start) stops only when that I/O returns,
+	// which on a busy disk can take seconds.
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		data, err := os.ReadFile(stat)
 		if err != nil {
