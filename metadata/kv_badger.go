@@ -239,3 +239,10 @@ func isTxnTooBig(err error) bool { return errors.Is(err, badger.ErrTxnTooBig) }
 
 // Size reports badger's on-disk size: the LSM tree and the value log.
 func (b *badgerKV) Size() (lsm, vlog int64) { return b.db.Size() }
+
+// snapshot opens a read-only transaction that stays open until discard,
+// for cachedKV, which opens one only when the cache misses.
+func (b *badgerKV) snapshot() (Txn, func()) {
+	txn := b.db.NewTransaction(false)
+	return &badgerTxn{txn: txn}, txn.Discard
+}

@@ -87,7 +87,7 @@ func Open(dir string, opts Options) (*Store, error) {
 // openKV brings up a Store over an open KV: schema check, fresh-store
 // initialisation and the dirty marker.
 func openKV(kv KV, dir string, readOnly bool, logger *slog.Logger) (*Store, error) {
-	s := &Store{kv: kv, log: logger, readOnly: readOnly}
+	s := &Store{kv: newCachedKV(kv, cacheSlots), log: logger, readOnly: readOnly}
 	var version uint64
 	fresh := false
 	err := kv.View(func(tx Txn) error {
