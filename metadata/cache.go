@@ -63,9 +63,11 @@ func (k *cachedKV) Update(fn func(tx Txn) error) error {
 	defer k.wmu.Unlock()
 	gen := k.c.generation()
 	var w *writeTxn
+	begun := false
 	err := k.KV.Update(func(tx Txn) error {
-		// A retry (a conflict with a writer outside wmu) starts afresh;
-		// the cache then fills nothing, its generation has moved.
+		// A retry (the engine's, which none should need) starts
+		// afresh; the cache then fills nothing, its generation has
+		// moved.
 		w = &writeTxn{tx: tx, c: k.c, gen: gen}
 		if err := fn(w); err != nil {
 			return err
@@ -73,10 +75,11 @@ func (k *cachedKV) Update(fn func(tx Txn) error) error {
 		// Between here and the end of the commit, readers of these
 		// keys go to the engine.
 		k.c.begin(w.writes)
-		w.begun = true
+		begun = true
 		return nil
 	})
-	if w != nil && w.begun {
+	if begun {
+		// Of a failed retry, nothing is put back (ok is false).
 		k.c.end(w.writes, err == nil)
 	}
 	return err
@@ -126,7 +129,6 @@ type writeTxn struct {
 	gen     uint64
 	writes  []cacheWrite
 	written map[string]bool
-	begun   bool
 }
 
 func (t *writeTxn) Get(key []byte) ([]byte, error) {
