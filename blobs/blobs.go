@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -43,16 +44,14 @@ type Store interface {
 	Size(ino uint64) (int64, error)
 }
 
-// Dir is a Store in a local directory: blobs/ab/<ino>, where ab is the low
-// byte of the inode number in hex, so that 256 shard directories, made once
-// each, share the blobs (inode numbers are spread evenly). Stores made
-// before keep their layout, blobs/ab/cd/<ino> with cd the next byte: its
-// 65,536 shards cost a mkdir(2) on nearly every create of a young store
-// (OpenDir tells the two apart by what the shards hold).
+// Dir is a Store in a local directory: blobs/ab/cd/<ino>, where ab and cd
+// are the low bytes of the inode number in hex, so no directory grows past
+// 256 entries of directories and inodes spread evenly.
 type Dir struct {
 	root string
-	// nested is the older two-level layout.
-	nested bool
+	// made remembers shard directories known to exist, so a create costs
+	// one open(2) and not a mkdir each time.
+	made sync.Map
 }
 
 var _ Store = (*Dir)(nil)
@@ -69,58 +68,17 @@ func OpenDir(root string) (*Dir, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("blob directory %s: not a directory", root)
 	}
-	nested, err := isNested(root)
-	if err != nil {
-		return nil, fmt.Errorf("blob directory %s: %w", root, err)
-	}
-	return &Dir{root: root, nested: nested}, nil
+	return &Dir{root: root}, nil
 }
 
-// isNested reports whether root holds the two-level layout: its shards
-// hold directories, where the one-level layout's hold blobs. An empty root
-// is a new store.
-func isNested(root string) (bool, error) {
-	des, err := os.ReadDir(root)
-	if err != nil {
-		return false, err
-	}
-	for _, de := range des {
-		if !de.IsDir() {
-			continue
-		}
-		f, err := os.Open(filepath.Join(root, de.Name()))
-		if err != nil {
-			return false, err
-		}
-		inner, err := f.ReadDir(1)
-		f.Close()
-		if err != nil && !errors.Is(err, io.EOF) {
-			return false, err
-		}
-		if len(inner) > 0 {
-			return inner[0].IsDir(), nil
-		}
-	}
-	return false, nil
-}
-
-const hexDigits = "0123456789abcdef"
-
-// shard is the directory of ino's blob.
 func (d *Dir) shard(ino uint64) string {
-	b := make([]byte, 0, len(d.root)+7)
-	b = append(b, d.root...)
-	b = append(b, '/', hexDigits[ino>>4&0xf], hexDigits[ino&0xf])
-	if d.nested {
-		b = append(b, '/', hexDigits[ino>>12&0xf], hexDigits[ino>>8&0xf])
-	}
-	return string(b)
+	return filepath.Join(d.root, fmt.Sprintf("%02x/%02x", ino&0xff, (ino>>8)&0xff))
 }
 
 // Path is where the blob of ino lives on the host. It is built from the
 // number alone.
 func (d *Dir) Path(ino uint64) string {
-	return d.shard(ino) + "/" + strconv.FormatUint(ino, 10)
+	return filepath.Join(d.shard(ino), strconv.FormatUint(ino, 10))
 }
 
 // Open implements Store.
@@ -129,25 +87,32 @@ func (d *Dir) Open(ino uint64, create bool) (Blob, error) {
 }
 
 // OpenFile is Open returning the concrete *os.File, for callers that need
-// its descriptor. A create is one open(2); the shard is made only when
-// that finds it missing.
+// its descriptor.
 func (d *Dir) OpenFile(ino uint64, create bool) (*os.File, error) {
 	flags := os.O_RDWR
 	if create {
 		flags |= os.O_CREATE
-	}
-	p := d.Path(ino)
-	f, err := os.OpenFile(p, flags, 0o600)
-	if create && errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(d.shard(ino), 0o700); err != nil {
-			return nil, fmt.Errorf("blob shard: %w", err)
+		if err := d.mkShard(ino); err != nil {
+			return nil, err
 		}
-		f, err = os.OpenFile(p, flags, 0o600)
 	}
+	f, err := os.OpenFile(d.Path(ino), flags, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open blob %d: %w", ino, err)
 	}
 	return f, nil
+}
+
+func (d *Dir) mkShard(ino uint64) error {
+	dir := d.shard(ino)
+	if _, ok := d.made.Load(dir); ok {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("blob shard: %w", err)
+	}
+	d.made.Store(dir, struct{}{})
+	return nil
 }
 
 // Remove implements Store.
@@ -206,11 +171,7 @@ func (d *Dir) Each(fn func(ino uint64, size int64) error) error {
 // SyncDir makes the creation and removal of blobs durable: it fsyncs the
 // blob root and the shard directory of ino.
 func (d *Dir) SyncDir(ino uint64) error {
-	dirs := []string{d.shard(ino), d.root}
-	if d.nested {
-		dirs = []string{d.shard(ino), filepath.Dir(d.shard(ino)), d.root}
-	}
-	for _, dir := range dirs {
+	for _, dir := range []string{d.shard(ino), filepath.Dir(d.shard(ino)), d.root} {
 		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return fmt.Errorf("sync blob dir: %w", err)

@@ -36,8 +36,8 @@ func TestDirLifecycle(t *testing.T) {
 	if n, err := d.Size(7); err != nil || n != 8 {
 		t.Fatalf("size %d, %v; want 8", n, err)
 	}
-	// The host path is built from the number alone, one shard level.
-	if p := d.Path(0x1234); !strings.HasSuffix(p, "/blobs/34/4660") {
+	// The host path is built from the number alone.
+	if p := d.Path(0x1234); !strings.HasSuffix(p, "/34/12/4660") {
 		t.Fatalf("path %s", p)
 	}
 	if err := d.Truncate(9, 100); err != nil {
@@ -63,59 +63,6 @@ func TestDirLifecycle(t *testing.T) {
 	}
 	if err := d.Remove(7); err != nil {
 		t.Fatalf("removing a missing blob: %v", err)
-	}
-}
-
-// TestNestedLayoutKept: a store made with two shard levels (blobs/ab/cd)
-// keeps them; a new one, and one with one level, use one.
-func TestNestedLayoutKept(t *testing.T) {
-	root := filepath.Join(t.TempDir(), "blobs")
-	if err := os.MkdirAll(filepath.Join(root, "34", "12"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(root, "34", "12", "4660"), []byte("old"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	os.Mkdir(filepath.Join(root, "00"), 0o700) // an empty shard says nothing
-	d, err := OpenDir(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := d.Path(0x1234); !strings.HasSuffix(p, "/blobs/34/12/4660") {
-		t.Fatalf("path %s in a nested store", p)
-	}
-	b, err := d.Open(0x1234, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.Close()
-	b, err = d.Open(0x5678, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.Close()
-	if err := d.SyncDir(0x5678); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "78", "56", "22136")); err != nil {
-		t.Fatal(err)
-	}
-	// A one-level store reopens as one.
-	flat := filepath.Join(t.TempDir(), "blobs")
-	d, err = OpenDir(flat)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err = d.Open(0x1234, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.Close()
-	if d, err = OpenDir(flat); err != nil {
-		t.Fatal(err)
-	}
-	if p := d.Path(0x1234); !strings.HasSuffix(p, "/blobs/34/4660") {
-		t.Fatalf("path %s after reopening a one-level store", p)
 	}
 }
 

@@ -64,9 +64,8 @@
 // for itself (below FirstIno) free, and holds the sequential numbers of
 // stores made before numbers were permuted (the counter itself, from
 // FirstIno up): such a store gets its key at its next open, keeps its
-// numbers, and new numbers never meet them. Blob shards (blobs/ab/<ino>,
-// blobs/ab/cd/<ino> in stores made before) take the low bytes of the
-// number, which the permutation spreads evenly.
+// numbers, and new numbers never meet them. Blob shards (blobs/ab/cd/<ino>)
+// take the low bytes of the number, which the permutation spreads evenly.
 // Numbers above 2^32 need 64-bit stat; a 32-bit program built without
 // large-file support gets EOVERFLOW. Check decodes every number back to its
 // counter value and raises 'N' past the highest, so later allocations stay
