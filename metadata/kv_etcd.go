@@ -15,6 +15,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 )
 
 // The etcd engine holds a store's schema on an etcd cluster, under a key
@@ -110,6 +111,10 @@ func openEtcd(cfg EtcdConfig, logger *slog.Logger) (*etcdKV, error) {
 		Password:           cfg.Password,
 		MaxCallSendMsgSize: 8 << 20,
 		MaxCallRecvMsgSize: 64 << 20,
+		// The client's own retries are noise in the daemon's log: a
+		// request that fails for good comes back as an error, which the
+		// callers log or turn into EIO.
+		Logger: zap.NewNop(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open etcd store %v: %w", cfg.Endpoints, err)

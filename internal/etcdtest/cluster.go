@@ -222,6 +222,28 @@ func (c *Cluster) Logs() string {
 	return b.String()
 }
 
+// RestartAll starts every killed member again (a member alone cannot
+// become healthy without a quorum) and waits until all serve clients.
+func (c *Cluster) RestartAll() error {
+	for _, m := range c.Members {
+		m.mu.Lock()
+		running := m.cmd != nil
+		m.mu.Unlock()
+		if running {
+			continue
+		}
+		if err := c.run(m, "existing"); err != nil {
+			return err
+		}
+	}
+	for _, m := range c.Members {
+		if err := m.waitHealthy(30 * time.Second); err != nil {
+			return fmt.Errorf("%w\n%s", err, c.Logs())
+		}
+	}
+	return nil
+}
+
 // Stop kills every member and removes the cluster's directory if
 // StartShared made it.
 func (c *Cluster) Stop() {
