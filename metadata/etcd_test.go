@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -47,5 +48,56 @@ func testEtcd(t *testing.T) EtcdConfig {
 	return EtcdConfig{
 		Endpoints: etcdCluster.Endpoints(),
 		Prefix:    fmt.Sprintf("test/%s-%d/", name, etcdSeq.Add(1)),
+	}
+}
+
+// TestEtcdLock: one process at a time has an etcd store open for writing;
+// read-only opens are not refused; Close hands the store on.
+func TestEtcdLock(t *testing.T) {
+	cfg := testEtcd(t)
+	a, err := OpenEtcd(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenEtcd(cfg, Options{}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second open for writing: %v, want ErrLocked", err)
+	}
+	ro, err := OpenEtcd(cfg, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only open beside a writer: %v", err)
+	}
+	ro.Close()
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := OpenEtcd(cfg, Options{})
+	if err != nil {
+		t.Fatalf("open after the holder closed: %v", err)
+	}
+	b.Close()
+}
+
+func TestParseMetaURL(t *testing.T) {
+	for _, tc := range []struct {
+		in, eps, prefix, err string
+	}{
+		{"etcd://h1:2379,h2:2380/shedfs", "[h1:2379 h2:2380]", "shedfs/", ""},
+		{"etcd://h1/a/b/", "[h1:2379]", "a/b/", ""},
+		{"etcd://h1:2379", "", "", "needs a key prefix"},
+		{"etcd://h1:2379/", "", "", "needs a key prefix"},
+		{"http://h1/x", "", "", "only etcd://"},
+		{"etcd://u:p@h1/x", "", "", "credentials"},
+		{"etcd://h1,,h2/x", "", "", "empty host"},
+	} {
+		cfg, err := ParseMetaURL(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: %v, want an error with %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || fmt.Sprint(cfg.Endpoints) != tc.eps || cfg.Prefix != tc.prefix {
+			t.Errorf("%s: %v %q %v", tc.in, cfg.Endpoints, cfg.Prefix, err)
+		}
 	}
 }

@@ -25,7 +25,7 @@ func kvEngines(t *testing.T) map[string]func(t *testing.T) KV {
 		},
 		"etcd": func(t *testing.T) KV {
 			cfg := testEtcd(t)
-			kv, err := openEtcd(cfg, nil)
+			kv, err := openEtcd(cfg, nil, false)
 			if err != nil {
 				t.Fatal(err)
 			}

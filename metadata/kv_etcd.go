@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -88,10 +90,27 @@ type etcdKV struct {
 	prefix  []byte
 	timeout time.Duration
 	log     *slog.Logger
+	// lease holds the store's lock key while this process has the store
+	// open for writing; 0 for a read-only open.
+	lease   clientv3.LeaseID
+	closing atomic.Bool
 }
 
+// etcdLockTTL is how long the lock of a process that died without closing
+// the store outlives it.
+const etcdLockTTL = 10 // seconds
+
+// etcdLockKey is the key that says which process has the store open for
+// writing. It lies outside the store's prefix, so the schema never sees
+// it.
+func etcdLockKey(prefix string) string { return strings.TrimSuffix(prefix, "/") + "#lock" }
+
 // openEtcd connects to the cluster of cfg and checks that it answers.
-func openEtcd(cfg EtcdConfig, logger *slog.Logger) (*etcdKV, error) {
+// Unless readOnly, it takes the store's lock: until many daemons can
+// serve one namespace coherently, one process at a time has a store open
+// for writing, as badger's directory lock ensures for an embedded store,
+// and the others reach it through that daemon's admin socket.
+func openEtcd(cfg EtcdConfig, logger *slog.Logger, readOnly bool) (*etcdKV, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -126,14 +145,66 @@ func openEtcd(cfg EtcdConfig, logger *slog.Logger) (*etcdKV, error) {
 		cli.Close()
 		return nil, fmt.Errorf("open etcd store %v: %w", cfg.Endpoints, etcdErr(err))
 	}
+	if !readOnly {
+		if err := e.lock(cfg.Prefix); err != nil {
+			cli.Close()
+			return nil, err
+		}
+	}
 	return e, nil
+}
+
+// lock takes the store's lock key under a lease kept alive until Close.
+func (e *etcdKV) lock(prefix string) error {
+	ctx, cancel := e.ctx()
+	defer cancel()
+	lease, err := e.cli.Grant(ctx, etcdLockTTL)
+	if err != nil {
+		return fmt.Errorf("open etcd store %s: lease: %w", prefix, etcdErr(err))
+	}
+	host, _ := os.Hostname()
+	key := etcdLockKey(prefix)
+	resp, err := e.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, fmt.Sprintf("%s pid %d", host, os.Getpid()), clientv3.WithLease(lease.ID))).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		e.cli.Revoke(ctx, lease.ID)
+		return fmt.Errorf("open etcd store %s: lock: %w", prefix, etcdErr(err))
+	}
+	if !resp.Succeeded {
+		e.cli.Revoke(ctx, lease.ID)
+		holder := "another process"
+		if rs := resp.Responses[0].GetResponseRange(); rs != nil && len(rs.Kvs) == 1 {
+			holder = string(rs.Kvs[0].Value)
+		}
+		return fmt.Errorf("open etcd store %s: held by %s: %w", prefix, holder, ErrLocked)
+	}
+	ch, err := e.cli.KeepAlive(context.Background(), lease.ID)
+	if err != nil {
+		e.cli.Revoke(ctx, lease.ID)
+		return fmt.Errorf("open etcd store %s: keep lock alive: %w", prefix, etcdErr(err))
+	}
+	e.lease = lease.ID
+	go func() {
+		for range ch {
+		}
+		// The channel closes when the client closes, or when the lease
+		// could not be renewed in time (etcd unreachable for longer than
+		// the TTL): another process may take the store then.
+		if !e.closing.Load() {
+			e.log.Warn("etcd store lock lease ended", "store", prefix)
+		}
+	}()
+	return nil
 }
 
 // OpenEtcd opens (creating if empty) the metadata of a store kept on an
 // etcd cluster, as Open does for an embedded one. Options.InMemory has no
 // meaning here and is ignored.
 func OpenEtcd(cfg EtcdConfig, opts Options) (*Store, error) {
-	kv, err := openEtcd(cfg, opts.Logger)
+	kv, err := openEtcd(cfg, opts.Logger, opts.ReadOnly)
 	if err != nil {
 		return nil, err
 	}
@@ -203,8 +274,14 @@ func (e *etcdKV) View(fn func(tx Txn) error) error {
 // members has it on disk.
 func (e *etcdKV) Sync() error { return nil }
 
-// Close closes the client.
+// Close releases the lock and closes the client.
 func (e *etcdKV) Close() error {
+	e.closing.Store(true)
+	if e.lease != 0 {
+		ctx, cancel := e.ctx()
+		e.cli.Revoke(ctx, e.lease)
+		cancel()
+	}
 	if err := e.cli.Close(); err != nil {
 		return fmt.Errorf("close etcd client: %w", err)
 	}
