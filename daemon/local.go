@@ -516,7 +516,7 @@ func (l *Local) Status(ctx context.Context) (*Status, error) {
 	if err != nil {
 		return nil, asError(err, "list groups")
 	}
-	st := &Status{Store: l.st.Dir, Views: []ViewInfo{}, Locks: []LockInfo{}, Users: len(users), Groups: len(groups)}
+	st := &Status{Store: l.st.Location().String(), Views: []ViewInfo{}, Locks: []LockInfo{}, Users: len(users), Groups: len(groups)}
 	rec, err := l.st.Meta.LastCheck()
 	switch {
 	case err != nil:

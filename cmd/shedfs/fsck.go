@@ -30,7 +30,11 @@ func runFsck(c *cli.Context) error {
 		return err
 	}
 	dry := c.Bool("dry-run")
-	st, err := daemon.OpenStore(c.String("store"), daemon.OpenOptions{NoRecover: true, ReadOnly: dry, Logger: log})
+	loc, err := location(c)
+	if err != nil {
+		return err
+	}
+	st, err := daemon.Open(loc, daemon.OpenOptions{NoRecover: true, ReadOnly: dry, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -73,6 +73,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		HideHelpCommand: true,
 	}
 	quietUsageErrors(app.Commands)
+	addMetaFlags(app.Commands)
 	return app
 }
 

@@ -70,7 +70,7 @@ func runMount(c *cli.Context) error {
 	if err := s.d.StartAdmin(); err != nil {
 		log.Warn("admin API unavailable; admin commands will fail while this view is mounted", "err", err)
 	}
-	log.Info("view mounted", "user", user, "mountpoint", mnt, "store", s.st.Dir)
+	log.Info("view mounted", "user", user, "mountpoint", mnt, "store", s.st.Location())
 
 	select {
 	case <-ctx.Done():

@@ -55,7 +55,7 @@ func runServe(c *cli.Context) error {
 		s.close()
 		return err
 	}
-	log.Info("serving", "store", s.st.Dir, "mount_root", c.String("mount-root"), "views", len(s.d.Views()))
+	log.Info("serving", "store", s.st.Location(), "mount_root", c.String("mount-root"), "views", len(s.d.Views()))
 	<-ctx.Done()
 	stopSignals()
 	log.Info("stopping: unmounting every view")

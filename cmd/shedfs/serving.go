@@ -43,7 +43,11 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 			return nil, err
 		}
 	}
-	if s.st, err = daemon.OpenStore(c.String("store"), daemon.OpenOptions{Create: true, Logger: log}); err != nil {
+	loc, err := location(c)
+	if err != nil {
+		return nil, err
+	}
+	if s.st, err = daemon.Open(loc, daemon.OpenOptions{Create: true, Logger: log}); err != nil {
 		return nil, err
 	}
 	if s.rec, err = startAudit(c, s.st, log); err != nil {

@@ -1,0 +1,167 @@
+package integration
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/shedfs/shedfs/internal/etcdtest"
+)
+
+// etcdStore is a store whose metadata is on a real etcd cluster: the
+// flags every command takes to reach it.
+type etcdStore struct {
+	cluster *etcdtest.Cluster
+	args    []string // --meta URL --blobs DIR
+	socket  string
+}
+
+func newEtcdStore(t *testing.T, c *etcdtest.Cluster) *etcdStore {
+	t.Helper()
+	dir := t.TempDir()
+	meta := "etcd://" + strings.Join(c.Endpoints(), ",") + "/" + strings.ReplaceAll(t.Name(), "/", "_")
+	return &etcdStore{
+		cluster: c,
+		args:    []string{"--meta", meta, "--blobs", filepath.Join(dir, "blobs")},
+		socket:  filepath.Join(dir, "admin.sock"),
+	}
+}
+
+func (s *etcdStore) cli(t *testing.T, args ...string) string {
+	t.Helper()
+	return adminOK(t, append(args, s.args...)...)
+}
+
+// mount mounts user's view of the store with its own admin socket.
+func (s *etcdStore) mount(t *testing.T, user string, extra ...string) *View {
+	t.Helper()
+	args := append([]string{"mount", "--user", user, "--admin-socket", s.socket}, s.args...)
+	v := launchView(t, newMountpoint(t), nil, append(args, extra...))
+	v.User = user
+	v.waitMounted()
+	return v
+}
+
+// TestEtcdStore runs a view on a store whose metadata is on a 3-member
+// etcd cluster: files, directories, renames and the quota work as on the
+// embedded store; what was written is there after a remount; fsck finds
+// it clean; one member down changes nothing; with every member down a
+// callback fails with EIO within --meta-timeout, and the view recovers
+// by itself when the members return.
+func TestEtcdStore(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	s := newEtcdStore(t, c)
+	s.cli(t, "user", "add", "alice")
+	s.cli(t, "user", "add", "bob")
+	s.cli(t, "group", "add", "team-alpha")
+	s.cli(t, "group", "add-member", "team-alpha", "alice", "bob")
+	s.cli(t, "quota", "set", "user:alice", "--bytes", "1MiB")
+
+	v := s.mount(t, "alice", "--meta-timeout", "2s")
+	data := bytes.Repeat([]byte("etcd"), 5000)
+	mustMkdir(t, v.Path("dir"), 0o755)
+	mustWrite(t, v.Path("dir", "a"), data, 0o644)
+	wantOK(t, "rename", os.Rename(v.Path("dir", "a"), v.Path("dir", "b")))
+	mustWrite(t, v.Path("share", "note"), []byte("shared"), 0o644)
+	mustWrite(t, v.Path("groups", "team-alpha", "plan"), []byte("plan"), 0o644)
+	if got := mustRead(t, v.Path("dir", "b")); !bytes.Equal(got, data) {
+		t.Fatal("dir/b: contents differ")
+	}
+	out, err := runToolErr("dd", "if=/dev/zero", "of="+v.Path("big"), "bs=64k", "count=64")
+	wantSaid(t, "dd 4 MiB past a 1 MiB quota", out, exitCode(err), "Disk quota exceeded")
+	wantOK(t, "rm big", os.Remove(v.Path("big")))
+
+	// The admin socket of the daemon answers; the status names the store.
+	if st := adminOK(t, "status", "--admin-socket", s.socket, "--meta", s.args[1], "--blobs", s.args[3]); !strings.Contains(st, "etcd://") {
+		t.Errorf("status does not name the etcd store:\n%s", st)
+	}
+
+	// A second daemon on the same store is refused (one line) until
+	// many daemons can serve one namespace; commands reach this one
+	// through its admin socket.
+	out3, errOut3, code3 := runCLI(t, append([]string{"user", "add", "carol"}, s.args...)...)
+	if code3 == 0 || !strings.Contains(errOut3, "locked") {
+		t.Errorf("a second process opening the etcd store for writing: exit %d, want a refusal naming the lock\n%s%s", code3, out3, errOut3)
+	}
+	checkOneLine(t, "second open", errOut3)
+	adminOK(t, append([]string{"user", "add", "carol", "--admin-socket", s.socket}, s.args...)...)
+
+	// One member down: nothing changes for the view.
+	c.Kill(c.Members[0])
+	mustWrite(t, v.Path("dir", "one-down"), []byte("x"), 0o644)
+	if err := c.Restart(c.Members[0]); err != nil {
+		t.Fatal(err)
+	}
+
+	// Every member down: a callback that needs the metadata fails with
+	// EIO after the timeout instead of hanging.
+	for _, m := range c.Members {
+		c.Kill(m)
+	}
+	start := time.Now()
+	err = os.WriteFile(v.Path("dir", "no-quorum"), []byte("x"), 0o644)
+	took := time.Since(start)
+	wantErrno(t, "create with no etcd member up", err, unix.EIO)
+	if took > 15*time.Second {
+		t.Errorf("create with no etcd member up took %v, want about --meta-timeout (2s)", took)
+	}
+	t.Logf("create with no etcd member up failed after %v", took)
+	if err := c.RestartAll(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err = os.WriteFile(v.Path("dir", "back"), []byte("back"), 0o644)
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	wantOK(t, "create after the members returned", err)
+
+	// Remount: everything is still there.
+	v.Stop()
+	v = s.mount(t, "alice")
+	for p, want := range map[string]string{
+		"dir/b": string(data), "share/note": "shared", "groups/team-alpha/plan": "plan", "dir/one-down": "x", "dir/back": "back",
+	} {
+		if got := mustRead(t, v.Path(strings.Split(p, "/")...)); string(got) != want {
+			t.Errorf("%s after remount: %q", p, truncate(got, 20))
+		}
+	}
+	if _, err := os.Lstat(v.Path("dir", "a")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("dir/a after the rename and a remount: %v", err)
+	}
+	v.Stop()
+	out2, errOut, code := runCLI(t, append([]string{"fsck", "--dry-run"}, s.args...)...)
+	if code != 0 || !hasCleanLine(out2+errOut) {
+		t.Errorf("fsck --dry-run on etcd: exit %d\n%s%s", code, out2, errOut)
+	}
+}
+
+// TestEtcdFlags: the metadata flags refuse what names no store or two,
+// with one line and a non-zero exit.
+func TestEtcdFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"user", "list", "--meta", "etcd://127.0.0.1:1/x"}, "--meta needs --blobs"},
+		{[]string{"user", "list", "--meta", "etcd://127.0.0.1:1", "--blobs", "/tmp/x"}, "needs a key prefix"},
+		{[]string{"user", "list", "--meta", "http://127.0.0.1:1/x", "--blobs", "/tmp/x"}, "only etcd:// is known"},
+		{[]string{"user", "list", "--meta", "etcd://127.0.0.1:1/x", "--blobs", "/tmp/x", "--store", "/tmp/y"}, "not both"},
+	} {
+		out, errOut, code := runCLI(t, tc.args...)
+		if code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("shedfs %s: exit %d, want a line with %q\n%s%s", strings.Join(tc.args, " "), code, tc.want, out, errOut)
+		}
+		checkOneLine(t, fmt.Sprint(tc.args), errOut)
+	}
+}

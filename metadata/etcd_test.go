@@ -1,0 +1,103 @@
+package metadata
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/shedfs/shedfs/internal/etcdtest"
+)
+
+// The metadata tests share one 3-member etcd cluster, started on first use
+// and stopped by TestMain; each test gets a key prefix of its own.
+var (
+	etcdOnce     sync.Once
+	etcdCluster  *etcdtest.Cluster
+	etcdErrStart error
+	etcdSeq      atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if etcdCluster != nil {
+		etcdCluster.Stop()
+	}
+	os.Exit(code)
+}
+
+// testEtcd returns the config of a fresh, empty store prefix on the shared
+// cluster. Without etcd installed it fails under CI=true and skips
+// otherwise.
+func testEtcd(t *testing.T) EtcdConfig {
+	t.Helper()
+	if !etcdtest.Available() {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is missing: .ci/run installs Debian's etcd-server", etcdtest.Binary)
+		}
+		t.Skipf("%s is missing (apt-get install etcd-server)", etcdtest.Binary)
+	}
+	etcdOnce.Do(func() { etcdCluster, etcdErrStart = etcdtest.StartShared(3) })
+	if etcdErrStart != nil {
+		t.Fatalf("start etcd: %v", etcdErrStart)
+	}
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	return EtcdConfig{
+		Endpoints: etcdCluster.Endpoints(),
+		Prefix:    fmt.Sprintf("test/%s-%d/", name, etcdSeq.Add(1)),
+	}
+}
+
+// TestEtcdLock: one process at a time has an etcd store open for writing;
+// read-only opens are not refused; Close hands the store on.
+func TestEtcdLock(t *testing.T) {
+	cfg := testEtcd(t)
+	a, err := OpenEtcd(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenEtcd(cfg, Options{}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second open for writing: %v, want ErrLocked", err)
+	}
+	ro, err := OpenEtcd(cfg, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only open beside a writer: %v", err)
+	}
+	ro.Close()
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := OpenEtcd(cfg, Options{})
+	if err != nil {
+		t.Fatalf("open after the holder closed: %v", err)
+	}
+	b.Close()
+}
+
+func TestParseMetaURL(t *testing.T) {
+	for _, tc := range []struct {
+		in, eps, prefix, err string
+	}{
+		{"etcd://h1:2379,h2:2380/shedfs", "[h1:2379 h2:2380]", "shedfs/", ""},
+		{"etcd://h1/a/b/", "[h1:2379]", "a/b/", ""},
+		{"etcd://h1:2379", "", "", "needs a key prefix"},
+		{"etcd://h1:2379/", "", "", "needs a key prefix"},
+		{"http://h1/x", "", "", "only etcd://"},
+		{"etcd://u:p@h1/x", "", "", "credentials"},
+		{"etcd://h1,,h2/x", "", "", "empty host"},
+	} {
+		cfg, err := ParseMetaURL(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%s: %v, want an error with %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || fmt.Sprint(cfg.Endpoints) != tc.eps || cfg.Prefix != tc.prefix {
+			t.Errorf("%s: %v %q %v", tc.in, cfg.Endpoints, cfg.Prefix, err)
+		}
+	}
+}
