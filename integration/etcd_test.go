@@ -165,3 +165,49 @@ func TestEtcdFlags(t *testing.T) {
 		checkOneLine(t, fmt.Sprint(tc.args), errOut)
 	}
 }
+
+// TestMigrateToEtcd moves a store that views have written to etcd with
+// `shedfs migrate`: a view of the etcd store reads the same files, with
+// the same owners and modes, and fsck finds it clean.
+func TestMigrateToEtcd(t *testing.T) {
+	store := newStore(t)
+	adminOK(t, "user", "add", "alice", "--store", store)
+	adminOK(t, "user", "add", "bob", "--store", store)
+	v := startView(t, store, "alice")
+	mustMkdir(t, v.Path("src"), 0o755)
+	data := bytes.Repeat([]byte("migrate"), 3000)
+	mustWrite(t, v.Path("src", "a"), data, 0o600)
+	mustWrite(t, v.Path("share", "s"), []byte("shared"), 0o644)
+	if err := unix.Setxattr(v.Path("share", "s"), "user.shedfs.mode", []byte("owner_ro"), 0); err != nil {
+		t.Fatal(err)
+	}
+	v.Stop()
+
+	c := etcdtest.Start(t, 3)
+	meta := "etcd://" + strings.Join(c.Endpoints(), ",") + "/migrated"
+	out := adminOK(t, "migrate", "--from", store, "--to", meta)
+	if !strings.Contains(out, "migrated") {
+		t.Errorf("migrate said:\n%s", out)
+	}
+	adminFails(t, "not empty", "migrate", "--from", store, "--to", meta)
+
+	blobs := filepath.Join(store, "blobs")
+	e := &etcdStore{cluster: c, args: []string{"--meta", meta, "--blobs", blobs}, socket: filepath.Join(t.TempDir(), "admin.sock")}
+	w := e.mount(t, "alice")
+	if got := mustRead(t, w.Path("src", "a")); !bytes.Equal(got, data) {
+		t.Error("src/a differs after the migration")
+	}
+	if got, err := getxattr(w.Path("share", "s"), "user.shedfs.mode"); err != nil || got != "owner_ro" {
+		t.Errorf("mode of share/s after the migration: %q %v", got, err)
+	}
+	fi, err := os.Stat(w.Path("src", "a"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("src/a after the migration: %v %v", fi, err)
+	}
+	mustWrite(t, w.Path("src", "new"), []byte("on etcd"), 0o644)
+	w.Stop()
+	out2, errOut, code := runCLI(t, append([]string{"fsck", "--dry-run"}, e.args...)...)
+	if code != 0 || !hasCleanLine(out2+errOut) {
+		t.Errorf("fsck --dry-run after the migration: exit %d\n%s%s", code, out2, errOut)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -98,6 +99,60 @@ func TestParseMetaURL(t *testing.T) {
 		}
 		if err != nil || fmt.Sprint(cfg.Endpoints) != tc.eps || cfg.Prefix != tc.prefix {
 			t.Errorf("%s: %v %q %v", tc.in, cfg.Endpoints, cfg.Prefix, err)
+		}
+	}
+}
+
+// TestMigrateToEtcd: a store copied to etcd reads the same, opens clean,
+// passes a check, and a second copy to the same prefix is refused.
+func TestMigrateToEtcd(t *testing.T) {
+	meta := filepath.Join(t.TempDir(), "meta")
+	src, err := Open(meta, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := src.ShareRoot()
+	d := must[*Inode](t)(src.Create(root, "d", dir(), nil))
+	f := must[*Inode](t)(src.Create(d.Ino, "f", file(0o644), nil))
+	if err := src.SetXattr(f.Ino, "user.x", []byte("v"), 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testEtcd(t)
+	st, err := MigrateToEtcd(meta, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Records < 8 {
+		t.Fatalf("migrated %d records", st.Records)
+	}
+	if _, err := MigrateToEtcd(meta, cfg, nil); err == nil || !strings.Contains(err.Error(), "not empty") {
+		t.Fatalf("second migration to the same prefix: %v", err)
+	}
+	dst, err := OpenEtcd(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	if !dst.WasClean() || dst.ShareRoot() != root {
+		t.Fatalf("migrated store: clean %v, share root %d want %d", dst.WasClean(), dst.ShareRoot(), root)
+	}
+	n := must[*Inode](t)(dst.Lookup(d.Ino, "f"))
+	if n.Ino != f.Ino {
+		t.Fatalf("d/f is inode %d on etcd, %d before", n.Ino, f.Ino)
+	}
+	if v, err := dst.GetXattr(f.Ino, "user.x"); err != nil || string(v) != "v" {
+		t.Fatalf("xattr after migration: %q %v", v, err)
+	}
+	rep, err := dst.Check(dirBlobs{t.TempDir()}, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range rep.Problems {
+		if p.Kind != "missing-blob" {
+			t.Errorf("check after migration: %+v", p)
 		}
 	}
 }
