@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -284,31 +285,47 @@ func (m *Member) waitHealthy(limit time.Duration) error {
 	}
 }
 
+// Leader returns the member that leads the cluster now, nil if none
+// says so (read from each member's /metrics).
+func (c *Cluster) Leader() *Member {
+	for _, m := range c.Members {
+		body, err := m.get(context.Background(), "/metrics")
+		if err == nil && strings.Contains(body, "\netcd_server_is_leader 1") {
+			return m
+		}
+	}
+	return nil
+}
+
 func (m *Member) health(ctx context.Context) error {
+	body, err := m.get(ctx, "/health")
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(body, `"health":"true"`) {
+		return errors.New("not healthy yet")
+	}
+	return nil
+}
+
+// get fetches path from m's client URL over HTTP/1.0.
+func (m *Member) get(ctx context.Context, path string) (string, error) {
 	addr := strings.TrimPrefix(m.ClientURL, "http://")
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := fmt.Fprintf(conn, "GET /health HTTP/1.0\r\nHost: %s\r\n\r\n", addr); err != nil {
-		return err
+	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", path, addr); err != nil {
+		return "", err
 	}
-	buf := make([]byte, 4096)
-	n, _ := conn.Read(buf)
-	for n < len(buf) {
-		k, err := conn.Read(buf[n:])
-		n += k
-		if err != nil {
-			break
-		}
+	data, err := io.ReadAll(conn)
+	if len(data) == 0 && err != nil {
+		return "", err
 	}
-	if !strings.Contains(string(buf[:n]), `"health":"true"`) {
-		return errors.New("not healthy yet")
-	}
-	return nil
+	return string(data), nil
 }
 
 // freeURL returns a localhost URL with a port nobody listens on now.
