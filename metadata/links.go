@@ -20,9 +20,14 @@ func linkKey(id string) []byte { return strKey(pLink, id) }
 // links package's ID string); the token that opens it is signed with the
 // store's link key and is not kept.
 type Link struct {
-	ID        string    `json:"id"`
-	User      string    `json:"user"`
-	Ino       uint64    `json:"ino"`
+	ID   string `json:"id"`
+	User string `json:"user"`
+	Ino  uint64 `json:"ino"`
+	// Dir and Name are where the inode was when the link was made (Dir 0
+	// for a directory, which knows its parent): a file's current name
+	// is looked up in Dir, and Name stands in when it moved elsewhere.
+	Dir       uint64    `json:"dir,omitempty"`
+	Name      string    `json:"name,omitempty"`
 	Created   time.Time `json:"created"`
 	Expires   time.Time `json:"expires"`
 	Downloads uint64    `json:"downloads,omitempty"`
