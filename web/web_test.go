@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,9 +32,22 @@ type fixture struct {
 	rec   *events
 }
 
-type events struct{ list []fusefs.Event }
+type events struct {
+	mu   sync.Mutex
+	list []fusefs.Event
+}
 
-func (e *events) Record(ev fusefs.Event) { e.list = append(e.list, ev) }
+func (e *events) Record(ev fusefs.Event) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.list = append(e.list, ev)
+}
+
+func (e *events) all() []fusefs.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]fusefs.Event(nil), e.list...)
+}
 
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
@@ -186,12 +200,13 @@ func TestFileLink(t *testing.T) {
 	if resp, body := f.get(info.URL, "Accept", "application/json"); resp.StatusCode != 403 || !strings.Contains(body, `"status": 403`) {
 		t.Errorf("revoked: %d %q", resp.StatusCode, body)
 	}
-	last := f.rec.list[len(f.rec.list)-1]
+	evs := f.rec.all()
+	last := evs[len(evs)-1]
 	if last.Op != OpDownload || last.Link != info.ID || last.Reason != ruleRevoked || last.Client == "" || last.Errno != syscall.EACCES {
 		t.Errorf("audit event = %+v", last)
 	}
-	if f.rec.list[0].Path != "/output/report.html" || f.rec.list[0].User != "alice" || f.rec.list[0].Errno != 0 {
-		t.Errorf("first audit event = %+v", f.rec.list[0])
+	if evs[0].Path != "/output/report.html" || evs[0].User != "alice" || evs[0].Errno != 0 {
+		t.Errorf("first audit event = %+v", evs[0])
 	}
 }
 
