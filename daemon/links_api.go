@@ -145,7 +145,10 @@ func (l *Local) RevokeLink(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	return asError(svc.Revoke(id), fmt.Sprintf("no link %s", id))
+	if err := svc.Revoke(id); err != nil {
+		return asError(err, fmt.Sprintf("no link %s", id))
+	}
+	return nil
 }
 
 // RotateLinkKey replaces the link key.
@@ -154,7 +157,10 @@ func (l *Local) RotateLinkKey(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return asError(svc.RotateKey(), "rotate the link key")
+	if err := svc.RotateKey(); err != nil {
+		return asError(err, "rotate the link key")
+	}
+	return nil
 }
 
 // LinkSettings shows or changes the default lifetime.
