@@ -262,10 +262,10 @@ func (s *Service) within(dir, root uint64) bool {
 // the directory it was linked in, else the name it had then.
 func (s *Service) rootName(l metadata.Link, rec *metadata.Inode) string {
 	if rec.IsDir() {
-		if p := s.dirPath(rec.Ino); p != "" {
+		if p := s.dirPath(rec.Ino); p != "" && p != "." {
 			return path.Base(p)
 		}
-		return "folder"
+		return l.User
 	}
 	if n := s.nameIn(l.Dir, l.Ino); n != "" {
 		return n

@@ -337,7 +337,8 @@ func (s *Service) dirPath(ino uint64) string {
 		}
 		if d.Parent == 0 {
 			slicesReverse(names)
-			return path.Join(append([]string{zones.RootPath(d.Zone)}, names...)...)
+			// The private root is the view root: ".".
+			return path.Join(append([]string{".", zones.RootPath(d.Zone)}, names...)...)
 		}
 		name := s.nameIn(d.Parent, ino)
 		if name == "" {

@@ -371,3 +371,33 @@ func TestConcurrencyCap(t *testing.T) {
 		t.Fatalf("over the cap: %d", resp.StatusCode)
 	}
 }
+
+func TestPurgeAndPrivateRoot(t *testing.T) {
+	f := newFixture(t)
+	info, err := f.svc.Create("alice", f.alice.Roots.Private, 0, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Path != "." {
+		t.Errorf("path of the view root: %q", info.Path)
+	}
+	if _, body := f.get(info.URL); !strings.Contains(body, "<title>alice</title>") {
+		t.Errorf("view root page: %s", body)
+	}
+	// Listen purges at once: the link expired an hour later is gone.
+	f.now = f.now.Add(2 * time.Hour)
+	if _, err := f.svc.Listen("127.0.0.1:0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.svc.Shutdown(t.Context()) })
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := f.st.GetLink(info.ID); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("expired link not purged")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
