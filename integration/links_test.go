@@ -24,23 +24,7 @@ import (
 // daemon with its metrics address (from its log).
 func startLinkServe(t *testing.T, store string, users ...string) (*serveDaemon, string) {
 	t.Helper()
-	root := newMountpoint(t)
-	t.Cleanup(func() {
-		for _, m := range mounts() {
-			if strings.HasPrefix(m.point, root+"/") {
-				t.Errorf("%s still mounted after serve stopped", m.point)
-				lazyUnmount(m.point)
-				abortConnection(m.minor)
-			}
-		}
-	})
-	v := launchView(t, root, nil, []string{"serve", "--store", store, "--http", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--mount-root"})
-	v.Store = store
-	s := &serveDaemon{View: v, Root: root}
-	for _, u := range users {
-		s.waitView(u)
-	}
-	s.waitSocket()
+	s := startServeWith(t, store, []string{"--http", "127.0.0.1:0", "--metrics", "127.0.0.1:0"}, users...)
 	m := regexp.MustCompile(`msg="metrics listening" addr=(\S+)`).FindStringSubmatch(s.Stderr())
 	if m == nil {
 		t.Fatalf("no metrics address in the log:\n%s", s.Stderr())
