@@ -263,6 +263,10 @@ func TestLinks(t *testing.T) {
 		t.Errorf("shedfs_http_bytes_served_total = %s, want at least %d", served[1], 2*len(data))
 	}
 	t.Run("browser", func(t *testing.T) { browserCheck(t, s, folder) })
+
+	// A new key ends every link.
+	adminOK(t, "link", "rotate-key", "--store", store)
+	wantStatus(t, "folder link after rotate-key", folder, http.StatusForbidden)
 }
 
 // TestLinkWithoutHTTP: a daemon without --http makes no links.

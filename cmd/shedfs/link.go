@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -29,6 +30,12 @@ func (s *serving) openLinks(c *cli.Context, fsOpts *fusefs.Options) error {
 			return errors.New("--public-url needs --http")
 		}
 		return nil
+	}
+	if p := c.String("public-url"); p != "" {
+		u, err := url.Parse(p)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("--public-url %q: give an http or https URL such as https://files.example.org", p)
+		}
 	}
 	opts := web.Options{Store: s.st.Meta, Blobs: s.st.Blobs, Dir: s.st.Dir, PublicURL: c.String("public-url"), Logger: s.log}
 	if s.rec != nil {
