@@ -110,6 +110,8 @@ func (l *Local) CreateLink(ctx context.Context, req LinkCreateRequest) (*LinkInf
 	switch {
 	case errors.Is(err, web.ErrNotServing):
 		return nil, errorf(CodeInvalid, "%v", err)
+	case errors.Is(err, syscall.ENOSPC):
+		return nil, errorf(CodeNoSpace, "link to %s: %v", rel, err)
 	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM), errors.Is(err, syscall.ENOTSUP):
 		return nil, errorf(CodeForbidden, "%s cannot share %s: %v", req.User, rel, err)
 	case err != nil:

@@ -95,9 +95,7 @@ func (s *Service) serveLink(w http.ResponseWriter, r *http.Request) {
 		s.file(w, r, t)
 		if cw != nil && r.Method == http.MethodGet && (cw.code() == http.StatusOK || cw.code() == http.StatusPartialContent) {
 			s.metrics.downloads.Inc()
-			if err := s.store.CountDownload(t.link.ID); err != nil && !errors.Is(err, syscall.ENOENT) {
-				s.log.Warn("count link download", "link", t.link.ID, "err", err)
-			}
+			s.countDownload(t.link.ID)
 		}
 	}
 	if cw != nil {
@@ -107,6 +105,17 @@ func (s *Service) serveLink(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.record(ev)
+}
+
+// countDownload adds a download to the link's record, unless the store's
+// disk is down to what its metadata needs.
+func (s *Service) countDownload(id string) {
+	if s.opts.Space != nil && s.opts.Space.Short() {
+		return
+	}
+	if err := s.store.CountDownload(id); err != nil && !errors.Is(err, syscall.ENOENT) {
+		s.log.Warn("count link download", "link", id, "err", err)
+	}
 }
 
 func (s *Service) record(e fusefs.Event) {

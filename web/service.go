@@ -56,7 +56,22 @@ type Options struct {
 	PurgeInterval time.Duration
 	// Now is the clock (tests); nil is time.Now.
 	Now func() time.Time
+	// Space admits the store's growth by a new link record, as it does
+	// every other (space.Guard): below the free-space mark no link is
+	// made and downloads go uncounted. Nil admits everything.
+	Space Space
 }
+
+// Space is what the link server needs of the store's disk guard
+// (space.Guard): admission of a new record, and whether the disk is down
+// to what the metadata engine needs.
+type Space interface {
+	Admit(bytes, inodes int64) acl.Decision
+	Short() bool
+}
+
+// linkRecordSize is what a link record may add to the store, for Space.
+const linkRecordSize = 512
 
 // Service makes, lists and revokes links, and serves them (server.go).
 type Service struct {
@@ -228,6 +243,11 @@ func (s *Service) Create(user string, ino, dir uint64, ttl time.Duration) (*Info
 	}
 	if !rec.IsRegular() && !rec.IsDir() {
 		return nil, fmt.Errorf("link to inode %d: only files and folders can be linked: %w", ino, syscall.ENOTSUP)
+	}
+	if s.opts.Space != nil {
+		if d := s.opts.Space.Admit(linkRecordSize, 0); !d.Allowed() {
+			return nil, fmt.Errorf("link for %s: %s: %w", user, d.Reason, d.Errno)
+		}
 	}
 	key, err := s.signingKey()
 	if err != nil {

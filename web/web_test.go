@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/blobs"
 	"github.com/shedfs/shedfs/fusefs"
 	"github.com/shedfs/shedfs/metadata"
@@ -399,5 +401,33 @@ func TestPurgeAndPrivateRoot(t *testing.T) {
 			t.Fatal("expired link not purged")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// fullDisk is a store disk below the free-space mark.
+type fullDisk struct{}
+
+func (fullDisk) Admit(bytes, inodes int64) acl.Decision {
+	return acl.Decision{Errno: syscall.ENOSPC, Reason: acl.ReasonStoreFull}
+}
+func (fullDisk) Short() bool { return true }
+
+func TestFullDisk(t *testing.T) {
+	f := newFixture(t)
+	n := f.write(f.alice.Roots.Private, "f", "x")
+	info, err := f.svc.Create("alice", n.Ino, f.alice.Roots.Private, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.svc.opts.Space = fullDisk{}
+	if _, err := f.svc.Create("alice", n.Ino, f.alice.Roots.Private, time.Hour); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("a link on a full disk: %v, want ENOSPC", err)
+	}
+	// Downloads are served, not counted.
+	if resp, _ := f.get(info.URL); resp.StatusCode != 200 {
+		t.Fatalf("download on a full disk: %d", resp.StatusCode)
+	}
+	if l, err := f.st.GetLink(info.ID); err != nil || l.Downloads != 0 {
+		t.Fatalf("downloads counted on a full disk: %+v %v", l, err)
 	}
 }

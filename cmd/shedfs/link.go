@@ -41,6 +41,9 @@ func (s *serving) openLinks(c *cli.Context, fsOpts *fusefs.Options) error {
 	if s.rec != nil {
 		opts.Recorder = s.rec
 	}
+	if s.st.Space != nil {
+		opts.Space = s.st.Space
+	}
 	if s.reg != nil {
 		opts.Registerer = s.reg
 	}
