@@ -326,7 +326,10 @@ func (s *Service) file(w http.ResponseWriter, r *http.Request, t target) {
 	if r.URL.Query().Get("download") == "1" {
 		disp = "attachment"
 	}
-	h.Set("Content-Disposition", mime.FormatMediaType(disp, map[string]string{"filename": t.name}))
+	if v := mime.FormatMediaType(disp, map[string]string{"filename": t.name}); v != "" {
+		disp = v
+	}
+	h.Set("Content-Disposition", disp)
 	http.ServeContent(w, r, t.name, t.rec.Mtime, content)
 }
 
