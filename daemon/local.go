@@ -13,6 +13,7 @@ import (
 	"github.com/shedfs/shedfs/fusefs"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/quota"
+	"github.com/shedfs/shedfs/web"
 )
 
 // viewHooks is how a running daemon learns about changes to the set of
@@ -54,6 +55,9 @@ type Local struct {
 	// so pending bytes of open files count; without a daemon nothing is
 	// pending.
 	acct *quota.Accountant
+	// links is the share-by-link service (links_api.go).
+	links   *web.Service
+	linksMu sync.Mutex
 
 	// mu serialises changes, so that a user is never removed while its
 	// view is being mounted, or added twice at once.

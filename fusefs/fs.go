@@ -53,6 +53,9 @@ type Options struct {
 	// Space admits growth of the store by the room left on its disk
 	// (space.Guard); nil admits everything.
 	Space Space
+	// Links makes the links getxattr user.shedfs.link returns; nil when
+	// the daemon serves no links (no --http): ENOTSUP.
+	Links Links
 }
 
 // Space is what the callbacks need of the store's disk guard: whether

@@ -26,6 +26,10 @@ type Event struct {
 	Errno  syscall.Errno // 0 for a change that happened
 	Reason string        // the acl reason of a denial
 	Bytes  int64         // bytes written, for write events
+	// Link and Client are, for share-by-link requests, the link's ID
+	// and the address of the HTTP client.
+	Link   string
+	Client string
 }
 
 // Recorder receives events. It must not block: the callback path calls it

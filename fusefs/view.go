@@ -47,6 +47,9 @@ type View struct {
 	// other views (guarded by notifier.waitMu).
 	queue   viewQueue
 	waiting int
+
+	// links is the view's share-by-link state (links.go).
+	links viewLinks
 }
 
 // groupsIno is the synthetic inode number of groups/, which has no record

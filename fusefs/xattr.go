@@ -24,6 +24,9 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (_ uint32
 	if e := n.visible(acl.OpRead); e != 0 {
 		return 0, e
 	}
+	if acl.IsLinkXattr(attr) {
+		return n.getLinkXattr(attr, dest)
+	}
 	var val []byte
 	if acl.IsShedfsXattr(attr) {
 		rec, e := n.load()
@@ -59,6 +62,9 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (_ uint32
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) (errno syscall.Errno) {
 	defer n.v.fs.track("setxattr", n.zone, time.Now(), &errno)
 	f := n.v.fs
+	if attr == acl.XattrLinkTTL {
+		return n.setLinkTTL(string(data))
+	}
 	rec, e := n.load()
 	if e != 0 {
 		return e

@@ -61,6 +61,10 @@ type AuditRecord struct {
 	// Rule is the acl reason of a denial: what an operator reads.
 	Rule  string `json:"rule,omitempty"`
 	Bytes int64  `json:"bytes,omitempty"`
+	// Link and Client are, for a share-by-link request (op download),
+	// the link's ID and the HTTP client's address.
+	Link   string `json:"link,omitempty"`
+	Client string `json:"client,omitempty"`
 	// Dropped is, in an OpAuditOverflow record, how many events were lost
 	// since the previous such record.
 	Dropped uint64 `json:"dropped,omitempty"`
@@ -83,6 +87,8 @@ type auditValue struct {
 	Rule    string `json:"w,omitempty"`
 	Bytes   int64  `json:"b,omitempty"`
 	Dropped uint64 `json:"n,omitempty"`
+	Link    string `json:"l,omitempty"`
+	Client  string `json:"c,omitempty"`
 }
 
 // AuditFilter selects records. Zero fields select everything.
@@ -167,6 +173,8 @@ func decodeAudit(k, v []byte) (AuditRecord, error) {
 		Rule:    av.Rule,
 		Bytes:   av.Bytes,
 		Dropped: av.Dropped,
+		Link:    av.Link,
+		Client:  av.Client,
 	}, nil
 }
 
@@ -222,6 +230,7 @@ func (s *Store) appendAudit(records []AuditRecord) error {
 			av := auditValue{
 				User: r.User, Zone: r.Zone, Path: r.Path, Op: r.Op,
 				Result: r.Result, Rule: r.Rule, Bytes: r.Bytes, Dropped: r.Dropped,
+				Link: r.Link, Client: r.Client,
 			}
 			if r.View != r.User {
 				av.View = r.View

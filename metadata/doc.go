@@ -35,6 +35,7 @@
 //	'S' "shareroot"              inode of the share root, u64 BE
 //	'S' "settings"               Settings (default limits, max file size), JSON
 //	'S' "inokey"                 16 random bytes: the key of the inode number permutation
+//	'L' id                       share-by-link record (Link: user, inode, created, expires, downloads), JSON
 //	'A' nanos seq                audit record (unix nanos u64 BE, seq u32 BE), short-named JSON; bare 'A': record count, u64 BE
 //
 // Holders are "user:<name>", "group:<name>" and "share". Zone roots are

@@ -62,6 +62,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			statusCommand(),
 			fsckCommand(),
 			auditCommand(),
+			linkCommand(),
 			migrateCommand(),
 			versionCommand(),
 		},

@@ -60,6 +60,10 @@ func runMount(c *cli.Context) error {
 		s.stop()
 		return err
 	}
+	if err := s.startLinks(c); err != nil {
+		s.stop()
+		return err
+	}
 	done, err := s.d.Mount(user, mnt, s.view)
 	if err != nil {
 		s.stop()

@@ -51,6 +51,10 @@ func runServe(c *cli.Context) error {
 		s.stop()
 		return err
 	}
+	if err := s.startLinks(c); err != nil {
+		s.stop()
+		return err
+	}
 	if err := s.d.Start(ctx); err != nil {
 		s.close()
 		return err

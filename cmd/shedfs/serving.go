@@ -10,6 +10,7 @@ import (
 	"github.com/shedfs/shedfs/audit"
 	"github.com/shedfs/shedfs/daemon"
 	"github.com/shedfs/shedfs/fusefs"
+	"github.com/shedfs/shedfs/web"
 )
 
 // serving is what serve and mount share: the open store, the FUSE options
@@ -22,6 +23,8 @@ type serving struct {
 	rec  *audit.Recorder      // nil with --no-audit
 	ms   *daemon.MetricsServer
 	d    *daemon.Daemon
+	// links is the share-by-link server, nil without --http (link.go).
+	links *web.Service
 }
 
 // openServing reads the shared flags, opens (creating) the store and
@@ -63,6 +66,10 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 			}
 		}
 	}
+	if err := s.openLinks(c, &fsOpts); err != nil {
+		s.close()
+		return nil, err
+	}
 	cfg.Store, cfg.FS, cfg.DefaultView, cfg.Logger = s.st, fsOpts, s.view, log
 	if s.d, err = daemon.New(cfg); err != nil {
 		s.close()
@@ -98,6 +105,7 @@ func (s *serving) stop() error {
 
 // close releases what openServing opened, views aside.
 func (s *serving) close() error {
+	s.stopLinks()
 	if s.ms != nil {
 		s.ms.Shutdown(context.Background())
 	}
