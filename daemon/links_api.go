@@ -71,7 +71,7 @@ func (l *Local) linkService() (*web.Service, error) {
 	l.linksMu.Lock()
 	defer l.linksMu.Unlock()
 	if l.links == nil {
-		svc, err := web.New(web.Options{Store: l.st.Meta, Blobs: l.st.Blobs, Dir: l.st.Dir, Logger: l.log})
+		svc, err := web.New(web.Options{Store: l.st.Meta, Blobs: l.st.Blobs, Dir: l.st.Location().StateDir(), Logger: l.log})
 		if err != nil {
 			return nil, asError(err, "link service")
 		}

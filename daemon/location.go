@@ -45,6 +45,16 @@ func (l Location) BlobDir() string {
 	return filepath.Join(l.Dir, "blobs")
 }
 
+// StateDir is where files the daemon keeps beside the metadata live (the
+// link signing key): the store directory, or for a store on etcd the blob
+// directory, which every host shares.
+func (l Location) StateDir() string {
+	if l.Meta != "" {
+		return l.BlobDir()
+	}
+	return l.Dir
+}
+
 // SocketPath is the admin socket of the store, "" when it has none.
 func (l Location) SocketPath() string {
 	if l.Socket != "" {
