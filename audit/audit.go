@@ -397,6 +397,8 @@ func recordOf(e fusefs.Event) metadata.AuditRecord {
 		Result: Result(e.Errno),
 		Rule:   e.Reason,
 		Bytes:  e.Bytes,
+		SHA256: e.SHA256,
+		Scan:   e.Scan,
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shedfs/shedfs/content"
 	"github.com/shedfs/shedfs/fusefs"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/quota"
@@ -54,6 +55,9 @@ type Local struct {
 	// so pending bytes of open files count; without a daemon nothing is
 	// pending.
 	acct *quota.Accountant
+	// content hashes and scans imports and answers mode get; the
+	// daemon's runs the background queue, a CLI's only hashes.
+	content *content.Service
 
 	// mu serialises changes, so that a user is never removed while its
 	// view is being mounted, or added twice at once.
@@ -66,7 +70,7 @@ func NewLocal(st *Store, log *slog.Logger) *Local {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Local{st: st, log: log, acct: quota.New(st.Meta)}
+	return &Local{st: st, log: log, acct: quota.New(st.Meta), content: content.New(st.Meta, st.Blobs, content.Options{})}
 }
 
 var _ Admin = (*Local)(nil)

@@ -61,6 +61,11 @@ type AuditRecord struct {
 	// Rule is the acl reason of a denial: what an operator reads.
 	Rule  string `json:"rule,omitempty"`
 	Bytes int64  `json:"bytes,omitempty"`
+	// SHA256 and Scan are the content's digest and scan state in a
+	// write-close, and the scan state (with an infected file's
+	// signature) in a refusal by it.
+	SHA256 string `json:"sha256,omitempty"`
+	Scan   string `json:"scan,omitempty"`
 	// Dropped is, in an OpAuditOverflow record, how many events were lost
 	// since the previous such record.
 	Dropped uint64 `json:"dropped,omitempty"`
@@ -83,6 +88,8 @@ type auditValue struct {
 	Rule    string `json:"w,omitempty"`
 	Bytes   int64  `json:"b,omitempty"`
 	Dropped uint64 `json:"n,omitempty"`
+	SHA256  string `json:"h,omitempty"`
+	Scan    string `json:"s,omitempty"`
 }
 
 // AuditFilter selects records. Zero fields select everything.
@@ -167,6 +174,8 @@ func decodeAudit(k, v []byte) (AuditRecord, error) {
 		Rule:    av.Rule,
 		Bytes:   av.Bytes,
 		Dropped: av.Dropped,
+		SHA256:  av.SHA256,
+		Scan:    av.Scan,
 	}, nil
 }
 
@@ -222,6 +231,7 @@ func (s *Store) appendAudit(records []AuditRecord) error {
 			av := auditValue{
 				User: r.User, Zone: r.Zone, Path: r.Path, Op: r.Op,
 				Result: r.Result, Rule: r.Rule, Bytes: r.Bytes, Dropped: r.Dropped,
+				SHA256: r.SHA256, Scan: r.Scan,
 			}
 			if r.View != r.User {
 				av.View = r.View

@@ -268,3 +268,50 @@ func (o *op) deleteContent(ino uint64) error {
 	}
 	return nil
 }
+
+// Name is one directory entry naming an inode, and the entry's path from
+// its zone root ("dir/file").
+type Name struct {
+	Parent uint64
+	Name   string
+	Path   string
+}
+
+// NamesOf finds every entry naming ino, with its path in its zone. It
+// scans every directory entry of the store: it serves the quarantine
+// commands, which are rare, and keeps the hot schema free of back links.
+func (s *Store) NamesOf(ino uint64) ([]Name, error) {
+	type up struct {
+		parent uint64
+		name   string
+	}
+	dirs := map[uint64]up{}
+	var out []Name
+	err := s.kv.View(func(tx Txn) error {
+		return tx.Scan([]byte{pEntry}, nil, func(k, v []byte) error {
+			child, mode, err := decodeEntry(v)
+			if err != nil || len(k) < 9 {
+				return nil
+			}
+			parent, name := keyIno(k), string(k[9:])
+			if mode == syscall.S_IFDIR {
+				dirs[child] = up{parent, name}
+			}
+			if child == ino {
+				out = append(out, Name{Parent: parent, Name: name})
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		p := out[i].Name
+		for d, ok := dirs[out[i].Parent]; ok; d, ok = dirs[d.parent] {
+			p = d.name + "/" + p
+		}
+		out[i].Path = p
+	}
+	return out, nil
+}
