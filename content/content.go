@@ -87,6 +87,8 @@ type Service struct {
 	quarantined atomic.Int64
 	stop        chan struct{}
 	done        chan struct{}
+	started     bool
+	closeOnce   sync.Once
 }
 
 // New prepares a Service; Start runs its worker.
@@ -127,6 +129,7 @@ func (s *Service) Start() error {
 	}
 	s.quarantined.Store(int64(len(q)))
 	s.opts.Metrics.setQuarantined(len(q))
+	s.started = true
 	go s.work()
 	s.poke()
 	return nil
@@ -136,8 +139,14 @@ func (s *Service) Start() error {
 // store for the next start; closes still waiting for their digest are
 // recorded without it.
 func (s *Service) Close() {
+	s.closeOnce.Do(s.close)
+}
+
+func (s *Service) close() {
 	close(s.stop)
-	<-s.done
+	if s.started {
+		<-s.done
+	}
 	s.mu.Lock()
 	left := s.queued
 	s.queued = make(map[uint64]func(shedfs.Content))

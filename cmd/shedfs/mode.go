@@ -93,5 +93,9 @@ func printMode(c *cli.Context, m *daemon.ModeInfo) error {
 	fmt.Fprintf(tw, "zone:\t%s\n", m.Zone)
 	fmt.Fprintf(tw, "owner:\t%s\n", orDash(m.Owner))
 	fmt.Fprintf(tw, "mode:\t%s\n", orDash(m.Mode))
+	if m.SHA256 != "" || m.Scan != "" {
+		fmt.Fprintf(tw, "sha256:\t%s\n", orDash(m.SHA256))
+		fmt.Fprintf(tw, "scan:\t%s\n", cell(m.Scan))
+	}
 	return tw.Flush()
 }

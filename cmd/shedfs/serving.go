@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/shedfs/shedfs/audit"
+	"github.com/shedfs/shedfs/content"
 	"github.com/shedfs/shedfs/daemon"
 	"github.com/shedfs/shedfs/fusefs"
 )
@@ -20,8 +21,11 @@ type serving struct {
 	view fusefs.ViewOptions
 	reg  *prometheus.Registry // nil without --metrics
 	rec  *audit.Recorder      // nil with --no-audit
-	ms   *daemon.MetricsServer
-	d    *daemon.Daemon
+	// content is the digest and scan queue, closed after the views and
+	// before the audit trail (it records the write-closes).
+	content *content.Service
+	ms      *daemon.MetricsServer
+	d       *daemon.Daemon
 }
 
 // openServing reads the shared flags, opens (creating) the store and
@@ -58,6 +62,15 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 				return nil, err
 			}
 		}
+	}
+	if s.content, err = openContent(c, s.st, log, s.reg); err != nil {
+		s.close()
+		return nil, err
+	}
+	fsOpts.Content = s.content
+	if err := s.content.Start(); err != nil {
+		s.close()
+		return nil, err
 	}
 	cfg.Store, cfg.FS, cfg.DefaultView, cfg.Logger = s.st, fsOpts, s.view, log
 	if s.d, err = daemon.New(cfg); err != nil {
@@ -96,6 +109,9 @@ func (s *serving) stop() error {
 func (s *serving) close() error {
 	if s.ms != nil {
 		s.ms.Shutdown(context.Background())
+	}
+	if s.content != nil {
+		s.content.Close()
 	}
 	if s.rec != nil {
 		if err := s.rec.Close(); err != nil {
