@@ -386,7 +386,7 @@ func TestScanClamdDown(t *testing.T) {
 	}, "--denied")
 
 	// kill -9, restart with clamd still down: still pending.
-	s.Kill()
+	killServe(s)
 	s = startServeWith(t, store, args, "alice", "bob")
 	p = s.In("alice", "share", "later.txt")
 	if got := getx(t, p, "user.shedfs.scan"); got != "pending" {
@@ -398,5 +398,18 @@ func TestScanClamdDown(t *testing.T) {
 	waitXattr(t, p, "user.shedfs.scan", 15*time.Second, func(v string) bool { return v == "clean" })
 	if got := mustRead(t, s.In("bob", "share", "later.txt")); string(got) != "scan me later\n" {
 		t.Errorf("bob reads it once clean: %q", got)
+	}
+}
+
+// killServe is kill -9 of a serve daemon; the views it leaves (their
+// connection is gone) are detached, as a restart of serve on the same
+// root would.
+func killServe(s *serveDaemon) {
+	s.Kill()
+	for _, m := range mounts() {
+		if strings.HasPrefix(m.point, s.Root+"/") {
+			lazyUnmount(m.point)
+			abortConnection(m.minor)
+		}
 	}
 }
