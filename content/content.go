@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"sync"
@@ -306,9 +307,9 @@ func (s *Service) Digest(ino uint64) (string, error) {
 }
 
 func (s *Service) hashBlob(ino uint64) (string, error) {
-	f, err := s.blobs.OpenFile(ino, false)
+	f, err := openBlob(s.blobs, ino)
 	if err != nil {
-		return "", fmt.Errorf("open blob %d: %w", ino, err)
+		return "", err
 	}
 	defer f.Close()
 	h := sha256.New()
@@ -316,6 +317,19 @@ func (s *Service) hashBlob(ino uint64) (string, error) {
 		return "", fmt.Errorf("read blob %d: %w", ino, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// openBlob opens ino's content; a file that never had a byte written may
+// have no blob, and reads as empty.
+func openBlob(d *blobs.Dir, ino uint64) (*os.File, error) {
+	f, err := d.OpenFile(ino, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return os.Open(os.DevNull)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open blob %d: %w", ino, err)
+	}
+	return f, nil
 }
 
 // HashFile returns the SHA-256 of what r holds, in hex; fsck

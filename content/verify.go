@@ -3,7 +3,6 @@ package content
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"syscall"
 
 	"github.com/shedfs/shedfs/blobs"
@@ -41,13 +40,9 @@ func Verify(store *metadata.Store, blobDir *blobs.Dir, bad func(Mismatch)) (int,
 		if err != nil {
 			return checked, err
 		}
-		f, err := blobDir.OpenFile(it.ino, false)
-		if errors.Is(err, fs.ErrNotExist) {
-			bad(Mismatch{Ino: it.ino, Zone: n.Zone.String(), Want: it.sha, Got: "no blob"})
-			continue
-		}
+		f, err := openBlob(blobDir, it.ino)
 		if err != nil {
-			return checked, fmt.Errorf("open blob %d: %w", it.ino, err)
+			return checked, err
 		}
 		got, err := HashFile(f)
 		f.Close()

@@ -137,7 +137,7 @@ func (s *Service) process(ctx context.Context, ino uint64, closed func(shedfs.Co
 		done(shedfs.Content{State: shedfs.ScanPending})
 		return true
 	}
-	f, err := s.blobs.OpenFile(ino, false)
+	f, err := openBlob(s.blobs, ino)
 	if err != nil {
 		s.log.Error("content: open blob", "ino", ino, "err", err)
 		done(shedfs.Content{State: shedfs.ScanPending})
