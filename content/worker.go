@@ -47,7 +47,9 @@ func (s *Service) work() {
 func (s *Service) next() (uint64, func(shedfs.Content), bool) {
 	s.mu.Lock()
 	refill := len(s.queue) == 0 && s.overflow
-	s.overflow = false
+	if refill {
+		s.overflow = false
+	}
 	s.mu.Unlock()
 	if refill {
 		s.refill()
