@@ -444,3 +444,20 @@ func (s *Service) announce() {
 	s.verdicts = make(chan struct{})
 	s.mu.Unlock()
 }
+
+// ForLink is what a download link asks before it serves ino (zone z):
+// the same decision as an open from a view that did not write the file
+// (pending: wait, then scan_pending, which a link answers with 503 and
+// Retry-After; infected: EACCES), and, when allowed, the digest for the
+// ETag, computed now if not known.
+func (s *Service) ForLink(ctx context.Context, ino uint64, z shedfs.Zone) (etag string, c shedfs.Content, d acl.Decision) {
+	c, d = s.Admit(ctx, "", ino, z)
+	if !d.Allowed() {
+		return "", c, d
+	}
+	sum, err := s.Digest(ino)
+	if err != nil {
+		return "", c, acl.Decision{Errno: syscall.EIO}
+	}
+	return sum, c, d
+}

@@ -211,3 +211,28 @@ func TestParseZones(t *testing.T) {
 		}
 	}
 }
+
+// TestForLink: a link never serves a pending file, even its writer's,
+// and gets the digest as its ETag once the file is verified.
+func TestForLink(t *testing.T) {
+	f := newFixture(t)
+	s := New(f.st, f.blobs, Options{Scanner: stuck{}, Wait: 50 * time.Millisecond})
+	ino := f.write(t, "l", []byte("hello\n"))
+	share := shedfs.Zone{Kind: shedfs.ZoneShare}
+	if _, _, d := s.ForLink(context.Background(), ino, share); d.Reason != "scan_pending" {
+		t.Fatalf("pending file: %+v", d)
+	}
+	gen, _ := f.st.PendingGen(ino)
+	if _, err := f.st.SetVerdict(ino, gen, shedfs.Content{SHA256: "ab", State: shedfs.ScanClean}); err != nil {
+		t.Fatal(err)
+	}
+	if etag, _, d := s.ForLink(context.Background(), ino, share); !d.Allowed() || etag != "ab" {
+		t.Fatalf("clean file: etag %q, %+v", etag, d)
+	}
+	if _, err := f.st.SetVerdict(ino, 0, shedfs.Content{SHA256: "ab", State: shedfs.ScanInfected, Detail: "X"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, c, d := s.ForLink(context.Background(), ino, share); d.Errno != syscall.EACCES || c.Detail != "X" {
+		t.Fatalf("infected file: %+v %+v", c, d)
+	}
+}
