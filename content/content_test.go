@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -234,5 +235,18 @@ func TestForLink(t *testing.T) {
 	}
 	if _, c, d := s.ForLink(context.Background(), ino, share); d.Errno != syscall.EACCES || c.Detail != "X" {
 		t.Fatalf("infected file: %+v %+v", c, d)
+	}
+}
+
+// TestExamineOverMaxSize: a file over the scan limit is not sent to the
+// scanner; it is hashed and unscanned.
+func TestExamineOverMaxSize(t *testing.T) {
+	f := newFixture(t)
+	s := New(f.st, f.blobs, Options{Scanner: stuck{}, MaxSize: 4})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	c, err := s.Examine(ctx, strings.NewReader("hello\n"), 6, shedfs.Zone{Kind: shedfs.ZoneShare})
+	if err != nil || c.State != shedfs.ScanUnscanned || c.SHA256 != "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03" {
+		t.Fatalf("%+v, %v", c, err)
 	}
 }
