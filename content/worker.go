@@ -7,7 +7,18 @@ import (
 	"time"
 
 	"github.com/shedfs/shedfs"
+	"github.com/shedfs/shedfs/metadata"
 )
+
+// batchSize is how many files the worker examines before it stores
+// their verdicts in one transaction.
+const batchSize = 64
+
+// item is one queued file and the callback of its close, if any.
+type item struct {
+	ino    uint64
+	closed func(shedfs.Content)
+}
 
 // work is the one worker: it takes the queue in order, refilling it from
 // the store's pending marks when it ran over or at start, until Close.
@@ -20,8 +31,8 @@ func (s *Service) work() {
 		cancel()
 	}()
 	for {
-		ino, closed, ok := s.next()
-		if !ok {
+		batch := s.next(batchSize)
+		if len(batch) == 0 {
 			select {
 			case <-s.wake:
 				continue
@@ -29,10 +40,10 @@ func (s *Service) work() {
 				return
 			}
 		}
-		if s.process(ctx, ino, closed) {
+		if s.process(ctx, batch) {
 			continue
 		}
-		// clamd unreachable: ino went back to the front; wait a while.
+		// clamd unreachable: the files went back to the front; wait.
 		t := time.NewTimer(s.opts.Retry)
 		select {
 		case <-t.C:
@@ -43,8 +54,8 @@ func (s *Service) work() {
 	}
 }
 
-// next takes the first queued inode and its close callback.
-func (s *Service) next() (uint64, func(shedfs.Content), bool) {
+// next takes up to n queued inodes with their close callbacks.
+func (s *Service) next(n int) []item {
 	s.mu.Lock()
 	refill := len(s.queue) == 0 && s.overflow
 	if refill {
@@ -56,15 +67,15 @@ func (s *Service) next() (uint64, func(shedfs.Content), bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.queue) == 0 {
-		return 0, nil, false
+	n = min(n, len(s.queue))
+	out := make([]item, n)
+	for i, ino := range s.queue[:n] {
+		out[i] = item{ino: ino, closed: s.queued[ino]}
+		delete(s.queued, ino)
 	}
-	ino := s.queue[0]
-	s.queue = s.queue[1:]
-	closed := s.queued[ino]
-	delete(s.queued, ino)
+	s.queue = s.queue[n:]
 	s.opts.Metrics.setQueue(len(s.queue))
-	return ino, closed, true
+	return out
 }
 
 // refill reads pending marks from the store into the queue until it is
@@ -100,50 +111,108 @@ func (s *Service) refill() {
 }
 
 // requeue puts ino back at the front after clamd could not be reached.
-func (s *Service) requeue(ino uint64, closed func(shedfs.Content)) {
+func (s *Service) requeue(it item) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if prev, ok := s.queued[ino]; ok {
+	if prev, ok := s.queued[it.ino]; ok {
 		// A newer change came meanwhile and is queued already.
 		if prev == nil {
-			s.queued[ino] = closed
-		} else if closed != nil {
-			go closed(shedfs.Content{State: shedfs.ScanPending})
+			s.queued[it.ino] = it.closed
+		} else if it.closed != nil {
+			go it.closed(shedfs.Content{State: shedfs.ScanPending})
 		}
 		return
 	}
-	s.queued[ino] = closed
-	s.queue = append([]uint64{ino}, s.queue...)
+	s.queued[it.ino] = it.closed
+	s.queue = append([]uint64{it.ino}, s.queue...)
 	s.opts.Metrics.setQueue(len(s.queue))
 }
 
-// process hashes and scans ino's content for its pending mark and stores
-// the result; false when clamd could not be reached (ino is requeued).
-func (s *Service) process(ctx context.Context, ino uint64, closed func(shedfs.Content)) bool {
-	done := func(c shedfs.Content) {
-		if closed != nil {
-			closed(c)
+// outcome is what examining one queued file came to.
+type outcome int
+
+const (
+	outcomeDone        outcome = iota // nothing to store
+	outcomeStore                      // a verdict to store
+	outcomeUnreachable                // clamd gave no verdict: retry
+)
+
+// process hashes and scans a batch of files for their pending marks and
+// stores the results in one transaction; false when clamd could not be
+// reached (that file and the rest of the batch are requeued).
+func (s *Service) process(ctx context.Context, batch []item) bool {
+	var vs []metadata.Verdict
+	var waiting []item
+	for i, it := range batch {
+		v, c, out := s.examineQueued(ctx, it.ino)
+		switch out {
+		case outcomeDone:
+			if it.closed != nil {
+				it.closed(c)
+			}
+		case outcomeStore:
+			vs = append(vs, v)
+			waiting = append(waiting, it)
+		case outcomeUnreachable:
+			for j := len(batch) - 1; j >= i; j-- {
+				s.requeue(batch[j])
+			}
+			s.storeVerdicts(vs, waiting)
+			return false
 		}
 	}
+	s.storeVerdicts(vs, waiting)
+	return true
+}
+
+// storeVerdicts stores the verdicts of one batch and tells the closes.
+func (s *Service) storeVerdicts(vs []metadata.Verdict, waiting []item) {
+	if len(vs) == 0 {
+		return
+	}
+	stored, err := s.store.SetVerdicts(vs)
+	if err != nil {
+		s.log.Error("content: store verdicts", "files", len(vs), "err", err)
+		stored = make([]bool, len(vs))
+	}
+	infected := false
+	for i, v := range vs {
+		c := v.Content
+		if !stored[i] {
+			c = shedfs.Content{State: shedfs.ScanPending}
+		} else if c.State == shedfs.ScanInfected {
+			infected = true
+			s.log.Warn("infected file quarantined", "ino", v.Ino, "signature", c.Detail)
+		}
+		if waiting[i].closed != nil {
+			waiting[i].closed(c)
+		}
+	}
+	if infected {
+		s.quarantineChanged()
+	}
+	s.announce()
+}
+
+// examineQueued hashes and scans ino's content for its pending mark.
+func (s *Service) examineQueued(ctx context.Context, ino uint64) (metadata.Verdict, shedfs.Content, outcome) {
 	gen, err := s.store.PendingGen(ino)
 	if err != nil || gen == 0 {
 		c, _ := s.store.Content(ino)
-		done(c)
-		return true
+		return metadata.Verdict{}, c, outcomeDone
 	}
+	pending := shedfs.Content{State: shedfs.ScanPending}
 	rec, err := s.store.GetInode(ino)
 	if err != nil {
 		if !errors.Is(err, syscall.ENOENT) {
 			s.log.Error("content: read inode", "ino", ino, "err", err)
 		}
-		done(shedfs.Content{State: shedfs.ScanPending})
-		return true
+		return metadata.Verdict{}, pending, outcomeDone
 	}
 	f, err := openBlob(s.blobs, ino)
 	if err != nil {
 		s.log.Error("content: open blob", "ino", ino, "err", err)
-		done(shedfs.Content{State: shedfs.ScanPending})
-		return true
+		return metadata.Verdict{}, pending, outcomeDone
 	}
 	defer f.Close()
 	size := rec.Size
@@ -154,8 +223,7 @@ func (s *Service) process(ctx context.Context, ino uint64, closed func(shedfs.Co
 	s.opts.Metrics.hashed(size)
 	if err != nil && !IsUnreachable(err) {
 		s.log.Error("content: examine", "ino", ino, "err", err)
-		done(shedfs.Content{State: shedfs.ScanPending})
-		return true
+		return metadata.Verdict{}, pending, outcomeDone
 	}
 	if err != nil {
 		if _, serr := s.store.SetDigest(ino, gen, c.SHA256); serr != nil {
@@ -165,23 +233,9 @@ func (s *Service) process(ctx context.Context, ino uint64, closed func(shedfs.Co
 			if ctx.Err() == nil {
 				s.log.Warn("clamd unreachable, the file stays pending", "ino", ino, "err", err)
 			}
-			s.requeue(ino, closed)
-			return false
+			return metadata.Verdict{}, pending, outcomeUnreachable
 		}
 		c.State, c.Detail = shedfs.ScanError, "clamd unreachable"
 	}
-	stored, err := s.store.SetVerdict(ino, gen, c)
-	if err != nil {
-		s.log.Error("content: store verdict", "ino", ino, "err", err)
-	}
-	if !stored {
-		c = shedfs.Content{State: shedfs.ScanPending, Writer: c.Writer}
-	}
-	if stored && c.State == shedfs.ScanInfected {
-		s.log.Warn("infected file quarantined", "ino", ino, "signature", c.Detail)
-		s.quarantineChanged()
-	}
-	s.announce()
-	done(c)
-	return true
+	return metadata.Verdict{Ino: ino, Gen: gen, Content: c}, c, outcomeStore
 }

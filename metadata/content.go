@@ -166,38 +166,78 @@ func (s *Store) SetDigest(ino, gen uint64, sha string) (bool, error) {
 // the content changed again meanwhile (it then reports false). gen 0
 // writes the record whatever is pending (an import before it is named).
 func (s *Store) SetVerdict(ino, gen uint64, c Content) (bool, error) {
-	stored := false
-	err := s.update(func(o *op) error {
-		stored = false
-		if _, err := o.inode(ino); err != nil {
-			return err
+	stored, err := s.SetVerdicts([]Verdict{{Ino: ino, Gen: gen, Content: c}})
+	if err != nil {
+		return false, err
+	}
+	return stored[0], nil
+}
+
+// Verdict is the digest and scan result for one pending mark.
+type Verdict struct {
+	Ino, Gen uint64
+	Content  Content
+}
+
+// SetVerdicts is SetVerdict for several files in one transaction (the
+// worker's batch): stored[i] reports whether vs[i] was still current.
+func (s *Store) SetVerdicts(vs []Verdict) (stored []bool, err error) {
+	stored = make([]bool, len(vs))
+	err = s.update(func(o *op) error {
+		for i, v := range vs {
+			ok, err := o.setVerdict(v)
+			if err != nil {
+				return err
+			}
+			stored[i] = ok
 		}
-		var p pendingRecord
-		hasP, err := getRecord(o.tx, pendingKey(ino), "pending record", &p)
-		if err != nil {
-			return err
-		}
-		if gen != 0 && (!hasP || p.Gen != gen) {
-			return nil
-		}
-		if err := o.putContent(ino, contentRecord{Gen: gen, SHA256: c.SHA256, State: c.State, Detail: c.Detail}); err != nil {
-			return err
-		}
-		stored = true
-		return o.tx.Delete(pendingKey(ino))
+		return nil
 	})
 	return stored, err
 }
 
-// putContent writes an 'H' record and keeps the quarantine index in step.
+func (o *op) setVerdict(v Verdict) (bool, error) {
+	var p pendingRecord
+	hasP, err := getRecord(o.tx, pendingKey(v.Ino), "pending record", &p)
+	if err != nil {
+		return false, err
+	}
+	if v.Gen != 0 && (!hasP || p.Gen != v.Gen) {
+		return false, nil
+	}
+	if v.Gen == 0 {
+		if _, err := o.inode(v.Ino); err != nil {
+			return false, err
+		}
+	}
+	c := v.Content
+	if err := o.putContent(v.Ino, contentRecord{Gen: v.Gen, SHA256: c.SHA256, State: c.State, Detail: c.Detail}); err != nil {
+		return false, err
+	}
+	if !hasP {
+		return true, nil
+	}
+	return true, o.tx.Delete(pendingKey(v.Ino))
+}
+
+// putContent writes an 'H' record and keeps the quarantine index in step
+// (a tombstone only when it held the inode).
 func (o *op) putContent(ino uint64, h contentRecord) error {
+	var old contentRecord
+	had, err := getRecord(o.tx, contentKey(ino), "content record", &old)
+	if err != nil {
+		return err
+	}
 	if err := setJSON(o.tx, contentKey(ino), h); err != nil {
 		return err
 	}
-	if h.State == shedfs.ScanInfected {
+	switch {
+	case h.State == shedfs.ScanInfected:
 		return o.tx.Set(quarantineKey(ino), []byte(h.Detail))
+	case had && old.State == shedfs.ScanInfected:
+		return o.tx.Delete(quarantineKey(ino))
 	}
-	return o.tx.Delete(quarantineKey(ino))
+	return nil
 }
 
 // Quarantined is one infected file.
