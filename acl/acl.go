@@ -153,6 +153,7 @@ func Reasons() []string {
 		ReasonPassthroughReaders,
 		ReasonXattrBadValue, ReasonXattrSpace, ReasonAllocateMode,
 		ReasonStoreFull,
+		ReasonScanPending, ReasonInfected,
 	}
 }
 

@@ -399,6 +399,8 @@ func recordOf(e fusefs.Event) metadata.AuditRecord {
 		Bytes:  e.Bytes,
 		Link:   e.Link,
 		Client: e.Client,
+		SHA256: e.SHA256,
+		Scan:   e.Scan,
 	}
 }
 

@@ -87,6 +87,9 @@ type ModeInfo struct {
 	Zone  string `json:"zone"`
 	Owner string `json:"owner"`
 	Mode  string `json:"mode,omitempty"`
+	// SHA256 and Scan: a regular file's digest and scan state.
+	SHA256 string `json:"sha256,omitempty"`
+	Scan   string `json:"scan,omitempty"`
 }
 
 // ModeSetRequest changes an entry's ownership mode, its owner, or both; a
@@ -294,6 +297,8 @@ func (e *Error) HTTPStatus() int {
 		return http.StatusBadRequest
 	case CodeForbidden:
 		return http.StatusForbidden
+	case CodeInfected:
+		return http.StatusUnprocessableEntity
 	case CodeTooLarge:
 		return http.StatusRequestEntityTooLarge
 	case CodeQuota, CodeNoSpace:

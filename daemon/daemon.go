@@ -124,6 +124,9 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d.local = NewLocal(cfg.Store, log)
 	d.local.acct = acct
+	if cfg.FS.Content != nil {
+		d.local.content = cfg.FS.Content
+	}
 	d.local.hooks = d
 	return d, nil
 }

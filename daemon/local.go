@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shedfs/shedfs/content"
 	"github.com/shedfs/shedfs/fusefs"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/quota"
@@ -58,6 +59,9 @@ type Local struct {
 	// links is the share-by-link service (links_api.go).
 	links   *web.Service
 	linksMu sync.Mutex
+	// content hashes and scans imports and answers mode get; the
+	// daemon's runs the background queue, a CLI's only hashes.
+	content *content.Service
 
 	// mu serialises changes, so that a user is never removed while its
 	// view is being mounted, or added twice at once.
@@ -70,7 +74,7 @@ func NewLocal(st *Store, log *slog.Logger) *Local {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Local{st: st, log: log, acct: quota.New(st.Meta)}
+	return &Local{st: st, log: log, acct: quota.New(st.Meta), content: content.New(st.Meta, st.Blobs, content.Options{})}
 }
 
 var _ Admin = (*Local)(nil)

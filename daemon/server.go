@@ -276,9 +276,12 @@ func newHandler(admin Admin, log *slog.Logger) http.Handler {
 	})
 	// Imports and ownership overrides: files_api.go.
 	fileRoutes(mux, h, admin, log)
-	auditRoutes(h, admin)    // audit_api.go
-	settingsRoutes(h, admin) // settings.go
-	linkRoutes(h, admin)     // links_api.go
+	auditRoutes(h, admin)      // audit_api.go
+	settingsRoutes(h, admin)   // settings.go
+	linkRoutes(h, admin)       // links_api.go
+	auditRoutes(h, admin)      // audit_api.go
+	settingsRoutes(h, admin)   // settings.go
+	quarantineRoutes(h, admin) // content_api.go
 	// Everything else is a JSON error too, never Go's plain-text 404 or
 	// 405: a known path with another method is 405, the rest 404.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -46,6 +46,10 @@ type openInode struct {
 	// writeErr is the first write error since the last flush, reported
 	// to the closer as close(2) expects.
 	writeErr syscall.Errno
+	// changed is set when the content changed since it was last handed
+	// to the content service; writer is the view's user that changed it.
+	changed bool
+	writer  string
 }
 
 // setSize moves the in-memory size and keeps the holder's pending charge
@@ -120,8 +124,9 @@ func (f *FS) closeOpen(oi *openInode) {
 		// Its charge goes with the inode at reclaim.
 		f.acct.Add(oi.holder, -oi.pendingCharge)
 		oi.pendingCharge = 0
-	} else {
-		f.persistLocked(oi)
+	} else if f.persistLocked(oi) == 0 && oi.changed && f.opts.Content != nil {
+		oi.changed = false
+		f.opts.Content.Changed(oi.ino, nil)
 	}
 	oi.blob.Close()
 	oi.mu.Unlock()
@@ -137,7 +142,7 @@ func (f *FS) persistLocked(oi *openInode) syscall.Errno {
 	size, mtime := oi.size, oi.mtime
 	unlock := f.acct.Lock(oi.holder)
 	defer unlock()
-	_, err := f.store.Update(oi.ino, func(n *metadata.Inode) error {
+	_, err := f.store.UpdateWritten(oi.ino, oi.writer, func(n *metadata.Inode) error {
 		n.Size = size
 		n.Mtime = mtime
 		n.Ctime = mtime
@@ -227,6 +232,8 @@ func (n *node) resizeLocked(oi *openInode, op acl.Op, newSize uint64, blocks int
 	}
 	oi.mtime = time.Now()
 	oi.dirty = true
+	oi.changed = true
+	oi.writer = n.v.user
 	return 0
 }
 
@@ -384,12 +391,12 @@ func (h *handle) Flush(ctx context.Context) (errno syscall.Errno) {
 	oi := h.oi
 	oi.mu.Lock()
 	defer oi.mu.Unlock()
-	wasDirty := oi.dirty
 	if e := h.node.v.fs.persistLocked(oi); e != 0 {
 		return e
 	}
-	if wasDirty {
-		h.node.changed("write", "", int64(oi.size))
+	if oi.changed {
+		oi.changed = false
+		h.node.v.fs.contentChanged(h.node, oi.ino, true, int64(oi.size))
 	}
 	e := oi.writeErr
 	oi.writeErr = 0
@@ -499,11 +506,15 @@ func (n *node) truncate(rec *metadata.Inode, size uint64) syscall.Errno {
 	if e == 0 {
 		e = f.persistLocked(oi)
 	}
+	if e == 0 {
+		oi.changed = false
+	}
 	oi.mu.Unlock()
 	if e != 0 {
 		return e
 	}
 	n.changed("truncate", "", int64(size))
+	f.contentChanged(n, oi.ino, false, 0)
 	f.changedContent(n, oi.ino)
 	f.invalidate(n.v, n.zone, dataOf(oi.ino, int64(size), 0))
 	return 0

@@ -17,6 +17,7 @@ import (
 
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/blobs"
+	"github.com/shedfs/shedfs/content"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/quota"
 	"github.com/shedfs/shedfs/zones"
@@ -56,6 +57,9 @@ type Options struct {
 	// Links makes the links getxattr user.shedfs.link returns; nil when
 	// the daemon serves no links (no --http): ENOTSUP.
 	Links Links
+	// Content takes files whose content changed for their digest and
+	// scan, and decides opens by the scan verdict; nil: neither.
+	Content *content.Service
 }
 
 // Space is what the callbacks need of the store's disk guard: whether
@@ -238,6 +242,9 @@ func (f *FS) reclaimIfIdle(ino uint64) {
 		return
 	}
 	f.ghosts[ino] = &ghost{rec: n, until: time.Now().Add(ghostGrace)}
+	if f.opts.Content != nil {
+		f.opts.Content.Forget()
+	}
 }
 
 // unused reports whether no handle holds ino open; the store asks it

@@ -419,6 +419,9 @@ func (n *node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, _ uint3
 	if !rec.IsRegular() {
 		return nil, 0, syscall.EINVAL
 	}
+	if e := n.admitContent(ctx, acl.OpRead); e != 0 {
+		return nil, 0, e
+	}
 	if rec.Nlink == 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY && n.v.fs.ghostOf(n.ino) != nil {
 		// Reclaimed, with its charge freed: nothing may grow it again.
 		return nil, 0, syscall.ENOENT

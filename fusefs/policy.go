@@ -30,6 +30,10 @@ type Event struct {
 	// and the address of the HTTP client.
 	Link   string
 	Client string
+	// SHA256 and Scan are the digest and scan state (ScanLabel) of the
+	// content, in a write-close and in a refusal by scan state.
+	SHA256 string
+	Scan   string
 }
 
 // Recorder receives events. It must not block: the callback path calls it
@@ -81,6 +85,11 @@ func (n *node) deny(op acl.Op, name string, d acl.Decision) syscall.Errno {
 
 // deny records a denial and returns its errno.
 func (v *View) deny(op acl.Op, p string, z metadata.Zone, d acl.Decision) syscall.Errno {
+	return v.denyDetail(op, p, z, d, "")
+}
+
+// denyDetail is deny of an open refused by the content's scan state.
+func (v *View) denyDetail(op acl.Op, p string, z metadata.Zone, d acl.Decision, scan string) syscall.Errno {
 	v.fs.countDenial(d.Reason)
 	v.fs.record(Event{
 		Time:   time.Now(),
@@ -90,6 +99,7 @@ func (v *View) deny(op acl.Op, p string, z metadata.Zone, d acl.Decision) syscal
 		Op:     op.String(),
 		Errno:  d.Errno,
 		Reason: d.Reason,
+		Scan:   scan,
 	})
 	v.fs.log.Debug("denied", "user", v.user, "op", op.String(), "path", p, "reason", d.Reason, "errno", d.Errno)
 	return d.Errno

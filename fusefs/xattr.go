@@ -28,7 +28,12 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (_ uint32
 		return n.getLinkXattr(attr, dest)
 	}
 	var val []byte
-	if acl.IsShedfsXattr(attr) {
+	if s, ok, e := n.contentXattr(attr); ok {
+		if e != 0 {
+			return 0, e
+		}
+		val = []byte(s)
+	} else if acl.IsShedfsXattr(attr) {
 		rec, e := n.load()
 		if e != 0 {
 			return 0, e

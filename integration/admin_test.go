@@ -33,7 +33,7 @@ func startServe(t *testing.T, store string, users ...string) *serveDaemon {
 }
 
 // startServeWith is startServe with extra flags for serve.
-func startServeWith(t *testing.T, store string, flags []string, users ...string) *serveDaemon {
+func startServeWith(t *testing.T, store string, extra []string, users ...string) *serveDaemon {
 	t.Helper()
 	root := newMountpoint(t)
 	// Registered before launchView, so it runs after the harness has
@@ -48,8 +48,7 @@ func startServeWith(t *testing.T, store string, flags []string, users ...string)
 			}
 		}
 	})
-	args := append(append([]string{"serve", "--store", store}, flags...), "--mount-root")
-	v := launchView(t, root, nil, args)
+	v := launchView(t, root, nil, append(append([]string{"serve", "--store", store}, extra...), "--mount-root"))
 	v.Store = store
 	s := &serveDaemon{View: v, Root: root}
 	for _, u := range users {

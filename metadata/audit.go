@@ -65,6 +65,11 @@ type AuditRecord struct {
 	// the link's ID and the HTTP client's address.
 	Link   string `json:"link,omitempty"`
 	Client string `json:"client,omitempty"`
+	// SHA256 and Scan are the content's digest and scan state in a
+	// write-close, and the scan state (with an infected file's
+	// signature) in a refusal by it.
+	SHA256 string `json:"sha256,omitempty"`
+	Scan   string `json:"scan,omitempty"`
 	// Dropped is, in an OpAuditOverflow record, how many events were lost
 	// since the previous such record.
 	Dropped uint64 `json:"dropped,omitempty"`
@@ -89,6 +94,8 @@ type auditValue struct {
 	Dropped uint64 `json:"n,omitempty"`
 	Link    string `json:"l,omitempty"`
 	Client  string `json:"c,omitempty"`
+	SHA256  string `json:"h,omitempty"`
+	Scan    string `json:"s,omitempty"`
 }
 
 // AuditFilter selects records. Zero fields select everything.
@@ -175,6 +182,8 @@ func decodeAudit(k, v []byte) (AuditRecord, error) {
 		Dropped: av.Dropped,
 		Link:    av.Link,
 		Client:  av.Client,
+		SHA256:  av.SHA256,
+		Scan:    av.Scan,
 	}, nil
 }
 
@@ -231,6 +240,7 @@ func (s *Store) appendAudit(records []AuditRecord) error {
 				User: r.User, Zone: r.Zone, Path: r.Path, Op: r.Op,
 				Result: r.Result, Rule: r.Rule, Bytes: r.Bytes, Dropped: r.Dropped,
 				Link: r.Link, Client: r.Client,
+				SHA256: r.SHA256, Scan: r.Scan,
 			}
 			if r.View != r.User {
 				av.View = r.View

@@ -36,6 +36,9 @@
 //	'S' "settings"               Settings (default limits, max file size), JSON
 //	'S' "inokey"                 16 random bytes: the key of the inode number permutation
 //	'L' id                       share-by-link record (Link: user, inode, created, expires, downloads), JSON
+//	'H' ino                      content: digest, scan state and detail, the pending mark it was made for; JSON
+//	'P' ino                      content changed, awaiting digest and scan: mark generation, writer; JSON
+//	'F' ino                      quarantined (infected): the signature
 //	'A' nanos seq                audit record (unix nanos u64 BE, seq u32 BE), short-named JSON; bare 'A': record count, u64 BE
 //
 // Holders are "user:<name>", "group:<name>" and "share". Zone roots are

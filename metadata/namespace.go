@@ -208,6 +208,12 @@ func (s *Store) create(parent uint64, name string, tmpl *Inode, admit func(Usage
 // fn may run more than once (on a commit conflict), each time on a fresh
 // copy. Changing a field fn must not change, or the file type, is EINVAL.
 func (s *Store) Update(ino uint64, fn func(n *Inode) error, admit func(u Usage, l Limit, delta int64) error) (*Inode, error) {
+	return s.updateInode(ino, fn, admit, nil)
+}
+
+// updateInode is Update with also, when not nil, run in the same
+// transaction.
+func (s *Store) updateInode(ino uint64, fn func(n *Inode) error, admit func(u Usage, l Limit, delta int64) error, also func(o *op) error) (*Inode, error) {
 	var out *Inode
 	err := s.update(func(o *op) error {
 		n, err := o.inode(ino)
@@ -239,6 +245,9 @@ func (s *Store) Update(ino uint64, fn func(n *Inode) error, admit func(u Usage, 
 		}
 		o.put(n)
 		out = n
+		if also != nil {
+			return also(o)
+		}
 		return nil
 	})
 	if err != nil {
@@ -688,6 +697,9 @@ func (o *op) deleteInode(n *Inode) (int64, error) {
 		}
 	}
 	keys = append(keys, inodeKey(n.Ino), orphanKey(n.Ino))
+	if err := o.deleteContent(n.Ino); err != nil {
+		return 0, err
+	}
 	for _, k := range keys {
 		if err := o.tx.Delete(k); err != nil {
 			return 0, fmt.Errorf("delete inode %d: %w", n.Ino, err)

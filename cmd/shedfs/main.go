@@ -64,6 +64,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			auditCommand(),
 			linkCommand(),
 			migrateCommand(),
+			quarantineCommand(),
 			versionCommand(),
 		},
 		OnUsageError: func(c *cli.Context, err error, isSubcommand bool) error {

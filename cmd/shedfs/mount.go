@@ -23,7 +23,7 @@ func mountCommand() *cli.Command {
 			&cli.IntFlag{Name: "uid", Value: -1, Usage: "present every entry as owned by this uid"},
 			&cli.IntFlag{Name: "gid", Value: -1, Usage: "present every entry as owned by this gid"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
-		}, append(fsFlags(), auditFlags()...)...),
+		}, append(fsFlags(), append(auditFlags(), contentFlags()...)...)...),
 		Action: runMount,
 	}
 }

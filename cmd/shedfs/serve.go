@@ -25,7 +25,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "uid", Value: -1, Usage: "present entries as owned by this uid in views of users without an owner of their own"},
 			&cli.IntFlag{Name: "gid", Value: -1, Usage: "present entries as owned by this gid in views of users without an owner of their own"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
-		}, append(fsFlags(), auditFlags()...)...),
+		}, append(fsFlags(), append(auditFlags(), contentFlags()...)...)...),
 		Action: runServe,
 	}
 }

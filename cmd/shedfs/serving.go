@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/shedfs/shedfs/audit"
+	"github.com/shedfs/shedfs/content"
 	"github.com/shedfs/shedfs/daemon"
 	"github.com/shedfs/shedfs/fusefs"
 	"github.com/shedfs/shedfs/web"
@@ -21,8 +22,11 @@ type serving struct {
 	view fusefs.ViewOptions
 	reg  *prometheus.Registry // nil without --metrics
 	rec  *audit.Recorder      // nil with --no-audit
-	ms   *daemon.MetricsServer
-	d    *daemon.Daemon
+	// content is the digest and scan queue, closed after the views and
+	// before the audit trail (it records the write-closes).
+	content *content.Service
+	ms      *daemon.MetricsServer
+	d       *daemon.Daemon
 	// links is the share-by-link server, nil without --http (link.go).
 	links *web.Service
 }
@@ -66,6 +70,15 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 			}
 		}
 	}
+	if s.content, err = openContent(c, s.st, log, s.reg); err != nil {
+		s.close()
+		return nil, err
+	}
+	fsOpts.Content = s.content
+	if err := s.content.Start(); err != nil {
+		s.close()
+		return nil, err
+	}
 	if err := s.openLinks(c, &fsOpts); err != nil {
 		s.close()
 		return nil, err
@@ -108,6 +121,9 @@ func (s *serving) close() error {
 	s.stopLinks()
 	if s.ms != nil {
 		s.ms.Shutdown(context.Background())
+	}
+	if s.content != nil {
+		s.content.Close()
 	}
 	if s.rec != nil {
 		if err := s.rec.Close(); err != nil {
