@@ -279,8 +279,6 @@ func newHandler(admin Admin, log *slog.Logger) http.Handler {
 	auditRoutes(h, admin)      // audit_api.go
 	settingsRoutes(h, admin)   // settings.go
 	linkRoutes(h, admin)       // links_api.go
-	auditRoutes(h, admin)      // audit_api.go
-	settingsRoutes(h, admin)   // settings.go
 	quarantineRoutes(h, admin) // content_api.go
 	// Everything else is a JSON error too, never Go's plain-text 404 or
 	// 405: a known path with another method is 405, the rest 404.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -248,7 +249,7 @@ func TestScanning(t *testing.T) {
 	cd := theClamd(t)
 	store := newStore(t)
 	setupTeam(t, store)
-	s := startServeWith(t, store, []string{"--clamd", cd.Addr(), "--scan-wait", "3s"}, "alice", "bob", "carol")
+	s := startServeWith(t, store, []string{"--clamd", cd.Addr(), "--scan-wait", "3s", "--http", "127.0.0.1:0"}, "alice", "bob", "carol")
 	infected := "infected:" + clamdtest.EICARSignature
 
 	eicar := s.In("alice", "share", "eicar.txt")
@@ -291,6 +292,17 @@ func TestScanning(t *testing.T) {
 		}
 		return false
 	}, "--denied")
+
+	// Links: an infected file is not served (403), a clean one is, with
+	// its SHA-256 as a strong ETag.
+	wantStatus(t, "a link to eicar.txt", getLink(t, eicar), http.StatusForbidden)
+	resp, got := fetch(t, getLink(t, clean))
+	if resp.StatusCode != http.StatusOK || string(got) != "nothing to see\n" {
+		t.Errorf("a link to clean.txt: %d %q", resp.StatusCode, got)
+	}
+	if tag, want := resp.Header.Get("ETag"), `"`+sha256Hex([]byte("nothing to see\n"))+`"`; tag != want {
+		t.Errorf("ETag of clean.txt's link: %q, want %q", tag, want)
+	}
 
 	// quarantine list, release, delete.
 	var list []struct {
@@ -358,7 +370,7 @@ func TestScanClamdDown(t *testing.T) {
 	cd := newClamd(t)
 	store := newStore(t)
 	setupTeam(t, store)
-	args := []string{"--clamd", cd.Addr(), "--scan-wait", "1s"}
+	args := []string{"--clamd", cd.Addr(), "--scan-wait", "1s", "--http", "127.0.0.1:0"}
 	s := startServeWith(t, store, args, "alice", "bob")
 	cd.Stop()
 
@@ -369,6 +381,11 @@ func TestScanClamdDown(t *testing.T) {
 	}
 	if got := mustRead(t, p); string(got) != "scan me later\n" {
 		t.Errorf("the writer reads its pending file: %q", got)
+	}
+	// A link to the pending file answers 503 with Retry-After.
+	resp, _ := fetch(t, getLink(t, p))
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("a link to a pending file: %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
 	start := time.Now()
 	_, err := os.ReadFile(s.In("bob", "share", "later.txt"))

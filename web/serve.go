@@ -92,7 +92,31 @@ func (s *Service) serveLink(w http.ResponseWriter, r *http.Request) {
 	if t.rec.IsDir() {
 		s.folder(w, r, t)
 	} else {
-		s.file(w, r, t)
+		tag := etag(t.rec)
+		if s.opts.Content != nil {
+			sum, c, d := s.opts.Content.ForLink(r.Context(), t.rec.Ino, t.rec.Zone)
+			if !d.Allowed() {
+				status := http.StatusForbidden
+				switch {
+				case d.Reason == acl.ReasonScanPending:
+					status = http.StatusServiceUnavailable
+					w.Header().Set("Retry-After", "10")
+				case d.Reason == "":
+					status = http.StatusInternalServerError
+				}
+				ev.Errno, ev.Reason, ev.Scan = d.Errno, d.Reason, c.ScanLabel()
+				if ev.Reason == "" {
+					ev.Reason = "content_unavailable"
+				}
+				s.record(ev)
+				s.fail(w, r, status)
+				return
+			}
+			if sum != "" {
+				tag, ev.SHA256 = `"`+sum+`"`, sum
+			}
+		}
+		s.file(w, r, t, tag)
 		if cw != nil && r.Method == http.MethodGet && (cw.code() == http.StatusOK || cw.code() == http.StatusPartialContent) {
 			s.metrics.downloads.Inc()
 			s.countDownload(t.link.ID)
@@ -298,9 +322,9 @@ func (s *Service) eventPath(t target) string {
 }
 
 // file serves a regular file: Content-Type by name (sniffed when the name
-// says nothing), a weak ETag, Last-Modified, ranges and conditional
+// says nothing), the ETag tag, Last-Modified, ranges and conditional
 // requests (http.ServeContent), attachment with ?download=1.
-func (s *Service) file(w http.ResponseWriter, r *http.Request, t target) {
+func (s *Service) file(w http.ResponseWriter, r *http.Request, t target, tag string) {
 	var content io.ReadSeeker = bytes.NewReader(nil)
 	size := int64(t.rec.Size)
 	if size > 0 {
@@ -316,7 +340,7 @@ func (s *Service) file(w http.ResponseWriter, r *http.Request, t target) {
 		}
 	}
 	h := w.Header()
-	h.Set("ETag", etag(t.rec))
+	h.Set("ETag", tag)
 	ctype := contentType(t.name, content)
 	h.Set("Content-Type", ctype)
 	if active(ctype) {
@@ -333,8 +357,9 @@ func (s *Service) file(w http.ResponseWriter, r *http.Request, t target) {
 	http.ServeContent(w, r, t.name, t.rec.Mtime, content)
 }
 
-// etag is the weak validator of a file's content: inode, size and mtime.
-// (A content checksum, user.shedfs.sha256, would make it a strong one.)
+// etag is the weak validator of a file's content when no checksum is at
+// hand (no content service): inode, size and mtime. With one, the ETag is
+// the file's SHA-256, a strong validator (so If-Range works too).
 func etag(rec *metadata.Inode) string {
 	return fmt.Sprintf(`W/"%x-%x-%x"`, rec.Ino, rec.Size, rec.Mtime.UnixNano())
 }

@@ -9,6 +9,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shedfs/shedfs"
 
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/blobs"
@@ -56,10 +59,21 @@ type Options struct {
 	PurgeInterval time.Duration
 	// Now is the clock (tests); nil is time.Now.
 	Now func() time.Time
+	// Content decides, before a file is served, by its scan verdict
+	// (pending: 503 with Retry-After; infected: 403), and gives its
+	// SHA-256 for a strong ETag; nil serves every file with a weak ETag.
+	Content Content
 	// Space admits the store's growth by a new link record, as it does
 	// every other (space.Guard): below the free-space mark no link is
 	// made and downloads go uncounted. Nil admits everything.
 	Space Space
+}
+
+// Content is what the link server needs of the digest and scan service
+// (content.Service.ForLink): the decision an open from a view that did not
+// write the file gets, and the file's digest when it may be served.
+type Content interface {
+	ForLink(ctx context.Context, ino uint64, z shedfs.Zone) (sha256 string, c shedfs.Content, d acl.Decision)
 }
 
 // Space is what the link server needs of the store's disk guard

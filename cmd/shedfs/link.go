@@ -44,6 +44,9 @@ func (s *serving) openLinks(c *cli.Context, fsOpts *fusefs.Options) error {
 	if s.st.Space != nil {
 		opts.Space = s.st.Space
 	}
+	if s.content != nil {
+		opts.Content = s.content
+	}
 	if s.reg != nil {
 		opts.Registerer = s.reg
 	}
