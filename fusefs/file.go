@@ -46,6 +46,9 @@ type openInode struct {
 	// writeErr is the first write error since the last flush, reported
 	// to the closer as close(2) expects.
 	writeErr syscall.Errno
+	// retired are blob descriptors replaced while open (a version kept
+	// in the trash), closed with the last handle.
+	retired []*os.File
 }
 
 // setSize moves the in-memory size and keeps the holder's pending charge
@@ -124,6 +127,9 @@ func (f *FS) closeOpen(oi *openInode) {
 		f.persistLocked(oi)
 	}
 	oi.blob.Close()
+	for _, b := range oi.retired {
+		b.Close()
+	}
 	oi.mu.Unlock()
 	f.reclaimIfIdle(oi.ino)
 }
@@ -201,6 +207,14 @@ func (n *node) resizeLocked(oi *openInode, op acl.Op, newSize uint64, blocks int
 		d = acl.Write(a, oi.entry, acl.Quota{}, oi.size, oi.size)
 	} else {
 		d = acl.Truncate(a, oi.entry, acl.Quota{}, oi.size, newSize)
+	}
+	if grows && d.Errno == syscall.EDQUOT && f.acct.MakeRoom(oi.holder, metadata.Charge(newSize)-metadata.Charge(oi.size), 0) {
+		if q, err := f.quota(oi.entry.Zone); err == nil {
+			d = acl.Write(a, oi.entry, q, oi.size, newSize)
+			if op != acl.OpWrite {
+				d = acl.Truncate(a, oi.entry, q, oi.size, newSize)
+			}
+		}
 	}
 	if d.Allowed() && blocks > 0 {
 		d = f.room(blocks, 0)
@@ -331,7 +345,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadR
 	defer h.node.v.fs.track("read", h.node.zone, time.Now(), &errno)
 	oi := h.oi
 	oi.mu.Lock()
-	entry, size := oi.entry, oi.size
+	entry, size, blob := oi.entry, oi.size, oi.blob
 	oi.mu.Unlock()
 	if d := acl.Read(h.node.v.actor(), entry); !d.Allowed() {
 		return nil, h.node.deny(acl.OpRead, "", d)
@@ -343,7 +357,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadR
 	h.node.v.fs.countRead(h.node.zone, int(n))
 	// The kernel gets the bytes spliced from the blob, without a copy
 	// through the daemon where the kernel allows it.
-	return fuse.ReadResultFd(oi.blob.Fd(), off, int(n)), 0
+	return fuse.ReadResultFd(blob.Fd(), off, int(n)), 0
 }
 
 // Write implements fs.FileWriter.

@@ -20,6 +20,8 @@ type Metrics struct {
 	bytesRead    *prometheus.CounterVec
 	bytesWritten *prometheus.CounterVec
 	denials      *prometheus.CounterVec
+	// trashFreed counts kept files that went for good (trash.go).
+	trashFreed *prometheus.CounterVec
 }
 
 // NewMetrics creates the callback-path families and registers them.
@@ -57,7 +59,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		m.bytesRead.WithLabelValues(k.String())
 		m.bytesWritten.WithLabelValues(k.String())
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.bytesRead, m.bytesWritten, m.denials} {
+	m.trashFreed = newTrashFreed()
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.bytesRead, m.bytesWritten, m.denials, m.trashFreed} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -18,6 +18,9 @@ type Settings struct {
 	// MaxFileSize is the largest size a regular file may reach (0: no
 	// limit but the format's).
 	MaxFileSize uint64 `json:"max_file_size"`
+	// TrashRetentionSeconds is how long the trash keeps a file (nil: the
+	// default, DefaultTrashRetention; 0: the trash is off).
+	TrashRetentionSeconds *int64 `json:"trash_retention_seconds,omitempty"`
 }
 
 // GetSettings returns the store's settings (zero values when never set).

@@ -23,6 +23,19 @@ import (
 //	'T' holder 0x00 nanos ino   trash record (JSON), oldest first per holder
 //	't' ino                     the 'T' key of the inode's record
 
+// DefaultTrashRetention is how long the trash keeps a file unless the
+// store's settings say otherwise.
+const DefaultTrashRetention = 7 * 24 * time.Hour
+
+// TrashRetention is how long the trash keeps a file; 0 means the trash is
+// off.
+func (st Settings) TrashRetention() time.Duration {
+	if st.TrashRetentionSeconds == nil {
+		return DefaultTrashRetention
+	}
+	return time.Duration(max(*st.TrashRetentionSeconds, 0)) * time.Second
+}
+
 // Why an entry went to the trash.
 const (
 	TrashUnlink     = "unlink"
