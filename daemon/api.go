@@ -56,6 +56,13 @@ type Admin interface {
 	// SetMode overrides the owner or ownership mode of a path in a user's
 	// view, whoever owns it.
 	SetMode(ctx context.Context, user, path string, req ModeSetRequest) (*ModeInfo, error)
+
+	// The trash (trash_api.go): list, restore and purge kept files, show
+	// or set the retention (nil: show).
+	ListTrash(ctx context.Context, req TrashListRequest) ([]TrashEntry, error)
+	RestoreTrash(ctx context.Context, req TrashRestoreRequest) ([]TrashRestored, error)
+	PurgeTrash(ctx context.Context, req TrashPurgeRequest) (*TrashPurgeResult, error)
+	SetTrashSettings(ctx context.Context, retention *time.Duration) (*TrashSettings, error)
 }
 
 // ImportRequest names where an imported file goes: uploads/Name of User's

@@ -66,7 +66,9 @@ func NewLocal(st *Store, log *slog.Logger) *Local {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Local{st: st, log: log, acct: quota.New(st.Meta)}
+	l := &Local{st: st, log: log, acct: quota.New(st.Meta)}
+	l.acct.SetEvictor(l.evictTrash)
+	return l
 }
 
 var _ Admin = (*Local)(nil)

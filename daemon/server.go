@@ -278,6 +278,7 @@ func newHandler(admin Admin, log *slog.Logger) http.Handler {
 	fileRoutes(mux, h, admin, log)
 	auditRoutes(h, admin)    // audit_api.go
 	settingsRoutes(h, admin) // settings.go
+	trashRoutes(h, admin)    // trash_api.go
 	// Everything else is a JSON error too, never Go's plain-text 404 or
 	// 405: a known path with another method is 405, the rest 404.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -62,6 +62,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			statusCommand(),
 			fsckCommand(),
 			auditCommand(),
+			trashCommand(),
 			versionCommand(),
 		},
 		OnUsageError: func(c *cli.Context, err error, isSubcommand bool) error {
