@@ -589,18 +589,25 @@ func (v *View) recordTrash(op string, z metadata.Zone, p string) {
 }
 
 // trashSweeper expires old kept files every minute (or every half
-// retention, when that is shorter) until stop closes.
+// retention, when that is shorter) until stop closes. It looks every
+// second, so that a new retention holds soon.
 func (f *FS) trashSweeper(stop <-chan struct{}, capBytes func() int64) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	last := time.Now()
 	for {
-		every := time.Minute
-		if r := time.Duration(f.trash.retention.Load()); r > 0 && r/2 < every {
-			every = max(r/2, 100*time.Millisecond)
-		}
 		select {
-		case <-time.After(every):
-			f.ExpireTrash(capBytes())
+		case <-t.C:
 		case <-stop:
 			return
+		}
+		every := time.Minute
+		if r := time.Duration(f.trash.retention.Load()); r > 0 && r/2 < every {
+			every = r / 2
+		}
+		if time.Since(last) >= every {
+			f.ExpireTrash(capBytes())
+			last = time.Now()
 		}
 	}
 }

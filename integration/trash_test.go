@@ -1,23 +1,31 @@
 package integration
 
 import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/shedfs/shedfs/daemon"
 )
 
 // trashNames lists dir (inside a view's trash/) with the names of one
-// original file: those starting with base + "@", in time order.
+// original file: those starting with base + "@" (every kept file when
+// base is empty), in time order.
 func trashNames(t *testing.T, dir, base string) []string {
 	t.Helper()
 	var out []string
 	for _, n := range listNames(t, dir) {
-		if strings.HasPrefix(n, base+"@") {
+		if base == "" && strings.Contains(n, "@") || base != "" && strings.HasPrefix(n, base+"@") {
 			out = append(out, n)
 		}
 	}
@@ -154,5 +162,202 @@ func TestTrashRestoreAndPurge(t *testing.T) {
 	wantOK(t, "bob: restore his owner file", os.Rename(s.In("bob", "trash", "share", kept[0]), B("mine")))
 	if b := mustRead(t, s.In("carol", "share", "mine")); string(b) != "bob's\n" {
 		t.Errorf("restored mine holds %q", b)
+	}
+}
+
+// makeKeptTree writes a small tree of files (nested directories, a symlink)
+// under dir.
+func makeKeptTree(t *testing.T, dir string, files int) {
+	t.Helper()
+	for i := 0; i < files; i++ {
+		sub := filepath.Join(dir, fmt.Sprintf("d%d", i%4), fmt.Sprintf("e%d", i%3))
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		mustWrite(t, filepath.Join(sub, fmt.Sprintf("f%03d.txt", i)), []byte(strings.Repeat(fmt.Sprintf("line %d\n", i), i+1)), 0o644)
+	}
+	if err := os.Symlink("d0/e0/f000.txt", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// trashList runs shedfs trash list --json.
+func trashList(t *testing.T, args ...string) []daemon.TrashEntry {
+	t.Helper()
+	out := adminOK(t, append([]string{"trash", "list", "--json"}, args...)...)
+	var list []daemon.TrashEntry
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("trash list --json: %v\n%s", err, out)
+	}
+	return list
+}
+
+// TestTrashRmRfRestore: bob's rm -rf of a tree in share/ keeps every
+// file; shedfs trash restore puts the tree back byte for byte, parent
+// directories made as needed, and alice's view sees it at once.
+func TestTrashRmRfRestore(t *testing.T) {
+	t.Parallel()
+	s := startTeam(t)
+	proj := s.In("bob", "share", "proj")
+	makeKeptTree(t, proj, 40)
+	ref := filepath.Join(t.TempDir(), "ref")
+	if out, code := tool(t, "cp", "-a", proj, ref); code != 0 {
+		t.Fatalf("cp -a: %s", out)
+	}
+	if out, code := tool(t, "rm", "-rf", proj); code != 0 {
+		t.Fatalf("rm -rf: %s", out)
+	}
+	list := trashList(t, "--store", s.Store, "--user", "bob", "--path", "share/proj")
+	if len(list) != 41 {
+		t.Fatalf("trash list shows %d entries, want 41", len(list))
+	}
+	args := []string{"trash", "restore", "--store", s.Store, "--user", "bob"}
+	for _, e := range list {
+		if e.By != "bob" || e.Why != "unlink" || e.Holder != "share" {
+			t.Errorf("entry %+v", e)
+		}
+		args = append(args, e.Entry)
+	}
+	adminOK(t, args...)
+	if out, code := tool(t, "diff", "-r", "--no-dereference", ref, s.In("alice", "share", "proj")); code != 0 {
+		t.Errorf("diff -r after restore: %s", out)
+	}
+	if got := trashList(t, "--store", s.Store, "--user", "bob"); len(got) != 0 {
+		t.Errorf("trash after restore: %d entries", len(got))
+	}
+	fsckOnline(t, s)
+}
+
+// fsckOnline checks the store of a running serve daemon, stopping it.
+func fsckOnline(t *testing.T, s *serveDaemon) {
+	t.Helper()
+	s.Stop()
+	fsckClean(t, s.Store)
+}
+
+// TestTrashEviction: with alice's quota full of her own trash, writes go
+// on succeeding while trash lasts, the oldest kept files going first; df
+// shows the trash as free.
+func TestTrashEviction(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	setupTeam(t, store)
+	adminOK(t, "quota", "set", "user:alice", "--bytes", "1MiB", "--store", store)
+	s := startServe(t, store, "alice", "bob", "carol")
+	A := func(p ...string) string { return s.In("alice", p...) }
+	chunk := make([]byte, 300<<10)
+	for _, name := range []string{"a", "b", "c"} {
+		mustWrite(t, A(name), chunk, 0o644)
+		if err := os.Remove(A(name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := trashNames(t, s.In("alice", "trash"), ""); len(got) != 3 {
+		t.Fatalf("trash holds %v", got)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(A(), &st); err != nil {
+		t.Fatal(err)
+	}
+	if free := int64(st.Bavail) * st.Bsize; free < 900<<10 {
+		t.Errorf("df shows %d bytes free with only trash charged, want the trash counted as free", free)
+	}
+	// 600 KiB more needs two of the three kept files: a and b go.
+	mustWrite(t, A("big"), make([]byte, 600<<10), 0o644)
+	got := trashNames(t, s.In("alice", "trash"), "")
+	if len(got) != 1 || !strings.HasPrefix(got[0], "c@") {
+		t.Fatalf("after the big write, trash holds %v, want c only", got)
+	}
+	// Past what the trash can give: EDQUOT as before.
+	err := os.WriteFile(A("huge"), make([]byte, 600<<10), 0o644)
+	wantErrno(t, "alice: write past quota and trash", err, syscall.EDQUOT)
+	out := adminOK(t, "quota", "show", "user:alice", "--store", store)
+	t.Logf("quota show:\n%s", out)
+}
+
+// TestTrashRetention: kept files older than the retention go.
+func TestTrashRetention(t *testing.T) {
+	t.Parallel()
+	s := startTeam(t)
+	adminOK(t, "trash", "retention", "2s", "--store", s.Store)
+	mustWrite(t, s.In("alice", "old"), []byte("x"), 0o644)
+	if err := os.Remove(s.In("alice", "old")); err != nil {
+		t.Fatal(err)
+	}
+	if got := trashNames(t, s.In("alice", "trash"), "old"); len(got) != 1 {
+		t.Fatalf("trash holds %v", got)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(trashNames(t, s.In("alice", "trash"), "old")) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("kept file still there 10 s after a 2 s retention")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Retention 0 turns the trash off: a removed file goes at once.
+	adminOK(t, "trash", "retention", "0", "--store", s.Store)
+	mustWrite(t, s.In("alice", "gone"), []byte("x"), 0o644)
+	if err := os.Remove(s.In("alice", "gone")); err != nil {
+		t.Fatal(err)
+	}
+	if got := trashNames(t, s.In("alice", "trash"), "gone"); len(got) != 0 {
+		t.Errorf("trash off, yet it holds %v", got)
+	}
+	fsckOnline(t, s)
+}
+
+// TestTrashCrashDuringRmRf kills the daemon with SIGKILL in the middle of
+// an rm -rf: after fsck the store is clean, and every file is either
+// still in place or in the trash, none lost.
+func TestTrashCrashDuringRmRf(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	v := startView(t, store, "alice")
+	makeKeptTree(t, v.Path("tree"), 400)
+	var want []string
+	filepath.WalkDir(v.Path("tree"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(v.Path(), p)
+			want = append(want, rel)
+		}
+		return nil
+	})
+	unix.Sync()
+	// fsync of the view root makes every change so far durable.
+	if f, err := os.Open(v.Path()); err == nil {
+		f.Sync()
+		f.Close()
+	}
+	rm := exec.Command("rm", "-rf", v.Path("tree"))
+	if err := rm.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(30 * time.Millisecond)
+	v.Kill()
+	rm.Wait()
+	out, errOut, code := runCLI(t, "fsck", "--store", store)
+	if code != 0 {
+		t.Fatalf("fsck after the crash: exit %d\n%s%s", code, out, errOut)
+	}
+	fsckClean(t, store)
+	list := trashList(t, "--store", store, "--user", "alice")
+	inTrash := map[string]bool{}
+	for _, e := range list {
+		inTrash[e.Path] = true
+	}
+	v2 := startView(t, store, "alice")
+	lost := 0
+	for _, p := range want {
+		if _, err := os.Lstat(v2.Path(p)); err == nil || inTrash[p] {
+			continue
+		}
+		lost++
+		if lost < 5 {
+			t.Errorf("%s is neither in place nor in the trash", p)
+		}
+	}
+	t.Logf("%d files: %d kept in the trash, %d lost", len(want), len(list), lost)
+	if lost > 0 {
+		t.Errorf("%d files lost", lost)
 	}
 }
