@@ -63,6 +63,8 @@ type Admin interface {
 	RestoreTrash(ctx context.Context, req TrashRestoreRequest) ([]TrashRestored, error)
 	PurgeTrash(ctx context.Context, req TrashPurgeRequest) (*TrashPurgeResult, error)
 	SetTrashSettings(ctx context.Context, retention *time.Duration) (*TrashSettings, error)
+	// RestoreAt puts a subtree back as it was at a time (restore_api.go).
+	RestoreAt(ctx context.Context, req RestoreAtRequest) (*RestoreAtResult, error)
 }
 
 // ImportRequest names where an imported file goes: uploads/Name of User's

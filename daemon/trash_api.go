@@ -405,6 +405,7 @@ func (l *Local) SetTrashSettings(ctx context.Context, retention *time.Duration) 
 
 // trashRoutes serves the trash over the admin API.
 func trashRoutes(h func(string, func(*http.Request) (int, any, error)), admin Admin) {
+	restoreRoutes(h, admin)
 	h("GET /v1/trash", func(r *http.Request) (int, any, error) {
 		q := r.URL.Query()
 		req := TrashListRequest{User: q.Get("user"), Holder: q.Get("holder"), Path: q.Get("path")}

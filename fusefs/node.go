@@ -730,7 +730,7 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if !d.Allowed() {
 		return n.deny(acl.OpRename, name, d)
 	}
-	replaced, kept, err := f.store.RenameTrash(n.ino, name, np.ino, newName, flags, np.trashNote(metadata.TrashRenameOver, newName))
+	replaced, kept, err := f.store.RenameTrash(n.ino, name, np.ino, newName, flags, np.trashNote(metadata.TrashRenameOver, newName), n.renameNote(name, np, newName))
 	if err != nil {
 		return f.errno("rename", err)
 	}

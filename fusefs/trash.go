@@ -663,3 +663,20 @@ func newTrashFreed() *prometheus.CounterVec {
 	}
 	return c
 }
+
+// zonePath is the path of name in n within n's zone, as this view named
+// it ("" for the zone root).
+func (n *node) zonePath(name string) string {
+	_, rel, _ := zones.ZonePath(n.v.user, strings.TrimPrefix(n.pathOf(name), "/"))
+	return rel
+}
+
+// renameNote is what the rename journal keeps of moving name in n to
+// newName in np, for restores to a point in time; nil when the trash is
+// off (nothing can be restored then).
+func (n *node) renameNote(name string, np *node, newName string) *metadata.RenameNote {
+	if n.v.fs.trash.retention.Load() <= 0 {
+		return nil
+	}
+	return &metadata.RenameNote{From: n.zonePath(name), To: np.zonePath(newName)}
+}

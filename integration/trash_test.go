@@ -361,3 +361,46 @@ func TestTrashCrashDuringRmRf(t *testing.T) {
 		t.Errorf("%d files lost", lost)
 	}
 }
+
+// TestRestoreAt: after bob's rm -rf of a tree in share/ and other changes
+// (a file overwritten, one made, one renamed, a directory moved), shedfs
+// restore --at puts the tree back as it was, byte for byte; --dry-run
+// first lists the changes and makes none; the restore itself can be
+// undone (what it replaced is in the trash).
+func TestRestoreAt(t *testing.T) {
+	t.Parallel()
+	s := startTeam(t)
+	proj := s.In("bob", "share", "proj")
+	makeKeptTree(t, proj, 24)
+	ref := filepath.Join(t.TempDir(), "ref")
+	if out, code := tool(t, "cp", "-a", proj, ref); code != 0 {
+		t.Fatalf("cp -a: %s", out)
+	}
+	time.Sleep(20 * time.Millisecond)
+	at := time.Now().UTC().Format(time.RFC3339Nano)
+	time.Sleep(20 * time.Millisecond)
+	mustWrite(t, filepath.Join(proj, "d0", "e0", "f000.txt"), []byte("overwritten\n"), 0o644)
+	mustWrite(t, filepath.Join(proj, "new.txt"), []byte("new\n"), 0o644)
+	if err := os.Rename(filepath.Join(proj, "d1", "e1", "f001.txt"), filepath.Join(proj, "moved.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(proj, "d2"), filepath.Join(proj, "d2x")); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := tool(t, "rm", "-rf", proj); code != 0 {
+		t.Fatalf("rm -rf: %s", out)
+	}
+	dry := adminOK(t, "restore", "--store", s.Store, "--user", "bob", "--at", at, "--dry-run", "share/proj")
+	if !strings.Contains(dry, "would restore share/proj/d0/e0/f000.txt") {
+		t.Errorf("dry run:\n%s", dry)
+	}
+	if _, err := os.Stat(proj); !os.IsNotExist(err) {
+		t.Fatalf("dry run changed the view: %v", err)
+	}
+	out := adminOK(t, "restore", "--store", s.Store, "--user", "bob", "--at", at, "share/proj")
+	t.Logf("restore:\n%s", out)
+	if out, code := tool(t, "diff", "-r", "--no-dereference", ref, s.In("alice", "share", "proj")); code != 0 {
+		t.Errorf("diff -r after restore --at: %s", out)
+	}
+	fsckOnline(t, s)
+}

@@ -190,6 +190,9 @@ func (s *Store) create(parent uint64, name string, tmpl *Inode, admit func(Usage
 		if err := o.charge(h, 0, 1); err != nil {
 			return err
 		}
+		if err := o.setBirth(n.Ino, o.now); err != nil {
+			return err
+		}
 		created = n
 		return nil
 	})
@@ -486,12 +489,12 @@ func (o *op) unlink(parent uint64, name string, dir bool, unused func(ino uint64
 // parents are in different zones. Renaming an entry onto itself (or onto
 // another link of the same inode) succeeds and changes nothing.
 func (s *Store) Rename(oldParent uint64, oldName string, newParent uint64, newName string, flags uint32) (replaced *Inode, err error) {
-	return s.rename(oldParent, oldName, newParent, newName, flags, nil)
+	return s.rename(oldParent, oldName, newParent, newName, flags, nil, nil)
 }
 
 // rename is Rename; keep, when not nil, is offered the replaced inode
 // once it lost its link, and may move it to the trash.
-func (s *Store) rename(oldParent uint64, oldName string, newParent uint64, newName string, flags uint32, keep func(o *op, dst *Inode) (bool, error)) (replaced *Inode, err error) {
+func (s *Store) rename(oldParent uint64, oldName string, newParent uint64, newName string, flags uint32, keep func(o *op, dst *Inode) (bool, error), journal *RenameNote) (replaced *Inode, err error) {
 	if flags&^(RenameNoReplace|RenameExchange) != 0 || flags == RenameNoReplace|RenameExchange {
 		return nil, fmt.Errorf("rename flags %#x: %w", flags, syscall.EINVAL)
 	}
@@ -593,6 +596,9 @@ func (s *Store) rename(oldParent uint64, oldName string, newParent uint64, newNa
 		o.put(src)
 		o.touchDir(oldP)
 		o.touchDir(newP)
+		if journal != nil {
+			return o.journalRename(src, journal)
+		}
 		return nil
 	})
 	if err != nil {
@@ -708,7 +714,7 @@ func (o *op) deleteInode(n *Inode) (int64, error) {
 			return 0, err
 		}
 	}
-	keys = append(keys, inodeKey(n.Ino), orphanKey(n.Ino))
+	keys = append(keys, inodeKey(n.Ino), orphanKey(n.Ino), birthKey(n.Ino))
 	for _, k := range keys {
 		if err := o.tx.Delete(k); err != nil {
 			return 0, fmt.Errorf("delete inode %d: %w", n.Ino, err)

@@ -249,13 +249,13 @@ func (s *Store) UnlinkTrash(parent uint64, name string, dir bool, unused func(in
 // RenameTrash is Rename that keeps the replaced file in the trash when it
 // loses its last link (see UnlinkTrash); kept tells that it did, and the
 // caller then has nothing to reclaim.
-func (s *Store) RenameTrash(oldParent uint64, oldName string, newParent uint64, newName string, flags uint32, note *TrashNote) (replaced *Inode, kept bool, err error) {
+func (s *Store) RenameTrash(oldParent uint64, oldName string, newParent uint64, newName string, flags uint32, note *TrashNote, journal *RenameNote) (replaced *Inode, kept bool, err error) {
 	replaced, err = s.rename(oldParent, oldName, newParent, newName, flags, func(o *op, dst *Inode) (bool, error) {
 		if note == nil || dst.Nlink != 0 || !Keepable(dst) {
 			return false, nil
 		}
 		return true, o.keep(dst, note)
-	})
+	}, journal)
 	if err != nil {
 		return nil, false, err
 	}
@@ -296,6 +296,16 @@ func (s *Store) KeepVersion(ino, version uint64, note *TrashNote) (*Inode, error
 		v.Nlink = 0
 		v.Ctime = o.now
 		o.put(&v)
+		// The version is the content the file had since it was made.
+		b, err := o.birth(ino)
+		if err != nil {
+			return err
+		}
+		if !b.IsZero() {
+			if err := o.setBirth(version, b); err != nil {
+				return err
+			}
+		}
 		if err := o.addTrash(&v, note, o.now); err != nil {
 			return err
 		}
@@ -477,6 +487,9 @@ func (s *Store) ExpireTrash(cutoff time.Time, capped func(Holder) bool, capBytes
 			capTotal -= Charge(e.Size)
 		}
 		victims = append(victims, e)
+	}
+	if err := s.pruneRenames(cutoff); err != nil {
+		return nil, err
 	}
 	var out []*Inode
 	for batch := range slices.Chunk(victims, 500) {

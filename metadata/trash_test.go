@@ -39,7 +39,7 @@ func TestTrashKeepsUnlinkedAndReplaced(t *testing.T) {
 		t.Fatalf("check: %+v", rep.Problems)
 	}
 	c := must[*Inode](t)(s.Create(root, "c", file(0o644), nil))
-	if _, kept, err := s.RenameTrash(root, "c", root, "b", 0, &TrashNote{By: "bob", Why: TrashRenameOver, Path: "b"}); err != nil || !kept {
+	if _, kept, err := s.RenameTrash(root, "c", root, "b", 0, &TrashNote{By: "bob", Why: TrashRenameOver, Path: "b"}, nil); err != nil || !kept {
 		t.Fatalf("RenameTrash: %v kept=%v", err, kept)
 	}
 	list := must[[]TrashEntry](t)(s.ListTrash([]Holder{"share"}))

@@ -63,6 +63,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			fsckCommand(),
 			auditCommand(),
 			trashCommand(),
+			restoreCommand(),
 			versionCommand(),
 		},
 		OnUsageError: func(c *cli.Context, err error, isSubcommand bool) error {

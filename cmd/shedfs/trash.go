@@ -179,3 +179,59 @@ func runTrashRetention(c *cli.Context) error {
 		return nil
 	})
 }
+
+func restoreCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "restore",
+		Usage:     "put a subtree of a view back as it was at a time, from the trash (admin)",
+		ArgsUsage: "PATH (as the user's view shows it, e.g. share/project)",
+		Flags: []cli.Flag{
+			storeFlag(), jsonFlag(),
+			&cli.StringFlag{Name: "user", Usage: "the user whose view PATH is in", Required: true},
+			&cli.StringFlag{Name: "at", Usage: "the time: how long ago (10m, 2h) or RFC 3339", Required: true},
+			&cli.BoolFlag{Name: "dry-run", Usage: "list what would be done, change nothing"},
+		},
+		Action: runRestore,
+	}
+}
+
+func runRestore(c *cli.Context) error {
+	if err := nargs(c, "one PATH", 1); err != nil {
+		return err
+	}
+	at, err := parseWhen("at", c.String("at"))
+	if err != nil {
+		return err
+	}
+	req := daemon.RestoreAtRequest{User: c.String("user"), Path: c.Args().First(), At: at, DryRun: c.Bool("dry-run")}
+	if err := daemon.ValidName("user", req.User); err != nil {
+		return err
+	}
+	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+		res, err := a.RestoreAt(ctx, req)
+		if err != nil {
+			return err
+		}
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, res)
+		}
+		verb := ""
+		if res.DryRun {
+			verb = "would "
+		}
+		for _, a := range res.Actions {
+			switch a.Action {
+			case "rename-back":
+				fmt.Fprintf(c.App.Writer, "%srename %s back to %s\n", verb, a.From, a.Path)
+			case "trash":
+				fmt.Fprintf(c.App.Writer, "%smove %s to the trash (made since)\n", verb, a.Path)
+			case "restore":
+				fmt.Fprintf(c.App.Writer, "%srestore %s from %s\n", verb, a.Path, a.Entry)
+			case "rmdir":
+				fmt.Fprintf(c.App.Writer, "%sremove directory %s (made since)\n", verb, a.Path)
+			}
+		}
+		fmt.Fprintf(c.App.Writer, "%d changes\n", len(res.Actions))
+		return nil
+	})
+}
