@@ -178,6 +178,9 @@ type QuotaInfo struct {
 	Holder string `json:"holder"`
 	Used   Amount `json:"used"`
 	Limit  Amount `json:"limit"`
+	// Trash is the part of Used that kept files take: evicted, oldest
+	// first, before anything is refused.
+	Trash Amount `json:"trash"`
 }
 
 // ViewInfo is one mounted view.

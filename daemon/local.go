@@ -464,7 +464,11 @@ func (l *Local) quotaInfo(h metadata.Holder) (*QuotaInfo, error) {
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("quota of %s", h))
 	}
-	return &QuotaInfo{Holder: string(h), Used: amount(used), Limit: limitAmount(lim)}, nil
+	trash, err := l.st.Meta.TrashUsage(h)
+	if err != nil {
+		return nil, asError(err, fmt.Sprintf("trash of %s", h))
+	}
+	return &QuotaInfo{Holder: string(h), Used: amount(used), Limit: limitAmount(lim), Trash: amount(trash)}, nil
 }
 
 // ShowQuota returns one holder's quota, or every holder's (share, every
