@@ -680,3 +680,33 @@ func (n *node) renameNote(name string, np *node, newName string) *metadata.Renam
 	}
 	return &metadata.RenameNote{From: n.zonePath(name), To: np.zonePath(newName)}
 }
+
+// spaceEvictBytes is the least that one eviction for the store's disk
+// frees, so that a stream of writes on a full disk does not evict file
+// by file.
+const spaceEvictBytes = 16 << 20
+
+// evictForSpace frees the oldest kept files of any holder when the store's
+// disk is too short for a growth of bytes, removing their blobs at once
+// (the disk needs the room now), and reports whether it freed any. Files
+// still open are skipped.
+func (f *FS) evictForSpace(bytes int64) bool {
+	gone, err := f.store.EvictOldest(max(bytes, spaceEvictBytes), f.unused)
+	if err != nil {
+		f.log.Error("evict trash for space", "err", err)
+	}
+	if len(gone) == 0 {
+		return false
+	}
+	for _, n := range gone {
+		if n.IsRegular() {
+			f.removeBlob(n.Ino)
+		}
+	}
+	f.trashChanged()
+	f.countTrashFreed("evict", len(gone))
+	if r, ok := f.opts.Space.(interface{ Remeasure() }); ok {
+		r.Remeasure()
+	}
+	return true
+}

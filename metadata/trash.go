@@ -491,6 +491,38 @@ func (s *Store) ExpireTrash(cutoff time.Time, capped func(Holder) bool, capBytes
 	if err := s.pruneRenames(cutoff); err != nil {
 		return nil, err
 	}
+	return s.purgeEntries(victims)
+}
+
+// EvictOldest purges the oldest kept files of any holder, skipping open
+// ones, until their charges add up to bytes (at least one file, while
+// any is left): room on the store's disk comes before the trash.
+func (s *Store) EvictOldest(bytes int64, unused func(uint64) bool) ([]*Inode, error) {
+	all, err := s.ListTrash(nil)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(all, func(a, b TrashEntry) int { return a.Time.Compare(b.Time) })
+	var victims []TrashEntry
+	var freed int64
+	for _, e := range all {
+		if len(victims) > 0 && freed >= bytes {
+			break
+		}
+		if unused != nil && !unused(e.Ino) {
+			continue
+		}
+		victims = append(victims, e)
+		if e.Mode&syscall.S_IFMT == syscall.S_IFREG {
+			freed += Charge(e.Size)
+		}
+	}
+	return s.purgeEntries(victims)
+}
+
+// purgeEntries purges kept files in batches, skipping those gone
+// meanwhile, and returns what it freed.
+func (s *Store) purgeEntries(victims []TrashEntry) ([]*Inode, error) {
 	var out []*Inode
 	for batch := range slices.Chunk(victims, 500) {
 		err := s.update(func(o *op) error {
