@@ -456,6 +456,7 @@ func (n *node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, _ uint3
 		}
 		if flags&syscall.O_TRUNC != 0 && rec.Size > 0 && n.keepVersion(rec) {
 			n.truncated(0)
+			rec.Size = 0
 		} else if flags&syscall.O_TRUNC != 0 && rec.Size > 0 {
 			if e := n.truncate(rec, 0); e != 0 {
 				return nil, 0, e

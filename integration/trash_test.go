@@ -62,6 +62,28 @@ func TestTrashVersions(t *testing.T) {
 	if b := mustRead(t, A("f")); string(b) != "v4\n" {
 		t.Errorf("f holds %q", b)
 	}
+	// A shorter content, written through a descriptor opened before.
+	long, err := os.OpenFile(A("long"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer long.Close()
+	if _, err := long.WriteAt([]byte("a long first content\n"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := tool(t, "sh", "-c", "echo short > "+A("long")); code != 0 {
+		t.Fatalf("echo short > long: %s", out)
+	}
+	if b := mustRead(t, A("long")); string(b) != "short\n" {
+		t.Errorf("long holds %q after a shorter overwrite", b)
+	}
+	if fi, err := long.Stat(); err != nil || fi.Size() != 6 {
+		t.Errorf("fstat of the old descriptor: %v, %v", fi.Size(), err)
+	}
+	if kept := trashNames(t, s.In("alice", "trash", "groups", "team-alpha"), "long"); len(kept) != 1 ||
+		string(mustRead(t, s.In("alice", "trash", "groups", "team-alpha", kept[0]))) != "a long first content\n" {
+		t.Errorf("the long content is not kept: %v", kept)
+	}
 	// sed -i writes a new file and renames it over f: the old one goes.
 	for _, v := range []string{"v5", "v6", "v7"} {
 		if out, code := tool(t, "sed", "-i", "s/v[0-9]/"+v+"/", A("f")); code != 0 {
