@@ -426,3 +426,14 @@ func TestRestoreAt(t *testing.T) {
 	}
 	fsckOnline(t, s)
 }
+
+// noTrashStore makes a store with user and the trash off, for tests of
+// what a delete frees at once (an unlinked file open meanwhile becomes an
+// orphan, reclaimed at its last close or by fsck).
+func noTrashStore(t *testing.T, user string) string {
+	t.Helper()
+	store := newStore(t)
+	adminOK(t, "user", "add", user, "--store", store)
+	adminOK(t, "trash", "retention", "0", "--store", store)
+	return store
+}
