@@ -27,18 +27,17 @@ type TrashEntry struct {
 	// trash restore takes.
 	Entry string `json:"entry"`
 	// Path is where it was, in that view ("share/reports/q3.csv").
-	Path    string    `json:"path"`
-	Holder  string    `json:"holder"`
-	Zone    string    `json:"zone"`
-	Owner   string    `json:"owner,omitempty"`
-	Mode    string    `json:"mode,omitempty"`
-	By      string    `json:"by"`
-	Why     string    `json:"why"`
-	Time    time.Time `json:"time"`
-	Size    uint64    `json:"size"`
-	Type    string    `json:"type"`
-	Ino     uint64    `json:"ino"`
-	viewRel string    // Path, for the user the entry was listed for
+	Path   string    `json:"path"`
+	Holder string    `json:"holder"`
+	Zone   string    `json:"zone"`
+	Owner  string    `json:"owner,omitempty"`
+	Mode   string    `json:"mode,omitempty"`
+	By     string    `json:"by"`
+	Why    string    `json:"why"`
+	Time   time.Time `json:"time"`
+	Size   uint64    `json:"size"`
+	Type   string    `json:"type"`
+	Ino    uint64    `json:"ino"`
 }
 
 // TrashListRequest selects kept files: those a user's view sees, or one
