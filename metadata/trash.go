@@ -56,6 +56,18 @@ type TrashNote struct {
 	By   string
 	Why  string
 	Path string
+	// at is the record's time, unix nanos (stamped).
+	at int64
+}
+
+// stamped is a copy of note with a trash time of its own, or nil.
+func (s *Store) stamped(note *TrashNote) *TrashNote {
+	if note == nil {
+		return nil
+	}
+	c := *note
+	c.at = s.trashTime()
+	return &c
 }
 
 // TrashEntry is one kept file: the inode, where it was, and who removed it
@@ -137,24 +149,28 @@ func (o *op) keep(n *Inode, note *TrashNote) error {
 	if err := o.tx.Delete(orphanKey(n.Ino)); err != nil {
 		return err
 	}
-	return o.addTrash(n, note, o.now)
+	return o.addTrash(n, note)
 }
 
-// addTrash writes n's trash record at the first free nanosecond from t.
-func (o *op) addTrash(n *Inode, note *TrashNote, t time.Time) error {
-	h := HolderOf(n.Zone)
-	nanos := t.UnixNano()
+// trashTime is the time of a new trash record: now, or a nanosecond
+// after the last one, so that every record has a time of its own.
+func (s *Store) trashTime() int64 {
+	now := time.Now().UnixNano()
 	for {
-		taken := false
-		p := trashHolderPrefix(h)
-		p = binary.BigEndian.AppendUint64(p, uint64(nanos))
-		if err := o.tx.Scan(p, nil, func(_, _ []byte) error { taken = true; return errStopScan }); err != nil {
-			return err
+		last := s.trashClock.Load()
+		t := max(now, last+1)
+		if s.trashClock.CompareAndSwap(last, t) {
+			return t
 		}
-		if !taken {
-			break
-		}
-		nanos++
+	}
+}
+
+// addTrash writes n's trash record.
+func (o *op) addTrash(n *Inode, note *TrashNote) error {
+	h := HolderOf(n.Zone)
+	nanos := note.at
+	if nanos == 0 {
+		nanos = o.now.UnixNano()
 	}
 	v, err := json.Marshal(trashRecord{Zone: n.Zone.String(), Owner: n.Owner, OwnMode: uint8(n.OwnMode),
 		Path: note.Path, By: note.By, Why: note.Why, Size: n.Size, Mode: n.Mode})
@@ -234,6 +250,7 @@ func (s *Store) UnlinkTrash(parent uint64, name string, dir bool, unused func(in
 	if err := lookupName(name); err != nil {
 		return nil, false, false, err
 	}
+	note = s.stamped(note)
 	err = s.update(func(o *op) error {
 		freed, kept = false, false
 		var e error
@@ -250,6 +267,7 @@ func (s *Store) UnlinkTrash(parent uint64, name string, dir bool, unused func(in
 // loses its last link (see UnlinkTrash); kept tells that it did, and the
 // caller then has nothing to reclaim.
 func (s *Store) RenameTrash(oldParent uint64, oldName string, newParent uint64, newName string, flags uint32, note *TrashNote, journal *RenameNote) (replaced *Inode, kept bool, err error) {
+	note = s.stamped(note)
 	replaced, err = s.rename(oldParent, oldName, newParent, newName, flags, func(o *op, dst *Inode) (bool, error) {
 		if note == nil || dst.Nlink != 0 || !Keepable(dst) {
 			return false, nil
@@ -274,6 +292,7 @@ func (s *Store) AllocIno() (uint64, error) { return s.allocIno() }
 // the version costs one inode, admitted against the holder's inode limit
 // (EDQUOT, nothing changed). Returns the live file after the change.
 func (s *Store) KeepVersion(ino, version uint64, note *TrashNote) (*Inode, error) {
+	note = s.stamped(note)
 	var out *Inode
 	err := s.update(func(o *op) error {
 		n, err := o.inode(ino)
@@ -306,7 +325,7 @@ func (s *Store) KeepVersion(ino, version uint64, note *TrashNote) (*Inode, error
 				return err
 			}
 		}
-		if err := o.addTrash(&v, note, o.now); err != nil {
+		if err := o.addTrash(&v, note); err != nil {
 			return err
 		}
 		n.Size = 0
@@ -566,6 +585,7 @@ func (s *Store) RestoreTrash(ino, parent uint64, name string, note *TrashNote) (
 	if err := ValidName(name); err != nil {
 		return nil, nil, false, err
 	}
+	note = s.stamped(note)
 	err = s.update(func(o *op) error {
 		replaced, kept = nil, false
 		_, k, err := o.trashOf(ino)
