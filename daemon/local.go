@@ -74,7 +74,9 @@ func NewLocal(st *Store, log *slog.Logger) *Local {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Local{st: st, log: log, acct: quota.New(st.Meta), content: content.New(st.Meta, st.Blobs, content.Options{})}
+	l := &Local{st: st, log: log, acct: quota.New(st.Meta), content: content.New(st.Meta, st.Blobs, content.Options{})}
+	l.acct.SetEvictor(l.evictTrash)
+	return l
 }
 
 var _ Admin = (*Local)(nil)
@@ -470,7 +472,11 @@ func (l *Local) quotaInfo(h metadata.Holder) (*QuotaInfo, error) {
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("quota of %s", h))
 	}
-	return &QuotaInfo{Holder: string(h), Used: amount(used), Limit: limitAmount(lim)}, nil
+	trash, err := l.st.Meta.TrashUsage(h)
+	if err != nil {
+		return nil, asError(err, fmt.Sprintf("trash of %s", h))
+	}
+	return &QuotaInfo{Holder: string(h), Used: amount(used), Limit: limitAmount(lim), Trash: amount(trash)}, nil
 }
 
 // ShowQuota returns one holder's quota, or every holder's (share, every

@@ -50,6 +50,9 @@ type openInode struct {
 	// to the content service; writer is the view's user that changed it.
 	changed bool
 	writer  string
+	// retired are blob descriptors replaced while open (a version kept
+	// in the trash), closed with the last handle.
+	retired []*os.File
 }
 
 // setSize moves the in-memory size and keeps the holder's pending charge
@@ -129,6 +132,9 @@ func (f *FS) closeOpen(oi *openInode) {
 		f.opts.Content.Changed(oi.ino, nil)
 	}
 	oi.blob.Close()
+	for _, b := range oi.retired {
+		b.Close()
+	}
 	oi.mu.Unlock()
 	f.reclaimIfIdle(oi.ino)
 }
@@ -206,6 +212,14 @@ func (n *node) resizeLocked(oi *openInode, op acl.Op, newSize uint64, blocks int
 		d = acl.Write(a, oi.entry, acl.Quota{}, oi.size, oi.size)
 	} else {
 		d = acl.Truncate(a, oi.entry, acl.Quota{}, oi.size, newSize)
+	}
+	if grows && d.Errno == syscall.EDQUOT && f.acct.MakeRoom(oi.holder, metadata.Charge(newSize)-metadata.Charge(oi.size), 0) {
+		if q, err := f.quota(oi.entry.Zone); err == nil {
+			d = acl.Write(a, oi.entry, q, oi.size, newSize)
+			if op != acl.OpWrite {
+				d = acl.Truncate(a, oi.entry, q, oi.size, newSize)
+			}
+		}
 	}
 	if d.Allowed() && blocks > 0 {
 		d = f.room(blocks, 0)
@@ -338,7 +352,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadR
 	defer h.node.v.fs.track("read", h.node.zone, time.Now(), &errno)
 	oi := h.oi
 	oi.mu.Lock()
-	entry, size := oi.entry, oi.size
+	entry, size, blob := oi.entry, oi.size, oi.blob
 	oi.mu.Unlock()
 	if d := acl.Read(h.node.v.actor(), entry); !d.Allowed() {
 		return nil, h.node.deny(acl.OpRead, "", d)
@@ -350,7 +364,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadR
 	h.node.v.fs.countRead(h.node.zone, int(n))
 	// The kernel gets the bytes spliced from the blob, without a copy
 	// through the daemon where the kernel allows it.
-	return fuse.ReadResultFd(oi.blob.Fd(), off, int(n)), 0
+	return fuse.ReadResultFd(blob.Fd(), off, int(n)), 0
 }
 
 // Write implements fs.FileWriter.

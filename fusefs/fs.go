@@ -108,6 +108,9 @@ type FS struct {
 	dirsOpen map[uint64]int
 	// ghosts are reclaimed inodes kept for requests under way.
 	ghosts map[uint64]*ghost
+
+	// trash is the retention and generation of the trash (trash.go).
+	trash trashState
 }
 
 // New prepares the shared state for views of one store. The caller keeps
@@ -146,8 +149,10 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
 	if f.acct == nil {
 		f.acct = quota.New(store)
 	}
+	f.acct.SetEvictor(f.evictTrash)
 	f.SettingsChanged()
 	go f.sweeper(f.stopSweep)
+	go f.trashSweeper(f.stopSweep, f.trashCap)
 	return f
 }
 
@@ -160,6 +165,7 @@ func (f *FS) SettingsChanged() {
 		return
 	}
 	f.maxFileSize.Store(st.MaxFileSize)
+	f.trashSettings(st)
 }
 
 // OpenFiles is the number of inodes with at least one open handle.

@@ -148,7 +148,12 @@ func (f *FS) room(bytes, inodes int64) acl.Decision {
 	if f.opts.Space == nil {
 		return acl.Decision{}
 	}
-	return f.opts.Space.Admit(bytes, inodes)
+	// The store's disk comes before the trash.
+	d := f.opts.Space.Admit(bytes, inodes)
+	for try := 0; d.Errno == syscall.ENOSPC && try < 4 && f.evictForSpace(bytes); try++ {
+		d = f.opts.Space.Admit(bytes, inodes)
+	}
+	return d
 }
 
 // entryBytes is what a new entry is taken to grow the store by on disk:

@@ -74,6 +74,9 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if e != 0 {
 		return e
 	}
+	if e := n.refuseKept(acl.OpSetattr, rec); e != 0 {
+		return e
+	}
 	d := acl.SetXattr(n.v.actor(), acl.EntryOf(rec), attr, string(data), n.v.memberOf(rec.Zone))
 	if !d.Allowed() {
 		return n.deny(xattrOp(attr), "", d)
@@ -169,6 +172,9 @@ func (n *node) Removexattr(ctx context.Context, attr string) (errno syscall.Errn
 	defer n.v.fs.track("removexattr", n.zone, time.Now(), &errno)
 	rec, e := n.load()
 	if e != 0 {
+		return e
+	}
+	if e := n.refuseKept(acl.OpSetattr, rec); e != 0 {
 		return e
 	}
 	if d := acl.RemoveXattr(n.v.actor(), acl.EntryOf(rec), attr); !d.Allowed() {

@@ -22,6 +22,9 @@ type Settings struct {
 	// DefaultLinkTTL is how long a new share-by-link link lives when
 	// its maker names no lifetime (0: the links package's default).
 	DefaultLinkTTL time.Duration `json:"default_link_ttl,omitempty"`
+	// TrashRetentionSeconds is how long the trash keeps a file (nil: the
+	// default, DefaultTrashRetention; 0: the trash is off).
+	TrashRetentionSeconds *int64 `json:"trash_retention_seconds,omitempty"`
 }
 
 // GetSettings returns the store's settings (zero values when never set).

@@ -65,6 +65,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			linkCommand(),
 			migrateCommand(),
 			quarantineCommand(),
+			trashCommand(),
+			restoreCommand(),
 			versionCommand(),
 		},
 		OnUsageError: func(c *cli.Context, err error, isSubcommand bool) error {
