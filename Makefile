@@ -2,7 +2,7 @@
 #
 #   make build   build bin/shedfs
 #   make run     the demo: shedfs serve with alice, bob, carol and team-alpha under demo/mnt (Ctrl-C stops)
-#   make test    every test: unit tests with -race, FUSE/integration tests, a short fuzz budget
+#   make test    every test: unit tests with -race, the metadata tests again on etcd, FUSE/integration tests, a short fuzz budget
 #   make bench   native dir vs go-fuse loopback vs shedfs, medians, ratios and PASS/MISS per docs/design.md target (cmd/shedfs-bench)
 #   make lint    gofmt, go vet, staticcheck
 #   make clean   unmount demo views, remove bin/ and demo/
@@ -120,6 +120,8 @@ test:
 	norace="$$(comm -12 <(echo "$$all") <(echo "$$norace") | sed '/^$$/d')"; \
 	echo "==> go test -race (pure packages)"; \
 	if [ -n "$$race" ]; then $(GO) test -count=1 -race $(TESTFLAGS) $$race || rc=1; fi; \
+	echo "==> go test ./metadata on a 3-member etcd cluster (SHEDFS_TEST_META=etcd)"; \
+	SHEDFS_TEST_META=etcd $(GO) test -count=1 $(TESTFLAGS) ./metadata || rc=1; \
 	echo "==> go test (FUSE and integration packages)"; \
 	if [ -n "$$norace" ]; then $(GO) test -count=1 $(TESTFLAGS) $$norace || rc=1; fi; \
 	echo "==> fuzz, $(FUZZTIME) per target"; \

@@ -138,6 +138,9 @@ const (
 	// or fewer free inodes than the daemon keeps for its metadata
 	// (ENOSPC). Deletes are never refused for it.
 	ReasonStoreFull = "store_full"
+	// ReasonTrashReadonly: creating anything in a view's trash/, or
+	// writing, truncating or changing a file kept there (EACCES).
+	ReasonTrashReadonly = "trash_readonly"
 )
 
 // Reasons returns every reason a Decision can carry, for pre-registering
@@ -153,6 +156,8 @@ func Reasons() []string {
 		ReasonPassthroughReaders,
 		ReasonXattrBadValue, ReasonXattrSpace, ReasonAllocateMode,
 		ReasonStoreFull,
+		ReasonScanPending, ReasonInfected,
+		ReasonTrashReadonly,
 	}
 }
 

@@ -397,6 +397,10 @@ func recordOf(e fusefs.Event) metadata.AuditRecord {
 		Result: Result(e.Errno),
 		Rule:   e.Reason,
 		Bytes:  e.Bytes,
+		Link:   e.Link,
+		Client: e.Client,
+		SHA256: e.SHA256,
+		Scan:   e.Scan,
 	}
 }
 

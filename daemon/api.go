@@ -56,6 +56,15 @@ type Admin interface {
 	// SetMode overrides the owner or ownership mode of a path in a user's
 	// view, whoever owns it.
 	SetMode(ctx context.Context, user, path string, req ModeSetRequest) (*ModeInfo, error)
+
+	// The trash (trash_api.go): list, restore and purge kept files, show
+	// or set the retention (nil: show).
+	ListTrash(ctx context.Context, req TrashListRequest) ([]TrashEntry, error)
+	RestoreTrash(ctx context.Context, req TrashRestoreRequest) ([]TrashRestored, error)
+	PurgeTrash(ctx context.Context, req TrashPurgeRequest) (*TrashPurgeResult, error)
+	SetTrashSettings(ctx context.Context, retention *time.Duration) (*TrashSettings, error)
+	// RestoreAt puts a subtree back as it was at a time (restore_api.go).
+	RestoreAt(ctx context.Context, req RestoreAtRequest) (*RestoreAtResult, error)
 }
 
 // ImportRequest names where an imported file goes: uploads/Name of User's
@@ -87,6 +96,9 @@ type ModeInfo struct {
 	Zone  string `json:"zone"`
 	Owner string `json:"owner"`
 	Mode  string `json:"mode,omitempty"`
+	// SHA256 and Scan: a regular file's digest and scan state.
+	SHA256 string `json:"sha256,omitempty"`
+	Scan   string `json:"scan,omitempty"`
 }
 
 // ModeSetRequest changes an entry's ownership mode, its owner, or both; a
@@ -169,6 +181,9 @@ type QuotaInfo struct {
 	Holder string `json:"holder"`
 	Used   Amount `json:"used"`
 	Limit  Amount `json:"limit"`
+	// Trash is the part of Used that kept files take: evicted, oldest
+	// first, before anything is refused.
+	Trash Amount `json:"trash"`
 }
 
 // ViewInfo is one mounted view.
@@ -294,6 +309,8 @@ func (e *Error) HTTPStatus() int {
 		return http.StatusBadRequest
 	case CodeForbidden:
 		return http.StatusForbidden
+	case CodeInfected:
+		return http.StatusUnprocessableEntity
 	case CodeTooLarge:
 		return http.StatusRequestEntityTooLarge
 	case CodeQuota, CodeNoSpace:

@@ -31,7 +31,15 @@ var _ Admin = (*Client)(nil)
 // Dial connects to the daemon serving the store in dir. It returns
 // ErrNoDaemon when none runs, so the caller can fall back to NewLocal.
 func Dial(dir string) (*Client, error) {
-	path := SocketPath(dir)
+	return DialSocket(SocketPath(dir))
+}
+
+// DialSocket is Dial for an admin socket at path (a store on etcd has no
+// directory to find it in); "" means no daemon.
+func DialSocket(path string) (*Client, error) {
+	if path == "" {
+		return nil, ErrNoDaemon
+	}
 	if _, err := os.Lstat(path); err != nil {
 		return nil, ErrNoDaemon
 	}

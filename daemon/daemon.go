@@ -124,6 +124,9 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d.local = NewLocal(cfg.Store, log)
 	d.local.acct = acct
+	if cfg.FS.Content != nil {
+		d.local.content = cfg.FS.Content
+	}
 	d.local.hooks = d
 	return d, nil
 }
@@ -151,7 +154,11 @@ func (d *Daemon) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	srv, err := Listen(SocketPath(d.cfg.Store.Dir), d.local, d.log)
+	path := d.cfg.Store.Location().SocketPath()
+	if path == "" {
+		return nil // a store on etcd without --admin-socket
+	}
+	srv, err := Listen(path, d.local, d.log)
 	if err != nil {
 		d.Stop(ctx)
 		return err
@@ -165,7 +172,11 @@ func (d *Daemon) Start(ctx context.Context) error {
 // StartAdmin opens only the admin socket (shedfs mount, where the one view
 // is mounted with Mount).
 func (d *Daemon) StartAdmin() error {
-	srv, err := Listen(SocketPath(d.cfg.Store.Dir), d.local, d.log)
+	path := d.cfg.Store.Location().SocketPath()
+	if path == "" {
+		return nil
+	}
+	srv, err := Listen(path, d.local, d.log)
 	if err != nil {
 		return err
 	}

@@ -250,7 +250,8 @@ func TestMode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := ModeInfo{User: "bob", Path: "share/report.txt", Type: "file", Zone: "share", Owner: "alice", Mode: "group"}
+		want := ModeInfo{User: "bob", Path: "share/report.txt", Type: "file", Zone: "share", Owner: "alice", Mode: "group",
+			SHA256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", Scan: "unscanned"}
 		if *m != want {
 			t.Errorf("get: %+v, want %+v", *m, want)
 		}

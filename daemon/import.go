@@ -92,6 +92,9 @@ func (l *Local) Import(ctx context.Context, req ImportRequest, body io.Reader, s
 		return nil, asError(err, what)
 	}
 	written, err := l.writeImport(ctx, u.Name, n.Ino, body, res, what)
+	if err == nil {
+		err = l.examineImport(ctx, n.Ino, written, tmpl.Zone, what)
+	}
 	if err != nil {
 		l.discard(n.Ino)
 		return nil, err

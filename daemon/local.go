@@ -10,9 +10,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/shedfs/shedfs/content"
 	"github.com/shedfs/shedfs/fusefs"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/quota"
+	"github.com/shedfs/shedfs/web"
 )
 
 // viewHooks is how a running daemon learns about changes to the set of
@@ -54,6 +56,12 @@ type Local struct {
 	// so pending bytes of open files count; without a daemon nothing is
 	// pending.
 	acct *quota.Accountant
+	// links is the share-by-link service (links_api.go).
+	links   *web.Service
+	linksMu sync.Mutex
+	// content hashes and scans imports and answers mode get; the
+	// daemon's runs the background queue, a CLI's only hashes.
+	content *content.Service
 
 	// mu serialises changes, so that a user is never removed while its
 	// view is being mounted, or added twice at once.
@@ -66,7 +74,9 @@ func NewLocal(st *Store, log *slog.Logger) *Local {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Local{st: st, log: log, acct: quota.New(st.Meta)}
+	l := &Local{st: st, log: log, acct: quota.New(st.Meta), content: content.New(st.Meta, st.Blobs, content.Options{})}
+	l.acct.SetEvictor(l.evictTrash)
+	return l
 }
 
 var _ Admin = (*Local)(nil)
@@ -462,7 +472,11 @@ func (l *Local) quotaInfo(h metadata.Holder) (*QuotaInfo, error) {
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("quota of %s", h))
 	}
-	return &QuotaInfo{Holder: string(h), Used: amount(used), Limit: limitAmount(lim)}, nil
+	trash, err := l.st.Meta.TrashUsage(h)
+	if err != nil {
+		return nil, asError(err, fmt.Sprintf("trash of %s", h))
+	}
+	return &QuotaInfo{Holder: string(h), Used: amount(used), Limit: limitAmount(lim), Trash: amount(trash)}, nil
 }
 
 // ShowQuota returns one holder's quota, or every holder's (share, every
@@ -516,7 +530,7 @@ func (l *Local) Status(ctx context.Context) (*Status, error) {
 	if err != nil {
 		return nil, asError(err, "list groups")
 	}
-	st := &Status{Store: l.st.Dir, Views: []ViewInfo{}, Locks: []LockInfo{}, Users: len(users), Groups: len(groups)}
+	st := &Status{Store: l.st.Location().String(), Views: []ViewInfo{}, Locks: []LockInfo{}, Users: len(users), Groups: len(groups)}
 	rec, err := l.st.Meta.LastCheck()
 	switch {
 	case err != nil:

@@ -21,7 +21,9 @@ func (l *Local) GetMode(ctx context.Context, user, path string) (*ModeInfo, erro
 	if err != nil {
 		return nil, err
 	}
-	return modeInfo(user, rel, n), nil
+	info := modeInfo(user, rel, n)
+	l.addContent(info, n)
+	return info, nil
 }
 
 // SetMode is the admin's override of an entry's ownership: unlike

@@ -276,8 +276,11 @@ func newHandler(admin Admin, log *slog.Logger) http.Handler {
 	})
 	// Imports and ownership overrides: files_api.go.
 	fileRoutes(mux, h, admin, log)
-	auditRoutes(h, admin)    // audit_api.go
-	settingsRoutes(h, admin) // settings.go
+	auditRoutes(h, admin)      // audit_api.go
+	settingsRoutes(h, admin)   // settings.go
+	linkRoutes(h, admin)       // links_api.go
+	quarantineRoutes(h, admin) // content_api.go
+	trashRoutes(h, admin)      // trash_api.go
 	// Everything else is a JSON error too, never Go's plain-text 404 or
 	// 405: a known path with another method is 405, the rest 404.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -18,10 +18,13 @@ import (
 	"github.com/shedfs/shedfs/space"
 )
 
-// Store is an opened store directory: its metadata and its blobs, and the
-// guard of its disk.
+// Store is an opened store: its metadata and its blobs, and the guard of
+// its disk.
 type Store struct {
-	Dir   string
+	// Dir is the store directory of an embedded store, "" on etcd.
+	Dir string
+	// Where is where its parts live.
+	Where Location
 	Meta  *metadata.Store
 	Blobs *blobs.Dir
 	// Space admits growth by the free space of the store's disk; nil when
@@ -47,16 +50,25 @@ type OpenOptions struct {
 	Logger   *slog.Logger
 }
 
-// OpenStore opens the store in dir. After an unclean stop it checks and
-// repairs the store before returning, and logs what it fixed.
+// OpenStore opens the embedded store in dir (see Open).
 func OpenStore(dir string, opts OpenOptions) (*Store, error) {
+	return Open(Location{Dir: dir}, opts)
+}
+
+// Open opens the store at loc. After an unclean stop it checks and
+// repairs the store before returning, and logs what it fixed.
+func Open(loc Location, opts OpenOptions) (*Store, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if dir == "" {
-		return nil, errors.New("no store given: use --store DIR or set SHEDFS_STORE")
+	if err := loc.Check(); err != nil {
+		return nil, err
 	}
+	if loc.Meta != "" {
+		return openEtcd(loc, opts, log)
+	}
+	dir := loc.Dir
 	st, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && opts.Create:
@@ -87,12 +99,52 @@ func OpenStore(dir string, opts OpenOptions) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
-	bl, err := blobs.OpenDir(filepath.Join(dir, "blobs"))
+	bl, err := blobs.OpenDir(loc.BlobDir())
 	if err != nil {
 		meta.Close()
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
-	s := &Store{Dir: dir, Meta: meta, Blobs: bl, Space: guard}
+	s := &Store{Dir: dir, Where: loc, Meta: meta, Blobs: bl, Space: guard}
+	return s.recover(opts, log)
+}
+
+// openEtcd opens a store whose metadata is on etcd. Its disk guard
+// watches the blob directory's filesystem; no metadata lives there, so it
+// needs no headroom for it.
+func openEtcd(loc Location, opts OpenOptions, log *slog.Logger) (*Store, error) {
+	meta, err := metadata.OpenEtcd(loc.Etcd, metadata.Options{Logger: log, ReadOnly: opts.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", loc, err)
+	}
+	if opts.Create {
+		if err := os.MkdirAll(loc.BlobDir(), 0o700); err != nil {
+			meta.Close()
+			return nil, fmt.Errorf("store %s: blobs: %w", loc, err)
+		}
+	}
+	bl, err := blobs.OpenDir(loc.BlobDir())
+	if err != nil {
+		meta.Close()
+		return nil, fmt.Errorf("store %s: %w", loc, err)
+	}
+	s := &Store{Where: loc, Meta: meta, Blobs: bl}
+	if opts.ReadOnly {
+		return s, nil
+	}
+	if s.Space, err = space.Open(loc.BlobDir(), space.Options{
+		Headroom: func() int64 { return 0 },
+		Logger:   log,
+	}); err != nil {
+		meta.Close()
+		return nil, fmt.Errorf("store %s: %w", loc, err)
+	}
+	return s.recover(opts, log)
+}
+
+// recover repairs the store after an unclean stop and reclaims inodes
+// unlinked while open when the last process stopped.
+func (s *Store) recover(opts OpenOptions, log *slog.Logger) (*Store, error) {
+	meta, bl, dir := s.Meta, s.Blobs, s.Where.String()
 	if !meta.WasClean() && !opts.NoRecover {
 		log.Warn("store was not closed cleanly; checking it", "store", dir)
 		rep, err := meta.Check(bl, true, nil)
@@ -128,7 +180,16 @@ func openReadOnly(dir string, log *slog.Logger) (*Store, error) {
 		meta.Close()
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
-	return &Store{Dir: dir, Meta: meta, Blobs: bl}, nil
+	return &Store{Dir: dir, Where: Location{Dir: dir}, Meta: meta, Blobs: bl}, nil
+}
+
+// Location is where the store's parts live (a Store made by hand with
+// only Dir is an embedded store there).
+func (s *Store) Location() Location {
+	if s.Where.Dir == "" && s.Where.Meta == "" {
+		return Location{Dir: s.Dir}
+	}
+	return s.Where
 }
 
 // Close closes the metadata, marking the stop clean (unless read-only).
@@ -137,7 +198,7 @@ func (s *Store) Close() error {
 		s.Space.Close()
 	}
 	if err := s.Meta.Close(); err != nil {
-		return fmt.Errorf("close store %s: %w", s.Dir, err)
+		return fmt.Errorf("close store %s: %w", s.Location(), err)
 	}
 	return nil
 }

@@ -46,6 +46,13 @@ type openInode struct {
 	// writeErr is the first write error since the last flush, reported
 	// to the closer as close(2) expects.
 	writeErr syscall.Errno
+	// changed is set when the content changed since it was last handed
+	// to the content service; writer is the view's user that changed it.
+	changed bool
+	writer  string
+	// retired are blob descriptors replaced while open (a version kept
+	// in the trash), closed with the last handle.
+	retired []*os.File
 }
 
 // setSize moves the in-memory size and keeps the holder's pending charge
@@ -131,10 +138,14 @@ func (f *FS) closeOpen(oi *openInode) {
 		// Its charge goes with the inode at reclaim.
 		f.acct.Add(oi.holder, -oi.pendingCharge)
 		oi.pendingCharge = 0
-	} else {
-		f.persistLocked(oi)
+	} else if f.persistLocked(oi) == 0 && oi.changed && f.opts.Content != nil {
+		oi.changed = false
+		f.opts.Content.Changed(oi.ino, nil)
 	}
 	oi.blob.Close()
+	for _, b := range oi.retired {
+		b.Close()
+	}
 	oi.mu.Unlock()
 	f.reclaimIfIdle(oi.ino)
 }
@@ -148,7 +159,7 @@ func (f *FS) persistLocked(oi *openInode) syscall.Errno {
 	size, mtime := oi.size, oi.mtime
 	unlock := f.acct.Lock(oi.holder)
 	defer unlock()
-	_, err := f.store.Update(oi.ino, func(n *metadata.Inode) error {
+	_, err := f.store.UpdateWritten(oi.ino, oi.writer, func(n *metadata.Inode) error {
 		n.Size = size
 		n.Mtime = mtime
 		n.Ctime = mtime
@@ -213,6 +224,14 @@ func (n *node) resizeLocked(oi *openInode, op acl.Op, newSize uint64, blocks int
 	} else {
 		d = acl.Truncate(a, oi.entry, acl.Quota{}, oi.size, newSize)
 	}
+	if grows && d.Errno == syscall.EDQUOT && f.acct.MakeRoom(oi.holder, metadata.Charge(newSize)-metadata.Charge(oi.size), 0) {
+		if q, err := f.quota(oi.entry.Zone); err == nil {
+			d = acl.Write(a, oi.entry, q, oi.size, newSize)
+			if op != acl.OpWrite {
+				d = acl.Truncate(a, oi.entry, q, oi.size, newSize)
+			}
+		}
+	}
 	if d.Allowed() && blocks > 0 {
 		d = f.room(blocks, 0)
 	}
@@ -238,6 +257,8 @@ func (n *node) resizeLocked(oi *openInode, op acl.Op, newSize uint64, blocks int
 	}
 	oi.mtime = time.Now()
 	oi.dirty = true
+	oi.changed = true
+	oi.writer = n.v.user
 	return 0
 }
 
@@ -342,7 +363,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadR
 	defer h.node.v.fs.track("read", h.node.zone, time.Now(), &errno)
 	oi := h.oi
 	oi.mu.Lock()
-	entry, size := oi.entry, oi.size
+	entry, size, blob := oi.entry, oi.size, oi.blob
 	oi.mu.Unlock()
 	if d := acl.Read(h.node.v.actor(), entry); !d.Allowed() {
 		return nil, h.node.deny(acl.OpRead, "", d)
@@ -354,7 +375,7 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadR
 	h.node.v.fs.countRead(h.node.zone, int(n))
 	// The kernel gets the bytes spliced from the blob, without a copy
 	// through the daemon where the kernel allows it.
-	return fuse.ReadResultFd(oi.blob.Fd(), off, int(n)), 0
+	return fuse.ReadResultFd(blob.Fd(), off, int(n)), 0
 }
 
 // Write implements fs.FileWriter.
@@ -395,12 +416,12 @@ func (h *handle) Flush(ctx context.Context) (errno syscall.Errno) {
 	oi := h.oi
 	oi.mu.Lock()
 	defer oi.mu.Unlock()
-	wasDirty := oi.dirty
 	if e := h.node.v.fs.persistLocked(oi); e != 0 {
 		return e
 	}
-	if wasDirty {
-		h.node.changed("write", "", int64(oi.size))
+	if oi.changed {
+		oi.changed = false
+		h.node.v.fs.contentChanged(h.node, oi.ino, true, int64(oi.size))
 	}
 	e := oi.writeErr
 	oi.writeErr = 0
@@ -510,11 +531,15 @@ func (n *node) truncate(rec *metadata.Inode, size uint64) syscall.Errno {
 	if e == 0 {
 		e = f.persistLocked(oi)
 	}
+	if e == 0 {
+		oi.changed = false
+	}
 	oi.mu.Unlock()
 	if e != 0 {
 		return e
 	}
 	n.changed("truncate", "", int64(size))
+	f.contentChanged(n, oi.ino, false, 0)
 	f.changedContent(n, oi.ino)
 	f.invalidate(n.v, n.zone, dataOf(oi.ino, int64(size), 0))
 	return 0

@@ -17,6 +17,7 @@ import (
 
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/blobs"
+	"github.com/shedfs/shedfs/content"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/quota"
 	"github.com/shedfs/shedfs/zones"
@@ -53,6 +54,12 @@ type Options struct {
 	// Space admits growth of the store by the room left on its disk
 	// (space.Guard); nil admits everything.
 	Space Space
+	// Links makes the links getxattr user.shedfs.link returns; nil when
+	// the daemon serves no links (no --http): ENOTSUP.
+	Links Links
+	// Content takes files whose content changed for their digest and
+	// scan, and decides opens by the scan verdict; nil: neither.
+	Content *content.Service
 }
 
 // Space is what the callbacks need of the store's disk guard: whether
@@ -101,6 +108,9 @@ type FS struct {
 	dirsOpen map[uint64]int
 	// ghosts are reclaimed inodes kept for requests under way.
 	ghosts map[uint64]*ghost
+
+	// trash is the retention and generation of the trash (trash.go).
+	trash trashState
 }
 
 // New prepares the shared state for views of one store. The caller keeps
@@ -139,8 +149,10 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
 	if f.acct == nil {
 		f.acct = quota.New(store)
 	}
+	f.acct.SetEvictor(f.evictTrash)
 	f.SettingsChanged()
 	go f.sweeper(f.stopSweep)
+	go f.trashSweeper(f.stopSweep, f.trashCap)
 	return f
 }
 
@@ -153,6 +165,7 @@ func (f *FS) SettingsChanged() {
 		return
 	}
 	f.maxFileSize.Store(st.MaxFileSize)
+	f.trashSettings(st)
 }
 
 // OpenFiles is the number of inodes with at least one open handle.
@@ -255,6 +268,9 @@ func (f *FS) reclaimIfIdle(ino uint64) {
 	f.mu.Lock()
 	f.ghosts[ino] = &ghost{rec: n, until: time.Now().Add(ghostGrace)}
 	f.mu.Unlock()
+	if f.opts.Content != nil {
+		f.opts.Content.Forget()
+	}
 }
 
 // unused reports whether no handle holds ino open; the store asks it

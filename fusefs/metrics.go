@@ -20,6 +20,8 @@ type Metrics struct {
 	bytesRead    *prometheus.CounterVec
 	bytesWritten *prometheus.CounterVec
 	denials      *prometheus.CounterVec
+	// trashFreed counts kept files that went for good (trash.go).
+	trashFreed *prometheus.CounterVec
 }
 
 // NewMetrics creates the callback-path families and registers them.
@@ -57,7 +59,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		m.bytesRead.WithLabelValues(k.String())
 		m.bytesWritten.WithLabelValues(k.String())
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.bytesRead, m.bytesWritten, m.denials} {
+	m.trashFreed = newTrashFreed()
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.bytesRead, m.bytesWritten, m.denials, m.trashFreed} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -136,8 +139,8 @@ func NewStoreCollector(f *FS, maxHolders int) *StoreCollector {
 		maxHolders:  maxHolders,
 		views:       prometheus.NewDesc("shedfs_views", "Views mounted by this daemon.", nil, nil),
 		openFiles:   prometheus.NewDesc("shedfs_open_files", "Inodes with at least one open handle.", nil, nil),
-		quotaBytes:  prometheus.NewDesc("shedfs_quota_bytes", "Bytes charged to a quota holder and its limit (0: unlimited).", []string{"holder", "kind"}, nil),
-		quotaInodes: prometheus.NewDesc("shedfs_quota_inodes", "Inodes charged to a quota holder and its limit (0: unlimited).", []string{"holder", "kind"}, nil),
+		quotaBytes:  prometheus.NewDesc("shedfs_quota_bytes", "Bytes charged to a quota holder (kind used, of which trash: kept files) and its limit (0: unlimited).", []string{"holder", "kind"}, nil),
+		quotaInodes: prometheus.NewDesc("shedfs_quota_inodes", "Inodes charged to a quota holder (kind used, of which trash: kept files) and its limit (0: unlimited).", []string{"holder", "kind"}, nil),
 		lsm:         prometheus.NewDesc("shedfs_badger_lsm_bytes", "Size of badger's LSM tree on disk.", nil, nil),
 		vlog:        prometheus.NewDesc("shedfs_badger_vlog_bytes", "Size of badger's value log on disk.", nil, nil),
 	}
@@ -179,5 +182,10 @@ func (c *StoreCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.quotaBytes, prometheus.GaugeValue, float64(l.Bytes), string(h), "limit")
 		ch <- prometheus.MustNewConstMetric(c.quotaInodes, prometheus.GaugeValue, float64(u.Inodes), string(h), "used")
 		ch <- prometheus.MustNewConstMetric(c.quotaInodes, prometheus.GaugeValue, float64(l.Inodes), string(h), "limit")
+		if t, err := f.store.TrashUsage(h); err == nil {
+			// Part of "used": what the trash keeps, evicted first.
+			ch <- prometheus.MustNewConstMetric(c.quotaBytes, prometheus.GaugeValue, float64(t.Bytes), string(h), "trash")
+			ch <- prometheus.MustNewConstMetric(c.quotaInodes, prometheus.GaugeValue, float64(t.Inodes), string(h), "trash")
+		}
 	}
 }

@@ -178,6 +178,11 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	if e != 0 {
 		return e
 	}
+	if fh == nil {
+		if e := n.refuseKept(acl.OpSetattr, rec); e != 0 {
+			return e
+		}
+	}
 	if size, ok := in.GetSize(); ok {
 		if rec.IsDir() {
 			return syscall.EISDIR
@@ -185,8 +190,12 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		if !rec.IsRegular() {
 			return syscall.EINVAL
 		}
-		if e := n.truncate(rec, size); e != 0 {
-			return e
+		if size != 0 || !n.keepVersion(rec) {
+			if e := n.truncate(rec, size); e != 0 {
+				return e
+			}
+		} else {
+			n.truncated(0)
 		}
 	}
 	mode, setMode := in.GetMode()
@@ -264,14 +273,23 @@ func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev 
 		return nil, f.errno("quota", err)
 	}
 	a := n.v.actor()
-	var d acl.Decision
-	switch {
-	case op == acl.OpSymlink:
-		d = acl.Symlink(a, acl.EntryOf(parent), name, target, n.v.depth(parent), f.opts.Zones.Symlinks, q)
-	case name == "":
-		d = acl.Tmpfile(a, acl.EntryOf(parent), q)
-	default:
-		d = acl.Mknod(a, acl.EntryOf(parent), name, mode, q)
+	decide := func(q acl.Quota) acl.Decision {
+		switch {
+		case op == acl.OpSymlink:
+			return acl.Symlink(a, acl.EntryOf(parent), name, target, n.v.depth(parent), f.opts.Zones.Symlinks, q)
+		case name == "":
+			return acl.Tmpfile(a, acl.EntryOf(parent), q)
+		default:
+			return acl.Mknod(a, acl.EntryOf(parent), name, mode, q)
+		}
+	}
+	d := decide(q)
+	h := metadata.HolderOf(parent.Zone)
+	if d.Errno == syscall.EDQUOT && f.acct.MakeRoom(h, 0, 1) {
+		if q, err = f.quota(parent.Zone); err != nil {
+			return nil, f.errno("quota", err)
+		}
+		d = decide(q)
 	}
 	if d.Allowed() {
 		d = f.room(entryBytes+int64(len(target)), 1)
@@ -305,10 +323,16 @@ func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev 
 		return refused.Err()
 	}
 	var rec *metadata.Inode
-	if name == "" {
-		rec, err = f.store.CreateTmp(n.ino, tmpl, admit)
-	} else {
-		rec, err = f.store.Create(n.ino, name, tmpl, admit)
+	for try := 0; try < 2; try++ {
+		refused = acl.Decision{}
+		if name == "" {
+			rec, err = f.store.CreateTmp(n.ino, tmpl, admit)
+		} else {
+			rec, err = f.store.Create(n.ino, name, tmpl, admit)
+		}
+		if refused.Errno != syscall.EDQUOT || !f.acct.MakeRoom(h, 0, 1) {
+			break
+		}
 	}
 	if !refused.Allowed() {
 		return nil, n.deny(op, name, refused)
@@ -419,15 +443,24 @@ func (n *node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, _ uint3
 	if !rec.IsRegular() {
 		return nil, 0, syscall.EINVAL
 	}
+	if e := n.admitContent(ctx, acl.OpRead); e != 0 {
+		return nil, 0, e
+	}
 	if rec.Nlink == 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY && n.v.fs.ghostOf(n.ino) != nil {
 		// Reclaimed, with its charge freed: nothing may grow it again.
 		return nil, 0, syscall.ENOENT
 	}
 	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
+		if e := n.refuseKept(acl.OpWrite, rec); e != 0 {
+			return nil, 0, e
+		}
 		if d := acl.Write(n.v.actor(), acl.EntryOf(rec), acl.Quota{}, rec.Size, rec.Size); !d.Allowed() {
 			return nil, 0, n.deny(acl.OpWrite, "", d)
 		}
-		if flags&syscall.O_TRUNC != 0 && rec.Size > 0 {
+		if flags&syscall.O_TRUNC != 0 && rec.Size > 0 && n.keepVersion(rec) {
+			n.truncated(0)
+			rec.Size = 0
+		} else if flags&syscall.O_TRUNC != 0 && rec.Size > 0 {
 			if e := n.truncate(rec, 0); e != 0 {
 				return nil, 0, e
 			}
@@ -556,6 +589,9 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if e != 0 {
 		return nil, e
 	}
+	if e := t.refuseKept(acl.OpLink, src); e != 0 {
+		return nil, e
+	}
 	d := acl.Link(n.v.actor(), acl.EntryOf(src), acl.EntryOf(dir), name)
 	if d.Allowed() {
 		d = f.room(entryBytes, 0)
@@ -631,17 +667,20 @@ func (n *node) remove(op acl.Op, name string) syscall.Errno {
 	// The ghost is in place before the record can go, so a request of a
 	// kernel that resolved the name just before finds it either way.
 	f.addGhost(rec)
-	out, freed, err := f.store.UnlinkFree(n.ino, name, op == acl.OpRmdir, f.unused)
+	out, freed, kept, err := f.store.UnlinkTrash(n.ino, name, op == acl.OpRmdir, f.unused, n.trashNote(metadata.TrashUnlink, name))
 	if !freed {
 		f.dropGhost(rec.Ino)
 	}
 	if err != nil {
 		return f.errno(op.String(), err)
 	}
+	if kept {
+		f.kept()
+	}
 	n.changed(op.String(), name, 0)
 	f.changedContent(n, n.ino)
 	f.invalidate(n.v, n.zone, nameIn(n.ino, name), dirOf(n.ino), attrOf(out.Ino))
-	if !freed {
+	if !freed && !kept {
 		f.reclaimIfUnused(out)
 	}
 	return 0
@@ -654,6 +693,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	f := n.v.fs
 	a := n.v.actor()
 	np, ok := newParent.(*node)
+	if _, toTrash := newParent.(*trashDir); toTrash {
+		return n.deny(acl.OpRename, name, acl.TrashChange())
+	}
 	if !ok {
 		// groups/ is the only other kind of directory.
 		return n.deny(acl.OpRename, name, acl.CheckDir(a, acl.OpRename, acl.GroupsDir(), newName))
@@ -692,9 +734,12 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	if !d.Allowed() {
 		return n.deny(acl.OpRename, name, d)
 	}
-	replaced, err := f.store.Rename(n.ino, name, np.ino, newName, flags)
+	replaced, kept, err := f.store.RenameTrash(n.ino, name, np.ino, newName, flags, np.trashNote(metadata.TrashRenameOver, newName), n.renameNote(name, np, newName))
 	if err != nil {
 		return f.errno("rename", err)
+	}
+	if kept {
+		f.kept()
 	}
 	n.changedPath("rename", n.pathOf(name)+" -> "+np.pathOf(newName), 0)
 	f.changedContent(n, n.ino)
@@ -704,7 +749,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 		items = append(items, attrOf(replaced.Ino))
 	}
 	f.invalidate(n.v, n.zone, items...)
-	f.reclaimIfUnused(replaced)
+	if !kept {
+		f.reclaimIfUnused(replaced)
+	}
 	return 0
 }
 

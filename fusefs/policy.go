@@ -26,6 +26,14 @@ type Event struct {
 	Errno  syscall.Errno // 0 for a change that happened
 	Reason string        // the acl reason of a denial
 	Bytes  int64         // bytes written, for write events
+	// Link and Client are, for share-by-link requests, the link's ID
+	// and the address of the HTTP client.
+	Link   string
+	Client string
+	// SHA256 and Scan are the digest and scan state (ScanLabel) of the
+	// content, in a write-close and in a refusal by scan state.
+	SHA256 string
+	Scan   string
 }
 
 // Recorder receives events. It must not block: the callback path calls it
@@ -77,6 +85,11 @@ func (n *node) deny(op acl.Op, name string, d acl.Decision) syscall.Errno {
 
 // deny records a denial and returns its errno.
 func (v *View) deny(op acl.Op, p string, z metadata.Zone, d acl.Decision) syscall.Errno {
+	return v.denyDetail(op, p, z, d, "")
+}
+
+// denyDetail is deny of an open refused by the content's scan state.
+func (v *View) denyDetail(op acl.Op, p string, z metadata.Zone, d acl.Decision, scan string) syscall.Errno {
 	v.fs.countDenial(d.Reason)
 	v.fs.record(Event{
 		Time:   time.Now(),
@@ -86,6 +99,7 @@ func (v *View) deny(op acl.Op, p string, z metadata.Zone, d acl.Decision) syscal
 		Op:     op.String(),
 		Errno:  d.Errno,
 		Reason: d.Reason,
+		Scan:   scan,
 	})
 	v.fs.log.Debug("denied", "user", v.user, "op", op.String(), "path", p, "reason", d.Reason, "errno", d.Errno)
 	return d.Errno
@@ -134,7 +148,12 @@ func (f *FS) room(bytes, inodes int64) acl.Decision {
 	if f.opts.Space == nil {
 		return acl.Decision{}
 	}
-	return f.opts.Space.Admit(bytes, inodes)
+	// The store's disk comes before the trash.
+	d := f.opts.Space.Admit(bytes, inodes)
+	for try := 0; d.Errno == syscall.ENOSPC && try < 4 && f.evictForSpace(bytes); try++ {
+		d = f.opts.Space.Admit(bytes, inodes)
+	}
+	return d
 }
 
 // entryBytes is what a new entry is taken to grow the store by on disk:

@@ -38,6 +38,8 @@ type View struct {
 	server *fuse.Server
 	root   *node
 	groups *groupsDir
+	// trash is what the view keeps of its trash/ (trash.go).
+	trash trashView
 
 	mu        sync.Mutex
 	groupList []string // the user's groups, reloaded on membership changes
@@ -47,6 +49,9 @@ type View struct {
 	// other views (guarded by notifier.waitMu).
 	queue   viewQueue
 	waiting int
+
+	// links is the view's share-by-link state (links.go).
+	links viewLinks
 }
 
 // groupsIno is the synthetic inode number of groups/, which has no record
@@ -148,6 +153,9 @@ func (v *View) User() string { return v.user }
 // lookupReserved resolves the reserved names of the view root. It returns
 // nil for every other name or directory.
 func (v *View) lookupReserved(ctx context.Context, parent *node, name string, out *fuse.EntryOut) *fs.Inode {
+	if ch := v.lookupTrash(ctx, parent, name, out); ch != nil {
+		return ch
+	}
 	if v.isGroupsName(parent, name) {
 		v.groups.fillAttr(&out.Attr)
 		out.SetEntryTimeout(v.fs.opts.EntryTimeout)
@@ -190,6 +198,7 @@ func (v *View) list(ctx context.Context, n *node) ([]fuse.DirEntry, syscall.Errn
 			fuse.DirEntry{Name: zones.NameUploads, Ino: v.roots.Uploads, Mode: syscall.S_IFDIR},
 			fuse.DirEntry{Name: zones.NameShare, Ino: v.fs.store.ShareRoot(), Mode: syscall.S_IFDIR},
 			fuse.DirEntry{Name: zones.NameGroups, Ino: groupsIno, Mode: syscall.S_IFDIR},
+			fuse.DirEntry{Name: zones.NameTrash, Ino: v.trashDirIno(""), Mode: syscall.S_IFDIR},
 		)
 	}
 	entries, err := v.fs.store.ReadDir(n.ino)
@@ -219,9 +228,10 @@ func (v *View) reservedIno(parent *node, name string) (uint64, bool) {
 	return 0, false
 }
 
-// isGroupsName reports whether name is groups/ in the view root.
+// isGroupsName reports whether name is groups/ (or trash/, the other
+// directory without a store record) in the view root.
 func (v *View) isGroupsName(parent *node, name string) bool {
-	return parent.ino == v.roots.Private && name == zones.NameGroups
+	return parent.ino == v.roots.Private && (name == zones.NameGroups || name == zones.NameTrash)
 }
 
 // statfs reports the figures df shows in zone z: the quota of the zone's
@@ -243,6 +253,7 @@ func (v *View) statfs(z metadata.Zone, out *fuse.StatfsOut) syscall.Errno {
 	if err != nil {
 		return f.errno("statfs", err)
 	}
+	q.Usage = f.withoutTrash(z, q.Usage)
 	bsize := uint64(out.Bsize)
 	if bsize == 0 {
 		bsize = 4096

@@ -24,8 +24,16 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (_ uint32
 	if e := n.visible(acl.OpRead); e != 0 {
 		return 0, e
 	}
+	if acl.IsLinkXattr(attr) {
+		return n.getLinkXattr(attr, dest)
+	}
 	var val []byte
-	if acl.IsShedfsXattr(attr) {
+	if s, ok, e := n.contentXattr(attr); ok {
+		if e != 0 {
+			return 0, e
+		}
+		val = []byte(s)
+	} else if acl.IsShedfsXattr(attr) {
 		rec, e := n.load()
 		if e != 0 {
 			return 0, e
@@ -59,8 +67,14 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (_ uint32
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) (errno syscall.Errno) {
 	defer n.v.fs.track("setxattr", n.zone, time.Now(), &errno)
 	f := n.v.fs
+	if attr == acl.XattrLinkTTL {
+		return n.setLinkTTL(string(data))
+	}
 	rec, e := n.load()
 	if e != 0 {
+		return e
+	}
+	if e := n.refuseKept(acl.OpSetattr, rec); e != 0 {
 		return e
 	}
 	d := acl.SetXattr(n.v.actor(), acl.EntryOf(rec), attr, string(data), n.v.memberOf(rec.Zone))
@@ -158,6 +172,9 @@ func (n *node) Removexattr(ctx context.Context, attr string) (errno syscall.Errn
 	defer n.v.fs.track("removexattr", n.zone, time.Now(), &errno)
 	rec, e := n.load()
 	if e != 0 {
+		return e
+	}
+	if e := n.refuseKept(acl.OpSetattr, rec); e != 0 {
 		return e
 	}
 	if d := acl.RemoveXattr(n.v.actor(), acl.EntryOf(rec), attr); !d.Allowed() {

@@ -29,6 +29,12 @@ type serveDaemon struct {
 // test does, every view under the root is detached when it ends.
 func startServe(t *testing.T, store string, users ...string) *serveDaemon {
 	t.Helper()
+	return startServeWith(t, store, nil, users...)
+}
+
+// startServeWith is startServe with extra flags for serve.
+func startServeWith(t *testing.T, store string, extra []string, users ...string) *serveDaemon {
+	t.Helper()
 	root := newMountpoint(t)
 	// Registered before launchView, so it runs after the harness has
 	// stopped the daemon: anything still mounted under the root then is
@@ -42,7 +48,7 @@ func startServe(t *testing.T, store string, users ...string) *serveDaemon {
 			}
 		}
 	})
-	v := launchView(t, root, nil, []string{"serve", "--store", store, "--mount-root"})
+	v := launchView(t, root, nil, append(append([]string{"serve", "--store", store}, extra...), "--mount-root"))
 	v.Store = store
 	s := &serveDaemon{View: v, Root: root}
 	for _, u := range users {

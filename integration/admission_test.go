@@ -302,7 +302,7 @@ func storeState(t *testing.T, store string) string {
 // the next start still repairs, and reclaims the orphan's blob.
 func TestFsckDryRunChangesNothing(t *testing.T) {
 	t.Parallel()
-	store := newStore(t)
+	store := noTrashStore(t, "alice")
 	v := startView(t, store, "alice")
 	mustWrite(t, v.Path("keep"), []byte("kept"), 0o644)
 	f, err := os.Create(v.Path("doomed"))

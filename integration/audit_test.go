@@ -28,6 +28,8 @@ type trailRecord struct {
 	Result  string    `json:"result"`
 	Rule    string    `json:"rule"`
 	Dropped uint64    `json:"dropped"`
+	SHA256  string    `json:"sha256"`
+	Scan    string    `json:"scan"`
 }
 
 // trailRecords runs `shedfs audit --json` on store with args and parses

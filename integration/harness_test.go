@@ -54,6 +54,7 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) (int, error) {
+	defer stopClamd()
 	if bin := os.Getenv("SHEDFS_BIN"); bin != "" {
 		abs, err := filepath.Abs(bin)
 		if err != nil {

@@ -107,6 +107,9 @@ func quotaView(t *testing.T, setup ...[]string) *View {
 	requireFUSE(t)
 	store := newStore(t)
 	adminOK(t, "user", "add", "alice", "--store", store)
+	// The trash is off: these tests check what a delete frees at once
+	// (trash_test.go checks what the trash keeps and evicts).
+	adminOK(t, "trash", "retention", "0", "--store", store)
 	for _, args := range setup {
 		adminOK(t, append(args, "--store", store)...)
 	}
@@ -158,7 +161,7 @@ func charged(t testing.TB, root string, skip ...string) qAmount {
 // uploads; not share or groups).
 func privateOf(t testing.TB, v string) qAmount {
 	t.Helper()
-	return charged(t, v, "share", "groups")
+	return charged(t, v, "share", "groups", "trash")
 }
 
 // wantUsage fails the test unless holder's usage is want.

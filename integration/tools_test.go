@@ -169,7 +169,7 @@ func TestFifo(t *testing.T) {
 // is closed and the daemon stopped, its blob is gone from the store.
 func TestUnlinkedOpenFile(t *testing.T) {
 	t.Parallel()
-	v := startView(t, newStore(t), "alice")
+	v := startView(t, noTrashStore(t, "alice"), "alice")
 	mustWrite(t, v.Path("keep"), []byte("kept"), 0o644)
 	p := v.Path("doomed")
 	data := randomBytes(1, 1<<20)
@@ -221,7 +221,7 @@ func TestUnlinkedOpenFile(t *testing.T) {
 // still open: the next start reclaims the inode and its blob.
 func TestUnlinkedOpenFileCrash(t *testing.T) {
 	t.Parallel()
-	store := newStore(t)
+	store := noTrashStore(t, "alice")
 	v := startView(t, store, "alice")
 	keep, err := os.Create(v.Path("keep"))
 	if err != nil {

@@ -61,6 +61,15 @@ type AuditRecord struct {
 	// Rule is the acl reason of a denial: what an operator reads.
 	Rule  string `json:"rule,omitempty"`
 	Bytes int64  `json:"bytes,omitempty"`
+	// Link and Client are, for a share-by-link request (op download),
+	// the link's ID and the HTTP client's address.
+	Link   string `json:"link,omitempty"`
+	Client string `json:"client,omitempty"`
+	// SHA256 and Scan are the content's digest and scan state in a
+	// write-close, and the scan state (with an infected file's
+	// signature) in a refusal by it.
+	SHA256 string `json:"sha256,omitempty"`
+	Scan   string `json:"scan,omitempty"`
 	// Dropped is, in an OpAuditOverflow record, how many events were lost
 	// since the previous such record.
 	Dropped uint64 `json:"dropped,omitempty"`
@@ -83,6 +92,10 @@ type auditValue struct {
 	Rule    string `json:"w,omitempty"`
 	Bytes   int64  `json:"b,omitempty"`
 	Dropped uint64 `json:"n,omitempty"`
+	Link    string `json:"l,omitempty"`
+	Client  string `json:"c,omitempty"`
+	SHA256  string `json:"h,omitempty"`
+	Scan    string `json:"s,omitempty"`
 }
 
 // AuditFilter selects records. Zero fields select everything.
@@ -167,6 +180,10 @@ func decodeAudit(k, v []byte) (AuditRecord, error) {
 		Rule:    av.Rule,
 		Bytes:   av.Bytes,
 		Dropped: av.Dropped,
+		Link:    av.Link,
+		Client:  av.Client,
+		SHA256:  av.SHA256,
+		Scan:    av.Scan,
 	}, nil
 }
 
@@ -222,6 +239,8 @@ func (s *Store) appendAudit(records []AuditRecord) error {
 			av := auditValue{
 				User: r.User, Zone: r.Zone, Path: r.Path, Op: r.Op,
 				Result: r.Result, Rule: r.Rule, Bytes: r.Bytes, Dropped: r.Dropped,
+				Link: r.Link, Client: r.Client,
+				SHA256: r.SHA256, Scan: r.Scan,
 			}
 			if r.View != r.User {
 				av.View = r.View

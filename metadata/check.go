@@ -25,6 +25,7 @@ type ckNode struct {
 	reachable bool
 	orphanRec bool
 	corrupt   bool
+	trashed   bool // kept in the trash: no links, and reachable through it
 }
 
 func (n *ckNode) isDir() bool { return n.mode&syscall.S_IFMT == syscall.S_IFDIR }
@@ -112,6 +113,9 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 			}
 			return nil
 		}); err != nil {
+			return err
+		}
+		if err := checkTrash(tx, nodes, &dangling, rep); err != nil {
 			return err
 		}
 		if err := tx.Scan([]byte{pXattr}, nil, func(k, v []byte) error {
@@ -237,7 +241,7 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 	for _, ino := range inos {
 		n := nodes[ino]
 		tick()
-		if !n.reachable {
+		if !n.reachable && !n.trashed {
 			detail := "unreachable from any zone root"
 			switch {
 			case n.corrupt:

@@ -35,7 +35,15 @@
 //	'S' "shareroot"              inode of the share root, u64 BE
 //	'S' "settings"               Settings (default limits, max file size), JSON
 //	'S' "inokey"                 16 random bytes: the key of the inode number permutation
+//	'L' id                       share-by-link record (Link: user, inode, created, expires, downloads), JSON
+//	'H' ino                      content: digest, scan state and detail, the pending mark it was made for; JSON
+//	'P' ino                      content changed, awaiting digest and scan: mark generation, writer; JSON
+//	'F' ino                      quarantined (infected): the signature
 //	'A' nanos seq                audit record (unix nanos u64 BE, seq u32 BE), short-named JSON; bare 'A': record count, u64 BE
+//	'T' holder 0x00 nanos ino    trash record: a kept file (trash.go), JSON; oldest first per holder
+//	't' ino                      the 'T' key of the kept inode's record
+//	'b' ino                      birth of the inode, unix nanos u64 BE (history.go)
+//	'r' nanos ino                a rename: zone and the paths from and to within it, JSON (history.go)
 //
 // Holders are "user:<name>", "group:<name>" and "share". Zone roots are
 // directories with Parent 0 that no entry names; the share root is found

@@ -19,8 +19,19 @@ func openTest(t *testing.T, dir string) *Store {
 	return s
 }
 
+// newStore opens a fresh store: embedded, or on the shared etcd cluster
+// when SHEDFS_TEST_META=etcd (make test runs the package both ways), so
+// that the schema's tests hold on both engines.
 func newStore(t *testing.T) *Store {
 	t.Helper()
+	if os.Getenv("SHEDFS_TEST_META") == "etcd" {
+		s, err := OpenEtcd(testEtcd(t), Options{})
+		if err != nil {
+			t.Fatalf("OpenEtcd: %v", err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
 	return openTest(t, filepath.Join(t.TempDir(), "meta"))
 }
 

@@ -15,6 +15,10 @@ const (
 	pUsage   = 'C'
 	pNextIno = 'N'
 	pState   = 'S'
+	// The content records (content.go).
+	pContent    = 'H'
+	pPending    = 'P'
+	pQuarantine = 'F'
 )
 
 // schemaVersion is the layout this code reads and writes.

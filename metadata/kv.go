@@ -1,6 +1,10 @@
 package metadata
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/dgraph-io/badger/v4"
+)
 
 // ErrNotFound is what a Txn's Get returns for a missing key.
 var ErrNotFound = errors.New("key not found")
@@ -38,4 +42,10 @@ type Txn interface {
 	// errStopScan ends the scan without error. Slices are valid only
 	// inside fn.
 	Scan(prefix, start []byte, fn func(key, value []byte) error) error
+}
+
+// isTxnTooBig reports whether a transaction failed for holding too much,
+// in either engine, so that callers that can split their work do.
+func isTxnTooBig(err error) bool {
+	return errors.Is(err, badger.ErrTxnTooBig) || errors.Is(err, errEtcdTooBig)
 }

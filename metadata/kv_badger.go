@@ -238,9 +238,6 @@ func (t *badgerTxn) Scan(prefix, start []byte, fn func(key, value []byte) error)
 	return nil
 }
 
-// isTxnTooBig reports whether a transaction failed for holding too much.
-func isTxnTooBig(err error) bool { return errors.Is(err, badger.ErrTxnTooBig) }
-
 // Size reports badger's on-disk size: the LSM tree and the value log.
 func (b *badgerKV) Size() (lsm, vlog int64) { return b.db.Size() }
 

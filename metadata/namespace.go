@@ -190,6 +190,9 @@ func (s *Store) create(parent uint64, name string, tmpl *Inode, admit func(Usage
 		if err := o.charge(h, 0, 1); err != nil {
 			return err
 		}
+		if err := o.setBirth(n.Ino, o.now); err != nil {
+			return err
+		}
 		created = n
 		return nil
 	})
@@ -208,6 +211,12 @@ func (s *Store) create(parent uint64, name string, tmpl *Inode, admit func(Usage
 // fn may run more than once (on a commit conflict), each time on a fresh
 // copy. Changing a field fn must not change, or the file type, is EINVAL.
 func (s *Store) Update(ino uint64, fn func(n *Inode) error, admit func(u Usage, l Limit, delta int64) error) (*Inode, error) {
+	return s.updateInode(ino, fn, admit, nil)
+}
+
+// updateInode is Update with also, when not nil, run in the same
+// transaction.
+func (s *Store) updateInode(ino uint64, fn func(n *Inode) error, admit func(u Usage, l Limit, delta int64) error, also func(o *op) error) (*Inode, error) {
 	var out *Inode
 	err := s.update(func(o *op) error {
 		n, err := o.inode(ino)
@@ -239,6 +248,9 @@ func (s *Store) Update(ino uint64, fn func(n *Inode) error, admit func(u Usage, 
 		}
 		o.put(n)
 		out = n
+		if also != nil {
+			return also(o)
+		}
 		return nil
 	})
 	if err != nil {
@@ -417,56 +429,63 @@ func (s *Store) unlink(parent uint64, name string, dir bool, unused func(ino uin
 	var out *Inode
 	var freed bool
 	err := s.update(func(o *op) error {
-		freed = false
-		p, err := o.dir(parent)
-		if err != nil {
-			return err
-		}
-		child, _, err := o.entry(parent, name)
-		if err != nil {
-			return err
-		}
-		n, err := o.inode(child)
-		if err != nil {
-			return fmt.Errorf("entry %d/%q points at missing inode %d: %w", parent, name, child, syscall.EIO)
-		}
-		if dir {
-			if !n.IsDir() {
-				return syscall.ENOTDIR
-			}
-			empty, err := o.isEmptyDir(child)
-			if err != nil {
-				return err
-			}
-			if !empty {
-				return syscall.ENOTEMPTY
-			}
-			p.Nlink--
-		} else if n.IsDir() {
-			return syscall.EISDIR
-		}
-		if err := o.tx.Delete(entryKey(parent, name)); err != nil {
-			return err
-		}
-		o.touchDir(p)
-		out = n
-		if err := o.dropLink(n); err != nil {
-			return err
-		}
-		if n.Nlink > 0 || unused == nil || !unused(n.Ino) {
-			return nil
-		}
-		xattrs, err := o.deleteInode(n)
-		if err != nil {
-			return err
-		}
-		freed = true
-		return o.charge(HolderOf(n.Zone), -chargeOf(n)-xattrs, -1)
+		var err error
+		out, freed, _, err = o.unlink(parent, name, dir, unused, nil)
+		return err
 	})
 	if err != nil {
 		return nil, false, err
 	}
 	return out, freed, nil
+}
+
+// unlink is the transaction of Unlink, UnlinkFree and UnlinkTrash: with a
+// note, a file losing its last link goes to the trash (kept).
+func (o *op) unlink(parent uint64, name string, dir bool, unused func(ino uint64) bool, note *TrashNote) (out *Inode, freed, kept bool, err error) {
+	p, err := o.dir(parent)
+	if err != nil {
+		return nil, false, false, err
+	}
+	child, _, err := o.entry(parent, name)
+	if err != nil {
+		return nil, false, false, err
+	}
+	n, err := o.inode(child)
+	if err != nil {
+		return nil, false, false, fmt.Errorf("entry %d/%q points at missing inode %d: %w", parent, name, child, syscall.EIO)
+	}
+	if dir {
+		if !n.IsDir() {
+			return nil, false, false, syscall.ENOTDIR
+		}
+		empty, err := o.isEmptyDir(child)
+		if err != nil {
+			return nil, false, false, err
+		}
+		if !empty {
+			return nil, false, false, syscall.ENOTEMPTY
+		}
+		p.Nlink--
+	} else if n.IsDir() {
+		return nil, false, false, syscall.EISDIR
+	}
+	if err := o.tx.Delete(entryKey(parent, name)); err != nil {
+		return nil, false, false, err
+	}
+	o.touchDir(p)
+	if err := o.dropLink(n); err != nil {
+		return nil, false, false, err
+	}
+	if n.Nlink == 0 && note != nil && Keepable(n) {
+		return n, false, true, o.keep(n, note)
+	}
+	if n.Nlink > 0 || unused == nil || !unused(n.Ino) {
+		return n, false, false, nil
+	}
+	if err := o.free(n); err != nil {
+		return nil, false, false, err
+	}
+	return n, true, false, nil
 }
 
 // Rename moves oldParent/oldName to newParent/newName as renameat2 does,
@@ -479,6 +498,12 @@ func (s *Store) unlink(parent uint64, name string, dir bool, unused func(ino uin
 // parents are in different zones. Renaming an entry onto itself (or onto
 // another link of the same inode) succeeds and changes nothing.
 func (s *Store) Rename(oldParent uint64, oldName string, newParent uint64, newName string, flags uint32) (replaced *Inode, err error) {
+	return s.rename(oldParent, oldName, newParent, newName, flags, nil, nil)
+}
+
+// rename is Rename; keep, when not nil, is offered the replaced inode
+// once it lost its link, and may move it to the trash.
+func (s *Store) rename(oldParent uint64, oldName string, newParent uint64, newName string, flags uint32, keep func(o *op, dst *Inode) (bool, error), journal *RenameNote) (replaced *Inode, err error) {
 	if flags&^(RenameNoReplace|RenameExchange) != 0 || flags == RenameNoReplace|RenameExchange {
 		return nil, fmt.Errorf("rename flags %#x: %w", flags, syscall.EINVAL)
 	}
@@ -559,6 +584,11 @@ func (s *Store) Rename(oldParent uint64, oldName string, newParent uint64, newNa
 				return err
 			}
 			replaced = dst
+			if keep != nil {
+				if _, err := keep(o, dst); err != nil {
+					return err
+				}
+			}
 		}
 		if err := o.tx.Delete(entryKey(oldParent, oldName)); err != nil {
 			return err
@@ -575,6 +605,9 @@ func (s *Store) Rename(oldParent uint64, oldName string, newParent uint64, newNa
 		o.put(src)
 		o.touchDir(oldP)
 		o.touchDir(newP)
+		if journal != nil {
+			return o.journalRename(src, journal)
+		}
 		return nil
 	})
 	if err != nil {
@@ -652,6 +685,9 @@ func (s *Store) Reclaim(ino uint64) (*Inode, error) {
 		if n.Nlink != 0 {
 			return syscall.EBUSY
 		}
+		if _, _, err := o.trashOf(ino); err == nil {
+			return syscall.EBUSY // kept in the trash
+		}
 		xattrs, err := o.deleteInode(n)
 		if err != nil {
 			return err
@@ -687,7 +723,10 @@ func (o *op) deleteInode(n *Inode) (int64, error) {
 			return 0, err
 		}
 	}
-	keys = append(keys, inodeKey(n.Ino), orphanKey(n.Ino))
+	keys = append(keys, inodeKey(n.Ino), orphanKey(n.Ino), birthKey(n.Ino))
+	if err := o.deleteContent(n.Ino); err != nil {
+		return 0, err
+	}
 	for _, k := range keys {
 		if err := o.tx.Delete(k); err != nil {
 			return 0, fmt.Errorf("delete inode %d: %w", n.Ino, err)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+	"time"
 )
 
 // Settings are the store-wide policy values that belong to the data, not
@@ -18,6 +19,12 @@ type Settings struct {
 	// MaxFileSize is the largest size a regular file may reach (0: no
 	// limit but the format's).
 	MaxFileSize uint64 `json:"max_file_size"`
+	// DefaultLinkTTL is how long a new share-by-link link lives when
+	// its maker names no lifetime (0: the links package's default).
+	DefaultLinkTTL time.Duration `json:"default_link_ttl,omitempty"`
+	// TrashRetentionSeconds is how long the trash keeps a file (nil: the
+	// default, DefaultTrashRetention; 0: the trash is off).
+	TrashRetentionSeconds *int64 `json:"trash_retention_seconds,omitempty"`
 }
 
 // GetSettings returns the store's settings (zero values when never set).

@@ -35,6 +35,9 @@ type Store struct {
 
 	// auditSeq tells apart audit records of the same nanosecond.
 	auditSeq atomic.Uint32
+	// trashClock is the time of the last trash record, unix nanos: each
+	// new one is later, so names made from the times never collide.
+	trashClock atomic.Int64
 
 	inoMu   sync.Mutex
 	inoNext uint64 // next counter value of the current lease

@@ -38,6 +38,7 @@ type Accountant struct {
 
 	mu      sync.Mutex
 	holders map[metadata.Holder]*holderAcct
+	evictor Evictor // see MakeRoom
 }
 
 type holderAcct struct {
@@ -165,6 +166,13 @@ func (r *Reservation) Grow(n int64) (acl.Decision, error) {
 	// file to be freed) plus n, less the credit.
 	u.Bytes -= r.credit
 	d := acl.AdmitBytes(u, l, n)
+	if !d.Allowed() && r.a.MakeRoom(r.h, n-r.credit, 0) {
+		if u, l, err = r.a.Quota(r.h); err != nil {
+			return acl.Decision{}, err
+		}
+		u.Bytes -= r.credit
+		d = acl.AdmitBytes(u, l, n)
+	}
 	if d.Allowed() {
 		r.a.Add(r.h, n)
 		r.held += n

@@ -24,12 +24,16 @@ const (
 	NameUploads = "uploads"
 	NameShare   = "share"
 	NameGroups  = "groups"
+	// NameTrash is the read-only trash/ of a view (docs/design.md
+	// section 10): the files removed or replaced in the zones the view
+	// sees, by their original paths.
+	NameTrash = "trash"
 )
 
 // ReservedNames returns the reserved names of a view root, in the order a
 // listing shows them. The slice is a fresh copy.
 func ReservedNames() []string {
-	return []string{NameOutput, NameUploads, NameShare, NameGroups}
+	return []string{NameOutput, NameUploads, NameShare, NameGroups, NameTrash}
 }
 
 // IsReserved reports whether name is reserved in a view root. The match is
@@ -38,7 +42,7 @@ func ReservedNames() []string {
 // ordinary name.
 func IsReserved(name string) bool {
 	switch name {
-	case NameOutput, NameUploads, NameShare, NameGroups:
+	case NameOutput, NameUploads, NameShare, NameGroups, NameTrash:
 		return true
 	}
 	return false
@@ -56,7 +60,7 @@ func ReservedZone(user, name string) (z shedfs.Zone, ok bool) {
 		return UploadsZone(user), true
 	case NameShare:
 		return ShareZone(), true
-	case NameGroups:
+	case NameGroups, NameTrash:
 		return shedfs.Zone{}, true
 	}
 	return shedfs.Zone{}, false

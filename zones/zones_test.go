@@ -26,6 +26,7 @@ func TestReserved(t *testing.T) {
 		{"uploads", shedfs.Zone{Kind: shedfs.ZoneUploads, Principal: "alice"}, true},
 		{"share", shedfs.Zone{Kind: shedfs.ZoneShare}, true},
 		{"groups", shedfs.Zone{}, true},
+		{"trash", shedfs.Zone{}, true},
 		{"docs", shedfs.Zone{}, false},
 	}
 	for _, tt := range tests {

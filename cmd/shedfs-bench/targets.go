@@ -54,6 +54,9 @@ func allTargets() []target {
 		// The cost of quota admission: shedfs-observed plus the quota (the
 		// flags of "shedfs", as a daemon of its own).
 		{Name: "shedfs+quota", Compare: []string{"shedfs-observed"}, Start: shedfsQuotaTarget(shedfsMetricsFlags)},
+		// "shedfs" with its metadata on a 3-member etcd cluster on this
+		// machine (etcd.go).
+		{Name: "shedfs-etcd", Compare: []string{"shedfs"}, Start: shedfsEtcdTarget(shedfsMetricsFlags)},
 	}
 }
 
@@ -85,6 +88,9 @@ type mounted struct {
 	// stopWait is how long stop waits for the child to exit on SIGTERM
 	// (0: 15 s); a daemon serving many views needs longer to unmount them.
 	stopWait time.Duration
+	// after runs once the child is gone (stopping what the target started
+	// beside it, such as an etcd cluster).
+	after func()
 }
 
 // startNative makes a plain directory on the work filesystem.
@@ -234,6 +240,9 @@ func (m *mounted) exited() bool {
 func (m *mounted) stop() error {
 	if m.cmd == nil {
 		return nil
+	}
+	if m.after != nil {
+		defer m.after()
 	}
 	if !m.exited() {
 		_ = m.cmd.Process.Signal(syscall.SIGTERM)

@@ -35,15 +35,15 @@ func withAdminRead(c *cli.Context, fn func(ctx context.Context, a daemon.Admin) 
 }
 
 func adminOn(c *cli.Context, create, readOK bool, fn func(ctx context.Context, a daemon.Admin) error) error {
-	dir := c.String("store")
-	if dir == "" {
-		return errors.New("no store given: use --store DIR or set SHEDFS_STORE")
+	loc, err := location(c)
+	if err != nil {
+		return err
 	}
 	ctx := c.Context
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	cl, err := daemon.Dial(dir)
+	cl, err := daemon.DialSocket(loc.SocketPath())
 	switch {
 	case err == nil:
 		defer cl.Close()
@@ -55,10 +55,10 @@ func adminOn(c *cli.Context, create, readOK bool, fn func(ctx context.Context, a
 	if err != nil {
 		return err
 	}
-	st, err := daemon.OpenStore(dir, daemon.OpenOptions{Create: create, Logger: log})
+	st, err := daemon.Open(loc, daemon.OpenOptions{Create: create, Logger: log})
 	if readOK && errors.Is(err, space.ErrFull) {
 		log.Warn("opening the store read-only", "why", err)
-		st, err = daemon.OpenStore(dir, daemon.OpenOptions{ReadOnly: true, Logger: log})
+		st, err = daemon.Open(loc, daemon.OpenOptions{ReadOnly: true, Logger: log})
 	}
 	if err != nil {
 		return err

@@ -301,9 +301,14 @@ func (p *auditPrinter) add(r metadata.AuditRecord) error {
 	if r.Op == metadata.OpAuditOverflow {
 		path = fmt.Sprintf("(%d events lost)", r.Dropped)
 	}
+	rule := r.Rule
+	if r.Scan != "" && r.Denied() {
+		// A refusal by scan state names it: infected:<signature>.
+		rule += " (" + r.Scan + ")"
+	}
 	p.rows = append(p.rows, []string{
 		r.Time.Local().Format("2006-01-02 15:04:05.000"),
-		cell(r.User), cell(r.Zone), cell(r.Op), cell(path), cell(r.Result), cell(r.Rule),
+		cell(r.User), cell(r.Zone), cell(r.Op), cell(path), cell(r.Result), cell(rule),
 	})
 	return nil
 }

@@ -92,7 +92,8 @@ func TestImportCommand(t *testing.T) {
 func TestModeCommand(t *testing.T) {
 	s := teamStore(t)
 	out := ok(t, "mode", "get", "groups/team-alpha/plan.md", "--user", "bob", "--store", s)
-	want := "path:   groups/team-alpha/plan.md (file, in the view of bob)\nzone:   group:team-alpha\nowner:  alice\nmode:   group\n"
+	want := "path:   groups/team-alpha/plan.md (file, in the view of bob)\nzone:   group:team-alpha\nowner:  alice\nmode:   group\n" +
+		"hash:   sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\nscan:   unscanned\n"
 	if out != want {
 		t.Errorf("mode get:\n%s\nwant:\n%s", out, want)
 	}

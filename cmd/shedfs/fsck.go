@@ -19,6 +19,7 @@ func fsckCommand() *cli.Command {
 		Flags: []cli.Flag{
 			storeFlag(),
 			&cli.BoolFlag{Name: "dry-run", Usage: "report only: open the store read-only and change nothing, not even its clean/dirty state"},
+			&cli.BoolFlag{Name: "verify-content", Usage: "also re-read every blob and report files whose content no longer matches its SHA-256"},
 		},
 		Action: runFsck,
 	}
@@ -30,7 +31,11 @@ func runFsck(c *cli.Context) error {
 		return err
 	}
 	dry := c.Bool("dry-run")
-	st, err := daemon.OpenStore(c.String("store"), daemon.OpenOptions{NoRecover: true, ReadOnly: dry, Logger: log})
+	loc, err := location(c)
+	if err != nil {
+		return err
+	}
+	st, err := daemon.Open(loc, daemon.OpenOptions{NoRecover: true, ReadOnly: dry, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -53,6 +58,12 @@ func runFsck(c *cli.Context) error {
 		return fmt.Errorf("fsck: %w", err)
 	}
 	w := c.App.Writer
+	mismatched := 0
+	if c.Bool("verify-content") {
+		if mismatched, err = verifyContent(c, st); err != nil {
+			return err
+		}
+	}
 	for _, p := range rep.Problems {
 		state := "repaired"
 		switch {
@@ -67,6 +78,8 @@ func runFsck(c *cli.Context) error {
 	}
 	summary := fmt.Sprintf("%d inodes, %d entries, %d blobs in %s", rep.Inodes, rep.Entries, rep.Blobs, rep.Duration.Round(time.Millisecond))
 	switch {
+	case mismatched > 0:
+		return cli.Exit(fmt.Sprintf("fsck: %d files whose content does not match its checksum, %d other problems not repaired: %s", mismatched, rep.Unrepaired(), summary), 1)
 	case len(rep.Problems) == 0:
 		fmt.Fprintf(w, "fsck: clean: %s\n", summary)
 	case rep.Unrepaired() == 0:

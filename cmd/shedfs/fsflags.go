@@ -15,7 +15,7 @@ import (
 
 // fsFlags are the settings of the FUSE layer that serve and mount share.
 func fsFlags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: "metrics", Usage: "serve Prometheus metrics at this address (e.g. 127.0.0.1:9567)"},
 		&cli.IntFlag{Name: "metrics-max-holders", Value: daemon.DefaultMaxHolders, Usage: "export quota gauges for at most this many holders"},
 		&cli.StringFlag{Name: "memory-limit", Value: "160MiB", Usage: "soft limit for the daemon's Go heap, kept by collecting garbage more often near it (0: none; GOMEMLIMIT wins when set)"},
@@ -24,7 +24,7 @@ func fsFlags() []cli.Flag {
 		&cli.StringFlag{Name: "symlinks", Value: "in-zone", Usage: "symlink policy: in-zone, allow or deny"},
 		&cli.StringFlag{Name: "share-mode", Value: "group", Usage: "ownership mode of new entries in share/: owner, group or owner_ro"},
 		&cli.StringFlag{Name: "group-mode", Value: "group", Usage: "ownership mode of new entries in group spaces: owner, group or owner_ro"},
-	}
+	}, linkFlags()...) // link.go
 }
 
 // fsOptions reads fsFlags, and applies --memory-limit to the process.

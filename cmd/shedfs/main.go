@@ -62,6 +62,11 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			statusCommand(),
 			fsckCommand(),
 			auditCommand(),
+			linkCommand(),
+			migrateCommand(),
+			quarantineCommand(),
+			trashCommand(),
+			restoreCommand(),
 			versionCommand(),
 		},
 		OnUsageError: func(c *cli.Context, err error, isSubcommand bool) error {
@@ -73,6 +78,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		HideHelpCommand: true,
 	}
 	quietUsageErrors(app.Commands)
+	addMetaFlags(app.Commands)
 	return app
 }
 

@@ -93,5 +93,12 @@ func printMode(c *cli.Context, m *daemon.ModeInfo) error {
 	fmt.Fprintf(tw, "zone:\t%s\n", m.Zone)
 	fmt.Fprintf(tw, "owner:\t%s\n", orDash(m.Owner))
 	fmt.Fprintf(tw, "mode:\t%s\n", orDash(m.Mode))
+	// Labels no wider than the others, so the table keeps its columns.
+	if m.SHA256 != "" {
+		fmt.Fprintf(tw, "hash:\tsha256:%s\n", m.SHA256)
+	}
+	if m.Scan != "" {
+		fmt.Fprintf(tw, "scan:\t%s\n", cell(m.Scan))
+	}
 	return tw.Flush()
 }

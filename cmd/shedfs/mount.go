@@ -23,7 +23,7 @@ func mountCommand() *cli.Command {
 			&cli.IntFlag{Name: "uid", Value: -1, Usage: "present every entry as owned by this uid"},
 			&cli.IntFlag{Name: "gid", Value: -1, Usage: "present every entry as owned by this gid"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
-		}, append(fsFlags(), auditFlags()...)...),
+		}, append(fsFlags(), append(auditFlags(), contentFlags()...)...)...),
 		Action: runMount,
 	}
 }
@@ -60,6 +60,10 @@ func runMount(c *cli.Context) error {
 		s.stop()
 		return err
 	}
+	if err := s.startLinks(c); err != nil {
+		s.stop()
+		return err
+	}
 	done, err := s.d.Mount(user, mnt, s.view)
 	if err != nil {
 		s.stop()
@@ -70,7 +74,7 @@ func runMount(c *cli.Context) error {
 	if err := s.d.StartAdmin(); err != nil {
 		log.Warn("admin API unavailable; admin commands will fail while this view is mounted", "err", err)
 	}
-	log.Info("view mounted", "user", user, "mountpoint", mnt, "store", s.st.Dir)
+	log.Info("view mounted", "user", user, "mountpoint", mnt, "store", s.st.Location())
 
 	select {
 	case <-ctx.Done():

@@ -89,11 +89,12 @@ func runQuotaShow(c *cli.Context) error {
 // the limit.
 func quotaTable(w io.Writer, qs []daemon.QuotaInfo) error {
 	tw := table(w)
-	fmt.Fprintln(tw, "HOLDER\tBYTES USED\tBYTES LIMIT\tBYTES %\tINODES USED\tINODES LIMIT\tINODES %")
+	fmt.Fprintln(tw, "HOLDER\tBYTES USED\tBYTES LIMIT\tBYTES %\tINODES USED\tINODES LIMIT\tINODES %\tTRASH")
 	for _, q := range qs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", q.Holder,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s in %d files\n", q.Holder,
 			daemon.FormatSize(q.Used.Bytes), sizeOrNone(q.Limit.Bytes), percent(q.Used.Bytes, q.Limit.Bytes),
-			q.Used.Inodes, countOrNone(q.Limit.Inodes), percent(q.Used.Inodes, q.Limit.Inodes))
+			q.Used.Inodes, countOrNone(q.Limit.Inodes), percent(q.Used.Inodes, q.Limit.Inodes),
+			daemon.FormatSize(q.Trash.Bytes), q.Trash.Inodes)
 	}
 	return tw.Flush()
 }

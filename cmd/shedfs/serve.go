@@ -25,7 +25,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "uid", Value: -1, Usage: "present entries as owned by this uid in views of users without an owner of their own"},
 			&cli.IntFlag{Name: "gid", Value: -1, Usage: "present entries as owned by this gid in views of users without an owner of their own"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
-		}, append(fsFlags(), auditFlags()...)...),
+		}, append(fsFlags(), append(auditFlags(), contentFlags()...)...)...),
 		Action: runServe,
 	}
 }
@@ -51,11 +51,15 @@ func runServe(c *cli.Context) error {
 		s.stop()
 		return err
 	}
+	if err := s.startLinks(c); err != nil {
+		s.stop()
+		return err
+	}
 	if err := s.d.Start(ctx); err != nil {
 		s.close()
 		return err
 	}
-	log.Info("serving", "store", s.st.Dir, "mount_root", c.String("mount-root"), "views", len(s.d.Views()))
+	log.Info("serving", "store", s.st.Location(), "mount_root", c.String("mount-root"), "views", len(s.d.Views()))
 	<-ctx.Done()
 	stopSignals()
 	log.Info("stopping: unmounting every view")

@@ -8,8 +8,10 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/shedfs/shedfs/audit"
+	"github.com/shedfs/shedfs/content"
 	"github.com/shedfs/shedfs/daemon"
 	"github.com/shedfs/shedfs/fusefs"
+	"github.com/shedfs/shedfs/web"
 )
 
 // serving is what serve and mount share: the open store, the FUSE options
@@ -20,8 +22,13 @@ type serving struct {
 	view fusefs.ViewOptions
 	reg  *prometheus.Registry // nil without --metrics
 	rec  *audit.Recorder      // nil with --no-audit
-	ms   *daemon.MetricsServer
-	d    *daemon.Daemon
+	// content is the digest and scan queue, closed after the views and
+	// before the audit trail (it records the write-closes).
+	content *content.Service
+	ms      *daemon.MetricsServer
+	d       *daemon.Daemon
+	// links is the share-by-link server, nil without --http (link.go).
+	links *web.Service
 }
 
 // openServing reads the shared flags, opens (creating) the store and
@@ -43,7 +50,11 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 			return nil, err
 		}
 	}
-	if s.st, err = daemon.OpenStore(c.String("store"), daemon.OpenOptions{Create: true, Logger: log}); err != nil {
+	loc, err := location(c)
+	if err != nil {
+		return nil, err
+	}
+	if s.st, err = daemon.Open(loc, daemon.OpenOptions{Create: true, Logger: log}); err != nil {
 		return nil, err
 	}
 	if s.rec, err = startAudit(c, s.st, log); err != nil {
@@ -58,6 +69,19 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 				return nil, err
 			}
 		}
+	}
+	if s.content, err = openContent(c, s.st, log, s.reg); err != nil {
+		s.close()
+		return nil, err
+	}
+	fsOpts.Content = s.content
+	if err := s.content.Start(); err != nil {
+		s.close()
+		return nil, err
+	}
+	if err := s.openLinks(c, &fsOpts); err != nil {
+		s.close()
+		return nil, err
 	}
 	cfg.Store, cfg.FS, cfg.DefaultView, cfg.Logger = s.st, fsOpts, s.view, log
 	if s.d, err = daemon.New(cfg); err != nil {
@@ -94,8 +118,12 @@ func (s *serving) stop() error {
 
 // close releases what openServing opened, views aside.
 func (s *serving) close() error {
+	s.stopLinks()
 	if s.ms != nil {
 		s.ms.Shutdown(context.Background())
+	}
+	if s.content != nil {
+		s.content.Close()
 	}
 	if s.rec != nil {
 		if err := s.rec.Close(); err != nil {

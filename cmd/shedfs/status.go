@@ -47,7 +47,11 @@ func runStatus(c *cli.Context) error {
 			return err
 		}
 		if c.Bool("du") {
-			n, err := diskUsage(filepath.Join(c.String("store"), "blobs"))
+			loc, err := location(c)
+			if err != nil {
+				return err
+			}
+			n, err := diskUsage(loc.BlobDir())
 			if err != nil {
 				return err
 			}

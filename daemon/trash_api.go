@@ -1,0 +1,503 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"path"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/zones"
+)
+
+// The trash over the admin API (docs/design.md section 12): list kept
+// files, restore them (creating the parent directories a view would need
+// to exist), purge them, and set the retention.
+
+// TrashEntry is one kept file as the API shows it.
+type TrashEntry struct {
+	// Entry is its name under trash/ in the view it was listed for
+	// ("trash/share/reports/q3.csv@2026-11-26T02:40:11.123456789Z"), what
+	// trash restore takes.
+	Entry string `json:"entry"`
+	// Path is where it was, in that view ("share/reports/q3.csv").
+	Path   string    `json:"path"`
+	Holder string    `json:"holder"`
+	Zone   string    `json:"zone"`
+	Owner  string    `json:"owner,omitempty"`
+	Mode   string    `json:"mode,omitempty"`
+	By     string    `json:"by"`
+	Why    string    `json:"why"`
+	Time   time.Time `json:"time"`
+	Size   uint64    `json:"size"`
+	Type   string    `json:"type"`
+	Ino    uint64    `json:"ino"`
+}
+
+// TrashListRequest selects kept files: those a user's view sees, or one
+// holder's, below a path, removed since a time.
+type TrashListRequest struct {
+	User   string    `json:"user,omitempty"`
+	Holder string    `json:"holder,omitempty"`
+	Path   string    `json:"path,omitempty"`
+	Since  time.Time `json:"since,omitempty"`
+}
+
+// TrashRestoreRequest puts kept files back: Entries as trash list shows
+// them for User, each to its original path or, with To, to To (one entry)
+// or into directory To (several).
+type TrashRestoreRequest struct {
+	User    string   `json:"user"`
+	Entries []string `json:"entries"`
+	To      string   `json:"to,omitempty"`
+}
+
+// TrashRestored is one restored file.
+type TrashRestored struct {
+	Entry string `json:"entry"`
+	Path  string `json:"path"`
+	// Replaced is set when a file stood at Path; it went to the trash.
+	Replaced bool `json:"replaced,omitempty"`
+}
+
+// TrashPurgeRequest deletes kept files for good: one holder's, those
+// removed before a time, or (All) every one.
+type TrashPurgeRequest struct {
+	Holder string    `json:"holder,omitempty"`
+	Before time.Time `json:"before,omitempty"`
+	All    bool      `json:"all,omitempty"`
+}
+
+// TrashPurgeResult says what a purge deleted.
+type TrashPurgeResult struct {
+	Entries int   `json:"entries"`
+	Bytes   int64 `json:"bytes"`
+}
+
+// TrashSettings is the trash's store setting.
+type TrashSettings struct {
+	// RetentionSeconds is how long a kept file stays; 0: the trash is off.
+	RetentionSeconds int64 `json:"retention_seconds"`
+}
+
+// trashNotifier is what a running daemon offers so that its views see a
+// change the admin made to the trash.
+type trashNotifier interface {
+	trashChanged()
+	trashFreed(gone []*metadata.Inode)
+	unused(ino uint64) bool
+}
+
+func (d *Daemon) trashChanged()                     { d.fs.TrashChanged() }
+func (d *Daemon) trashFreed(gone []*metadata.Inode) { d.fs.TrashFreed(gone) }
+func (d *Daemon) unused(ino uint64) bool            { return d.fs.Unused(ino) }
+
+var _ trashNotifier = (*Daemon)(nil)
+
+// evictTrash is the accountant's evictor when no daemon serves views:
+// nothing is open, so the oldest kept files go at once with their blobs.
+func (l *Local) evictTrash(h metadata.Holder, bytes, inodes int64) bool {
+	gone, err := l.st.Meta.EvictTrash(h, bytes, inodes, nil)
+	if err != nil {
+		l.log.Warn("evict trash", "holder", h, "err", err)
+	}
+	l.freed(gone)
+	return len(gone) > 0
+}
+
+// freed removes the blobs of kept files the store deleted: through the
+// views when a daemon runs (a request may be under way), at once if not.
+func (l *Local) freed(gone []*metadata.Inode) {
+	if len(gone) == 0 {
+		return
+	}
+	if n, ok := l.hooks.(trashNotifier); ok {
+		n.trashFreed(gone)
+		return
+	}
+	for _, g := range gone {
+		if g.IsRegular() {
+			l.removeBlobs([]uint64{g.Ino})
+		}
+	}
+}
+
+func (l *Local) trashChanged() {
+	if n, ok := l.hooks.(trashNotifier); ok {
+		n.trashChanged()
+	}
+}
+
+// unusedIno reports whether no view holds ino open.
+func (l *Local) unusedIno(ino uint64) bool {
+	if n, ok := l.hooks.(trashNotifier); ok {
+		return n.unused(ino)
+	}
+	return true
+}
+
+// visibleHolders are the holders whose trash user's view shows.
+func (l *Local) visibleHolders(user string) ([]metadata.Holder, error) {
+	if _, err := l.st.Meta.GetUser(user); err != nil {
+		return nil, asError(err, fmt.Sprintf("no user named %s", user))
+	}
+	groups, err := l.st.Meta.GroupsOf(user)
+	if err != nil {
+		return nil, asError(err, "groups of "+user)
+	}
+	hs := []metadata.Holder{metadata.HolderOf(zones.PrivateZone(user)), metadata.HolderOf(zones.ShareZone())}
+	for _, g := range groups {
+		hs = append(hs, metadata.HolderOf(zones.GroupZone(g)))
+	}
+	return hs, nil
+}
+
+// ListTrash lists kept files, oldest first.
+func (l *Local) ListTrash(ctx context.Context, req TrashListRequest) ([]TrashEntry, error) {
+	var holders []metadata.Holder
+	switch {
+	case req.User != "" && req.Holder != "":
+		return nil, errorf(CodeInvalid, "trash list: give a user or a holder, not both")
+	case req.User != "":
+		hs, err := l.visibleHolders(req.User)
+		if err != nil {
+			return nil, err
+		}
+		holders = hs
+	case req.Holder != "":
+		h, err := l.parseHolder(req.Holder)
+		if err != nil {
+			return nil, err
+		}
+		holders = []metadata.Holder{h}
+	}
+	list, err := l.st.Meta.ListTrash(holders)
+	if err != nil {
+		return nil, asError(err, "list the trash")
+	}
+	prefix := cleanViewPath(req.Path)
+	out := []TrashEntry{}
+	for _, e := range list {
+		te := trashEntry(req.User, e)
+		if te.Path == "" || e.Time.Before(req.Since) {
+			continue
+		}
+		if prefix != "" && te.Path != prefix && !strings.HasPrefix(te.Path, prefix+"/") {
+			continue
+		}
+		out = append(out, te)
+	}
+	slices.SortStableFunc(out, func(a, b TrashEntry) int { return a.Time.Compare(b.Time) })
+	return out, nil
+}
+
+// trashEntry describes e as user's view shows it; without a user, as the
+// view of the zone's own user (per-user zones) or any member shows it.
+func trashEntry(user string, e metadata.TrashEntry) TrashEntry {
+	viewer := user
+	if viewer == "" {
+		viewer = e.Zone.Principal
+	}
+	p := zones.ViewPath(viewer, e.Zone, e.Path)
+	te := TrashEntry{
+		Path: p, Holder: string(e.Holder), Zone: e.Zone.Label(), Owner: e.Owner,
+		By: e.By, Why: e.Why, Time: e.Time, Size: e.Size, Ino: e.Ino,
+		Type: typeName(&metadata.Inode{Mode: e.Mode}),
+	}
+	if m := zones.EffectiveMode(e.Zone.Kind, e.OwnMode); m != metadata.OwnModeNone {
+		te.Mode = m.String()
+	}
+	if p != "" {
+		dir, base := path.Split(p)
+		te.Entry = path.Join(zones.NameTrash, dir, zones.TrashName(base, e.Time))
+	}
+	return te
+}
+
+// cleanViewPath is p relative to a view root, without "./", a leading or
+// trailing slash.
+func cleanViewPath(p string) string {
+	p = path.Clean("/" + p)
+	return strings.TrimPrefix(p, "/")
+}
+
+// RestoreTrash puts kept files back, each in one transaction, and stops
+// at the first that cannot be.
+func (l *Local) RestoreTrash(ctx context.Context, req TrashRestoreRequest) ([]TrashRestored, error) {
+	if len(req.Entries) == 0 {
+		return nil, errorf(CodeInvalid, "trash restore: name at least one entry")
+	}
+	list, err := l.ListTrash(ctx, TrashListRequest{User: req.User})
+	if err != nil {
+		return nil, err
+	}
+	byEntry := map[string]TrashEntry{}
+	for _, e := range list {
+		byEntry[e.Entry] = e
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []TrashRestored
+	for _, name := range req.Entries {
+		key := cleanViewPath(name)
+		if !strings.HasPrefix(key, zones.NameTrash+"/") {
+			key = path.Join(zones.NameTrash, key)
+		}
+		e, ok := byEntry[key]
+		if !ok {
+			return out, errorf(CodeNotFound, "no %s in the trash of %s", name, req.User)
+		}
+		to := e.Path
+		switch {
+		case req.To != "" && len(req.Entries) == 1:
+			to = cleanViewPath(req.To)
+		case req.To != "":
+			to = path.Join(cleanViewPath(req.To), path.Base(e.Path))
+		}
+		r, err := l.restoreOne(req.User, e, to)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// restoreOne puts kept file e back at view path to of user's view,
+// creating its parent directories as needed.
+func (l *Local) restoreOne(user string, e TrashEntry, to string) (TrashRestored, error) {
+	zone, rel, ok := zones.ZonePath(user, to)
+	if !ok || rel == "" {
+		return TrashRestored{}, errorf(CodeInvalid, "cannot restore to %s: not a path inside a zone", to)
+	}
+	if zone.Label() != e.Zone {
+		return TrashRestored{}, errorf(CodeInvalid, "cannot restore %s to %s: across zones (%s to %s)", e.Path, to, e.Zone, zone.Label())
+	}
+	dir, err := l.mkdirs(user, path.Dir(to))
+	if err != nil {
+		return TrashRestored{}, err
+	}
+	note := &metadata.TrashNote{By: user, Why: metadata.TrashRenameOver, Path: rel}
+	if l.trashOff() {
+		note = nil
+	}
+	base := path.Base(to)
+	_, replaced, kept, err := l.st.Meta.RestoreTrash(e.Ino, dir.Ino, base, note)
+	if err != nil {
+		return TrashRestored{}, asError(err, fmt.Sprintf("restore %s to %s", e.Entry, to))
+	}
+	if kept {
+		l.nameChanged(dir.Ino, base, nil)
+	} else {
+		l.nameChanged(dir.Ino, base, replaced)
+	}
+	l.trashChanged()
+	if err := l.st.Meta.Sync(); err != nil {
+		return TrashRestored{}, asError(err, "sync metadata")
+	}
+	l.audit(user, dir.Zone, "/"+to, "admin_trash_restore", 0)
+	return TrashRestored{Entry: e.Entry, Path: to, Replaced: replaced != nil}, nil
+}
+
+// trashOff reports whether the store's trash is off.
+func (l *Local) trashOff() bool {
+	st, err := l.st.Meta.GetSettings()
+	return err == nil && st.TrashRetention() == 0
+}
+
+// mkdirs returns directory p of user's view, creating what is missing
+// below its zone root as directories owned by user.
+func (l *Local) mkdirs(user, p string) (*metadata.Inode, error) {
+	n, _, err := l.resolve(user, p)
+	if err == nil {
+		if !n.IsDir() {
+			return nil, errorf(CodeExists, "%s in the view of %s is not a directory", p, user)
+		}
+		return n, nil
+	}
+	var ae *Error
+	if !errors.As(err, &ae) || ae.Code != CodeNotFound || p == "." || p == "" {
+		return nil, err
+	}
+	parent, err := l.mkdirs(user, path.Dir(p))
+	if err != nil {
+		return nil, err
+	}
+	u, err := l.st.Meta.GetUser(user)
+	if err != nil {
+		return nil, asError(err, "no user named "+user)
+	}
+	tmpl := &metadata.Inode{Mode: syscall.S_IFDIR | 0o755, Uid: u.Uid, Gid: u.Gid, Owner: user,
+		OwnMode: zones.PolicyOf(parent.Zone.Kind).DefaultMode}
+	d, err := l.st.Meta.Create(parent.Ino, path.Base(p), tmpl, admitOneInode)
+	if err != nil {
+		return nil, asError(err, fmt.Sprintf("create %s in the view of %s", p, user))
+	}
+	l.nameChanged(parent.Ino, path.Base(p), nil)
+	return d, nil
+}
+
+// PurgeTrash deletes kept files for good.
+func (l *Local) PurgeTrash(ctx context.Context, req TrashPurgeRequest) (*TrashPurgeResult, error) {
+	if !req.All && req.Holder == "" && req.Before.IsZero() {
+		return nil, errorf(CodeInvalid, "trash purge: give --holder, --before or --all")
+	}
+	list, err := l.ListTrash(ctx, TrashListRequest{Holder: req.Holder})
+	if err != nil {
+		return nil, err
+	}
+	res := &TrashPurgeResult{}
+	var gone []*metadata.Inode
+	for _, e := range list {
+		if !req.Before.IsZero() && !e.Time.Before(req.Before) {
+			continue
+		}
+		n, freed, err := l.st.Meta.PurgeTrash(e.Ino, l.unusedIno)
+		if errors.Is(err, syscall.ENOENT) {
+			continue
+		}
+		if err != nil {
+			return res, asError(err, "purge "+e.Entry)
+		}
+		if freed {
+			gone = append(gone, n)
+		}
+		res.Entries++
+		res.Bytes += metadata.Charge(e.Size)
+	}
+	l.freed(gone)
+	l.trashChanged()
+	l.audit("", metadata.Zone{}, "/"+zones.NameTrash, "admin_trash_purge", res.Bytes)
+	return res, nil
+}
+
+// SetTrashSettings shows the trash setting, and changes it when
+// retention is not nil (0 turns the trash off; what it holds then goes at
+// the daemon's next sweep).
+func (l *Local) SetTrashSettings(ctx context.Context, retention *time.Duration) (*TrashSettings, error) {
+	st, err := l.st.Meta.GetSettings()
+	if err != nil {
+		return nil, asError(err, "read store settings")
+	}
+	if retention != nil {
+		if *retention < 0 {
+			return nil, errorf(CodeInvalid, "trash retention %v: must not be negative", *retention)
+		}
+		secs := int64(retention.Round(time.Second) / time.Second)
+		st.TrashRetentionSeconds = &secs
+		if err := l.st.Meta.SetSettings(st); err != nil {
+			return nil, asError(err, "write store settings")
+		}
+		if n, ok := l.hooks.(settingsNotifier); ok {
+			n.settingsChanged()
+		}
+		l.log.Info("trash retention changed", "retention", *retention)
+	}
+	return &TrashSettings{RetentionSeconds: int64(st.TrashRetention() / time.Second)}, nil
+}
+
+// trashRoutes serves the trash over the admin API.
+func trashRoutes(h func(string, func(*http.Request) (int, any, error)), admin Admin) {
+	restoreRoutes(h, admin)
+	h("GET /v1/trash", func(r *http.Request) (int, any, error) {
+		q := r.URL.Query()
+		req := TrashListRequest{User: q.Get("user"), Holder: q.Get("holder"), Path: q.Get("path")}
+		if s := q.Get("since"); s != "" {
+			t, err := time.Parse(time.RFC3339Nano, s)
+			if err != nil {
+				return 0, nil, errorf(CodeInvalid, "since %q: not an RFC 3339 time", s)
+			}
+			req.Since = t
+		}
+		v, err := admin.ListTrash(r.Context(), req)
+		return http.StatusOK, v, err
+	})
+	h("POST /v1/trash/restore", func(r *http.Request) (int, any, error) {
+		var req TrashRestoreRequest
+		if err := decode(r, &req); err != nil {
+			return 0, nil, err
+		}
+		v, err := admin.RestoreTrash(r.Context(), req)
+		return http.StatusOK, v, err
+	})
+	h("POST /v1/trash/purge", func(r *http.Request) (int, any, error) {
+		var req TrashPurgeRequest
+		if err := decode(r, &req); err != nil {
+			return 0, nil, err
+		}
+		v, err := admin.PurgeTrash(r.Context(), req)
+		return http.StatusOK, v, err
+	})
+	h("GET /v1/trash/settings", func(r *http.Request) (int, any, error) {
+		v, err := admin.SetTrashSettings(r.Context(), nil)
+		return http.StatusOK, v, err
+	})
+	h("PUT /v1/trash/settings", func(r *http.Request) (int, any, error) {
+		var req TrashSettings
+		if err := decode(r, &req); err != nil {
+			return 0, nil, err
+		}
+		d := time.Duration(req.RetentionSeconds) * time.Second
+		v, err := admin.SetTrashSettings(r.Context(), &d)
+		return http.StatusOK, v, err
+	})
+}
+
+// ListTrash asks the daemon for kept files.
+func (c *Client) ListTrash(ctx context.Context, req TrashListRequest) ([]TrashEntry, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"user": req.User, "holder": req.Holder, "path": req.Path} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if !req.Since.IsZero() {
+		q.Set("since", req.Since.Format(time.RFC3339Nano))
+	}
+	var out []TrashEntry
+	if err := c.do(ctx, http.MethodGet, "/v1/trash?"+q.Encode(), nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// RestoreTrash asks the daemon to restore kept files.
+func (c *Client) RestoreTrash(ctx context.Context, req TrashRestoreRequest) ([]TrashRestored, error) {
+	var out []TrashRestored
+	if err := c.do(ctx, http.MethodPost, "/v1/trash/restore", req, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// PurgeTrash asks the daemon to purge kept files.
+func (c *Client) PurgeTrash(ctx context.Context, req TrashPurgeRequest) (*TrashPurgeResult, error) {
+	var out TrashPurgeResult
+	if err := c.do(ctx, http.MethodPost, "/v1/trash/purge", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// SetTrashSettings asks the daemon for the trash setting, changing it
+// when retention is not nil.
+func (c *Client) SetTrashSettings(ctx context.Context, retention *time.Duration) (*TrashSettings, error) {
+	var out TrashSettings
+	if retention == nil {
+		if err := c.do(ctx, http.MethodGet, "/v1/trash/settings", nil, &out); err != nil {
+			return nil, err
+		}
+		return &out, nil
+	}
+	req := TrashSettings{RetentionSeconds: int64(*retention / time.Second)}
+	if err := c.do(ctx, http.MethodPut, "/v1/trash/settings", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

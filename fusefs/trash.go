@@ -1,0 +1,712 @@
+package fusefs
+
+import (
+	"context"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shedfs/shedfs/acl"
+	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/zones"
+)
+
+// The trash on the callback path (docs/design.md section 12): unlink and
+// rename-over keep the file that loses its last link, open with O_TRUNC
+// and truncate to zero keep the old content under a new inode number, and
+// every view has a read-only trash/ computed from the trash records, where
+// mv restores and rm purges.
+
+// trashState is what FS keeps for the trash: the retention in
+// nanoseconds (0: off) and a generation that moves whenever the trash
+// changes, so views rebuild their trash/ listings only then.
+type trashState struct {
+	retention atomic.Int64
+	gen       atomic.Int64
+}
+
+// trashSettings loads the retention from the store's settings.
+func (f *FS) trashSettings(st metadata.Settings) {
+	f.trash.retention.Store(int64(st.TrashRetention()))
+}
+
+// trashChanged tells the views' trash/ listings to rebuild.
+func (f *FS) trashChanged() { f.trash.gen.Add(1) }
+
+// trashNote is what the store records with a file of n's that goes to the
+// trash, or nil when the trash is off. name is the entry in n ("" for n
+// itself).
+func (n *node) trashNote(why, name string) *metadata.TrashNote {
+	if n.v.fs.trash.retention.Load() <= 0 {
+		return nil
+	}
+	p := strings.TrimPrefix(n.pathOf(name), "/")
+	_, rel, ok := zones.ZonePath(n.v.user, p)
+	if !ok || rel == "" {
+		rel = path.Base(p)
+	}
+	return &metadata.TrashNote{By: n.v.user, Why: why, Path: rel}
+}
+
+// kept notes that something went to the trash.
+func (f *FS) kept() { f.trashChanged() }
+
+// inTrash reports whether rec is a kept file: one without links that the
+// trash holds (an O_TMPFILE file or an orphan kept for open handles also
+// has none, and is not).
+func (f *FS) inTrash(rec *metadata.Inode) bool {
+	return rec.Nlink == 0 && metadata.Keepable(rec)
+}
+
+// refuseKept denies a change to a kept file (opening it for writing,
+// truncating or chmod by name, linking it back): trash/ is read-only but
+// for mv and rm. A handle opened before the file went on working on it,
+// as on any unlinked open file.
+func (n *node) refuseKept(op acl.Op, rec *metadata.Inode) syscall.Errno {
+	if !n.v.fs.inTrash(rec) || !n.v.fs.store.InTrash(rec.Ino) {
+		return 0
+	}
+	return n.deny(op, "", acl.TrashChange())
+}
+
+// keepVersion truncates regular file rec to zero after moving its content
+// to a new inode in the trash: the blob is renamed to the new number (no
+// copy) and the live file gets a fresh, empty one, which every handle
+// open on it uses from now on. It reports false, having done nothing,
+// when the trash is off, the file is empty or may not be truncated by
+// this view, or the holder has no inode to spare even after eviction; the
+// caller then truncates as usual.
+func (n *node) keepVersion(rec *metadata.Inode) bool {
+	f := n.v.fs
+	if rec.Size == 0 || !rec.IsRegular() {
+		return false
+	}
+	note := n.trashNote(metadata.TrashTruncate, "")
+	if note == nil || !acl.Truncate(n.v.actor(), acl.EntryOf(rec), acl.Quota{}, rec.Size, 0).Allowed() {
+		return false
+	}
+	oi, e := f.acquire(rec, false)
+	if e != 0 {
+		return false
+	}
+	defer f.release(oi)
+	oi.mu.Lock()
+	defer oi.mu.Unlock()
+	if oi.size == 0 || f.persistLocked(oi) != 0 {
+		return false
+	}
+	unlock := f.acct.Lock(oi.holder)
+	defer unlock()
+	version, err := f.store.AllocIno()
+	if err != nil {
+		return false
+	}
+	if err := f.blobs.Move(oi.ino, version); err != nil {
+		f.log.Error("keep version", "ino", oi.ino, "err", err)
+		return false
+	}
+	blob, err := f.blobs.OpenFile(oi.ino, true)
+	if err != nil {
+		f.undoMove(oi.ino, version)
+		return false
+	}
+	_, err = f.store.KeepVersion(oi.ino, version, note)
+	if err == syscall.EDQUOT && f.acct.MakeRoom(oi.holder, 0, 1) {
+		_, err = f.store.KeepVersion(oi.ino, version, note)
+	}
+	if err != nil {
+		blob.Close()
+		f.undoMove(oi.ino, version)
+		return false
+	}
+	// Handles may still be splicing from the old descriptor: it stays
+	// open, holding the version's content, until the last release.
+	oi.retired = append(oi.retired, oi.blob)
+	oi.blob = blob
+	oi.newBlob = true
+	oi.size, oi.persisted, oi.mtime = 0, 0, time.Now()
+	f.kept()
+	return true
+}
+
+// undoMove puts a blob moved by keepVersion back.
+func (f *FS) undoMove(ino, version uint64) {
+	if err := f.blobs.Move(version, ino); err != nil {
+		f.log.Error("undo keep version", "ino", ino, "err", err)
+	}
+}
+
+// evictTrash frees h's oldest kept files until bytes and inodes more fit
+// its stored usage under its limit, and reports whether it freed any. It
+// is the accountant's evictor (quota.Accountant.MakeRoom): every
+// admission that would fail with EDQUOT asks it first.
+func (f *FS) evictTrash(h metadata.Holder, bytes, inodes int64) bool {
+	gone, err := f.store.EvictTrash(h, bytes, inodes, f.unused)
+	if err != nil {
+		f.log.Error("evict trash", "holder", h, "err", err)
+	}
+	f.freedKept(gone, "evict")
+	return len(gone) > 0
+}
+
+// freedKept removes the blobs of kept files the store deleted (after the
+// ghost grace, for requests already under way) and counts them.
+func (f *FS) freedKept(gone []*metadata.Inode, why string) {
+	if len(gone) == 0 {
+		return
+	}
+	now := time.Now()
+	f.mu.Lock()
+	for _, n := range gone {
+		g := *n
+		f.ghosts[n.Ino] = &ghost{rec: &g, until: now.Add(ghostGrace)}
+	}
+	f.mu.Unlock()
+	f.trashChanged()
+	f.countTrashFreed(why, len(gone))
+}
+
+// ExpireTrash purges kept files older than the retention and, for holders
+// without a byte limit, the oldest beyond capBytes in all; the daemon calls
+// it periodically.
+func (f *FS) ExpireTrash(capBytes int64) {
+	ret := time.Duration(f.trash.retention.Load())
+	if ret <= 0 {
+		ret = 0 // trash off: whatever is left goes
+	}
+	capped := func(h metadata.Holder) bool {
+		l, err := f.store.GetLimit(h)
+		return err == nil && l.Bytes <= 0
+	}
+	gone, err := f.store.ExpireTrash(time.Now().Add(-ret), capped, capBytes, f.unused)
+	if err != nil {
+		f.log.Error("expire trash", "err", err)
+	}
+	f.freedKept(gone, "expire")
+}
+
+// TrashChanged is told by the admin's restores and purges, so that views
+// rebuild their trash/ listings.
+func (f *FS) TrashChanged() { f.trashChanged() }
+
+// TrashFreed takes kept files the admin purged: their blobs go once no
+// request is under way.
+func (f *FS) TrashFreed(gone []*metadata.Inode) { f.freedKept(gone, "purge") }
+
+// Unused reports whether no view holds ino open, for the admin's purges.
+func (f *FS) Unused(ino uint64) bool { return f.unused(ino) }
+
+// trashItem is one name in a view's trash/ tree.
+type trashItem struct {
+	dir   bool
+	entry metadata.TrashEntry // files only
+}
+
+// trashTree is a view's trash/ as of one trash generation: each directory
+// path (relative to trash/, "" for trash/ itself) with its names.
+type trashTree struct {
+	gen  int64
+	dirs map[string]map[string]trashItem
+}
+
+// trashView is what one view keeps of its trash/: the tree of the last
+// generation it listed, and the inode numbers given to its directories.
+type trashView struct {
+	mu   sync.Mutex
+	tree *trashTree
+	inos map[string]uint64
+	next uint64
+}
+
+// trashDirIno is where the numbers of trash/ directories start: below
+// 2^32, which the store never assigns to new inodes, and far above the
+// sequential numbers of old stores.
+const trashDirIno = 0xff000000
+
+// trashTree returns the view's trash/ as it is now.
+func (v *View) trashTree() (*trashTree, syscall.Errno) {
+	f := v.fs
+	gen := f.trash.gen.Load()
+	v.trash.mu.Lock()
+	t := v.trash.tree
+	v.trash.mu.Unlock()
+	if t != nil && t.gen == gen {
+		return t, 0
+	}
+	a := v.actor()
+	holders := []metadata.Holder{metadata.HolderOf(zones.PrivateZone(v.user)), metadata.HolderOf(zones.ShareZone())}
+	for _, g := range a.Groups {
+		holders = append(holders, metadata.HolderOf(zones.GroupZone(g)))
+	}
+	list, err := f.store.ListTrash(holders)
+	if err != nil {
+		return nil, f.errno("list trash", err)
+	}
+	t = &trashTree{gen: gen, dirs: map[string]map[string]trashItem{"": {}}}
+	for _, e := range list {
+		if !acl.TrashRead(a, trashEntryACL(e)).Allowed() {
+			continue
+		}
+		vp := zones.ViewPath(v.user, e.Zone, e.Path)
+		if vp == "" {
+			continue
+		}
+		dir, base := path.Split(vp)
+		dir = strings.TrimSuffix(dir, "/")
+		t.addDirs(dir)
+		t.dirs[dir][zones.TrashName(base, e.Time)] = trashItem{entry: e}
+	}
+	v.trash.mu.Lock()
+	v.trash.tree = t
+	v.trash.mu.Unlock()
+	return t, 0
+}
+
+// addDirs makes dir and its parents directories of the tree.
+func (t *trashTree) addDirs(dir string) {
+	for dir != "" {
+		if _, ok := t.dirs[dir]; ok {
+			return
+		}
+		t.dirs[dir] = map[string]trashItem{}
+		parent, base := path.Split(dir)
+		parent = strings.TrimSuffix(parent, "/")
+		if _, ok := t.dirs[parent]; !ok {
+			t.addDirs(parent)
+		}
+		t.dirs[parent][base] = trashItem{dir: true}
+		dir = parent
+	}
+}
+
+// trashEntryACL is what acl needs to know of a kept file.
+func trashEntryACL(e metadata.TrashEntry) acl.Entry {
+	return acl.Entry{Zone: e.Zone, Owner: e.Owner, Mode: e.OwnMode}
+}
+
+// trashDirIno returns the inode number of trash/ directory p in this view.
+func (v *View) trashDirIno(p string) uint64 {
+	v.trash.mu.Lock()
+	defer v.trash.mu.Unlock()
+	if v.trash.inos == nil {
+		v.trash.inos = map[string]uint64{}
+		v.trash.next = trashDirIno
+	}
+	if ino, ok := v.trash.inos[p]; ok {
+		return ino
+	}
+	v.trash.next++
+	v.trash.inos[p] = v.trash.next
+	return v.trash.next
+}
+
+// trashDir is a directory of a view's trash/, computed from the trash
+// records: p is its path below trash/ ("" for trash/ itself).
+type trashDir struct {
+	fs.Inode
+	v *View
+	p string
+}
+
+var (
+	_ fs.NodeLookuper   = (*trashDir)(nil)
+	_ fs.NodeGetattrer  = (*trashDir)(nil)
+	_ fs.NodeReaddirer  = (*trashDir)(nil)
+	_ fs.NodeStatfser   = (*trashDir)(nil)
+	_ fs.NodeCreater    = (*trashDir)(nil)
+	_ fs.NodeMkdirer    = (*trashDir)(nil)
+	_ fs.NodeMknoder    = (*trashDir)(nil)
+	_ fs.NodeSymlinker  = (*trashDir)(nil)
+	_ fs.NodeLinker     = (*trashDir)(nil)
+	_ fs.NodeUnlinker   = (*trashDir)(nil)
+	_ fs.NodeRmdirer    = (*trashDir)(nil)
+	_ fs.NodeRenamer    = (*trashDir)(nil)
+	_ fs.NodeSetattrer  = (*trashDir)(nil)
+	_ fs.NodeSetxattrer = (*trashDir)(nil)
+)
+
+// lookupTrash returns trash/ for the view root.
+func (v *View) lookupTrash(ctx context.Context, parent *node, name string, out *fuse.EntryOut) *fs.Inode {
+	if parent.ino != v.roots.Private || name != zones.NameTrash {
+		return nil
+	}
+	return v.trashDirNode(ctx, &parent.Inode, "", out)
+}
+
+func (v *View) trashDirNode(ctx context.Context, parent *fs.Inode, p string, out *fuse.EntryOut) *fs.Inode {
+	d := &trashDir{v: v, p: p}
+	d.fillAttr(&out.Attr)
+	// Computed from the records at each look: the kernel keeps nothing.
+	out.SetEntryTimeout(0)
+	out.SetAttrTimeout(0)
+	return parent.NewInode(ctx, d, fs.StableAttr{Mode: syscall.S_IFDIR, Ino: out.Attr.Ino})
+}
+
+func (d *trashDir) fillAttr(out *fuse.Attr) {
+	out.Ino = d.v.trashDirIno(d.p)
+	out.Mode = syscall.S_IFDIR | 0o555
+	out.Nlink = 2
+	out.Blksize = 4096
+	if d.v.opts.ForceOwner {
+		out.Owner = fuse.Owner{Uid: d.v.opts.Uid, Gid: d.v.opts.Gid}
+	}
+	out.SetTimes(&startTime, &startTime, &startTime)
+}
+
+// child returns name in d: a directory path or a kept file.
+func (d *trashDir) child(name string) (trashItem, syscall.Errno) {
+	t, e := d.v.trashTree()
+	if e != 0 {
+		return trashItem{}, e
+	}
+	it, ok := t.dirs[d.p][name]
+	if !ok {
+		return trashItem{}, syscall.ENOENT
+	}
+	return it, 0
+}
+
+// Lookup implements fs.NodeLookuper.
+func (d *trashDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
+	defer d.v.fs.track("lookup", metadata.Zone{}, time.Now(), &errno)
+	it, e := d.child(name)
+	if e != 0 {
+		return nil, e
+	}
+	if it.dir {
+		return d.v.trashDirNode(ctx, &d.Inode, path.Join(d.p, name), out), 0
+	}
+	rec, err := d.v.fs.store.GetInode(it.entry.Ino)
+	if err != nil {
+		return nil, d.v.fs.errno("lookup trash", err)
+	}
+	d.v.fs.overlay(rec)
+	d.v.fillAttr(rec, &out.Attr)
+	out.SetEntryTimeout(0)
+	out.SetAttrTimeout(0)
+	child := &node{v: d.v, ino: rec.Ino, zone: rec.Zone}
+	return d.NewInode(ctx, child, fs.StableAttr{Mode: rec.Mode & syscall.S_IFMT, Ino: rec.Ino}), 0
+}
+
+// Getattr implements fs.NodeGetattrer.
+func (d *trashDir) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	d.fillAttr(&out.Attr)
+	out.SetTimeout(0)
+	return 0
+}
+
+// Readdir implements fs.NodeReaddirer.
+func (d *trashDir) Readdir(ctx context.Context) (_ fs.DirStream, errno syscall.Errno) {
+	defer d.v.fs.track("readdir", metadata.Zone{}, time.Now(), &errno)
+	t, e := d.v.trashTree()
+	if e != 0 {
+		return nil, e
+	}
+	names := make([]string, 0, len(t.dirs[d.p]))
+	for name := range t.dirs[d.p] {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	list := make([]fuse.DirEntry, 0, len(names))
+	for _, name := range names {
+		it := t.dirs[d.p][name]
+		if it.dir {
+			list = append(list, fuse.DirEntry{Name: name, Ino: d.v.trashDirIno(path.Join(d.p, name)), Mode: syscall.S_IFDIR})
+		} else {
+			list = append(list, fuse.DirEntry{Name: name, Ino: it.entry.Ino, Mode: it.entry.Mode & syscall.S_IFMT})
+		}
+	}
+	return fs.NewListDirStream(list), 0
+}
+
+// Statfs implements fs.NodeStatfser.
+func (d *trashDir) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	return d.v.statfs(metadata.Zone{}, out)
+}
+
+// path is the view path of name in d, for the audit trail.
+func (d *trashDir) path(name string) string {
+	return "/" + path.Join(zones.NameTrash, d.p, name)
+}
+
+// refuse denies any change in trash/ but mv out and rm; trash/ belongs to
+// no zone, so the denial is recorded in the view root's.
+func (d *trashDir) refuse(op acl.Op, name string) syscall.Errno {
+	return d.v.deny(op, d.path(name), d.v.root.zone, acl.TrashChange())
+}
+
+// Create implements fs.NodeCreater.
+func (d *trashDir) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+	return nil, nil, 0, d.refuse(acl.OpCreate, name)
+}
+
+// Mkdir implements fs.NodeMkdirer.
+func (d *trashDir) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, d.refuse(acl.OpCreate, name)
+}
+
+// Mknod implements fs.NodeMknoder.
+func (d *trashDir) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, d.refuse(acl.OpCreate, name)
+}
+
+// Symlink implements fs.NodeSymlinker.
+func (d *trashDir) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, d.refuse(acl.OpSymlink, name)
+}
+
+// Link implements fs.NodeLinker.
+func (d *trashDir) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	return nil, d.refuse(acl.OpLink, name)
+}
+
+// Setattr implements fs.NodeSetattrer.
+func (d *trashDir) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	return d.refuse(acl.OpSetattr, "")
+}
+
+// Setxattr implements fs.NodeSetxattrer.
+func (d *trashDir) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	return d.refuse(acl.OpSetattr, "")
+}
+
+// Rmdir implements fs.NodeRmdirer: a directory of trash/ is there while
+// it holds kept files, so once rm has purged them it is gone already.
+func (d *trashDir) Rmdir(ctx context.Context, name string) syscall.Errno {
+	it, e := d.child(name)
+	switch {
+	case e == syscall.ENOENT:
+		return 0
+	case e != 0:
+		return e
+	case !it.dir:
+		return syscall.ENOTDIR
+	}
+	return syscall.ENOTEMPTY
+}
+
+// Unlink implements fs.NodeUnlinker: rm of a kept file purges it, decided
+// as deleting it in its zone.
+func (d *trashDir) Unlink(ctx context.Context, name string) (errno syscall.Errno) {
+	f := d.v.fs
+	defer f.track("unlink", metadata.Zone{}, time.Now(), &errno)
+	it, e := d.child(name)
+	if e != 0 {
+		return e
+	}
+	if it.dir {
+		return syscall.EISDIR
+	}
+	if dec := acl.TrashPurge(d.v.actor(), trashEntryACL(it.entry)); !dec.Allowed() {
+		return d.v.deny(acl.OpUnlink, d.path(name), it.entry.Zone, dec)
+	}
+	rec, err := f.store.GetInode(it.entry.Ino)
+	if err != nil {
+		return f.errno("purge", err)
+	}
+	f.addGhost(rec)
+	_, freed, err := f.store.PurgeTrash(it.entry.Ino, f.unused)
+	if err != nil {
+		f.dropGhost(rec.Ino)
+		return f.errno("purge", err)
+	}
+	if !freed {
+		f.dropGhost(rec.Ino)
+		f.mu.Lock()
+		f.orphans[rec.Ino] = true
+		f.mu.Unlock()
+	}
+	f.trashChanged()
+	f.countTrashFreed("purge", 1)
+	d.v.recordTrash("trash_purge", it.entry.Zone, d.path(name))
+	return 0
+}
+
+// Rename implements fs.NodeRenamer: mv of a kept file out of trash/
+// restores it, decided as deleting it in its zone and creating the target
+// name; anything else in trash/ is refused.
+func (d *trashDir) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) (errno syscall.Errno) {
+	f := d.v.fs
+	defer f.track("rename", metadata.Zone{}, time.Now(), &errno)
+	np, ok := newParent.(*node)
+	if !ok || flags&metadata.RenameExchange != 0 {
+		return d.refuse(acl.OpRename, name)
+	}
+	it, e := d.child(name)
+	if e != 0 {
+		return e
+	}
+	if it.dir {
+		return d.refuse(acl.OpRename, name)
+	}
+	dstDir, e := np.load()
+	if e != 0 {
+		return e
+	}
+	var dst *acl.Entry
+	switch rec, e := np.child(newName); {
+	case e == 0:
+		if flags&metadata.RenameNoReplace != 0 {
+			return syscall.EEXIST
+		}
+		de := acl.EntryOf(rec)
+		dst = &de
+	case e != syscall.ENOENT:
+		return e
+	}
+	if dec := acl.TrashRestore(d.v.actor(), trashEntryACL(it.entry), acl.EntryOf(dstDir), newName, dst); !dec.Allowed() {
+		return d.v.deny(acl.OpRename, d.path(name), it.entry.Zone, dec)
+	}
+	_, replaced, kept, err := f.store.RestoreTrash(it.entry.Ino, np.ino, newName, np.trashNote(metadata.TrashRenameOver, newName))
+	if err != nil {
+		return f.errno("restore", err)
+	}
+	f.trashChanged()
+	np.changedPath("trash_restore", d.path(name)+" -> "+np.pathOf(newName), 0)
+	f.changedContent(np, np.ino)
+	items := []inval{nameIn(np.ino, newName), dirOf(np.ino), attrOf(it.entry.Ino)}
+	if replaced != nil {
+		items = append(items, attrOf(replaced.Ino))
+	}
+	f.invalidate(d.v, np.zone, items...)
+	if !kept {
+		f.reclaimIfUnused(replaced)
+	}
+	return 0
+}
+
+// recordTrash puts a change in trash/ into the audit trail.
+func (v *View) recordTrash(op string, z metadata.Zone, p string) {
+	v.fs.record(Event{Time: time.Now(), User: v.user, Zone: z, Path: p, Op: op})
+}
+
+// trashSweeper expires old kept files every minute (or every half
+// retention, when that is shorter) until stop closes. It looks every
+// second, so that a new retention holds soon.
+func (f *FS) trashSweeper(stop <-chan struct{}, capBytes func() int64) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-t.C:
+		case <-stop:
+			return
+		}
+		every := time.Minute
+		if r := time.Duration(f.trash.retention.Load()); r > 0 && r/2 < every {
+			every = r / 2
+		}
+		if time.Since(last) >= every {
+			f.ExpireTrash(capBytes())
+			last = time.Now()
+		}
+	}
+}
+
+// truncated records and announces that n's content was cut to size.
+func (n *node) truncated(size int64) {
+	n.changed("truncate", "", size)
+	n.v.fs.changedContent(n, n.ino)
+	n.v.fs.invalidate(n.v, n.zone, dataOf(n.ino, size, 0))
+}
+
+// withoutTrash is u less what the trash of zone z's holder holds: what df
+// shows, since kept files are evicted before anything is refused.
+func (f *FS) withoutTrash(z metadata.Zone, u metadata.Usage) metadata.Usage {
+	t, err := f.store.TrashUsage(metadata.HolderOf(z))
+	if err != nil {
+		return u
+	}
+	u.Bytes -= t.Bytes
+	u.Inodes -= t.Inodes
+	return u
+}
+
+// trashCapShare is the part of the store's disk that the trash of holders
+// without a byte limit may take in all.
+const trashCapShare = 10
+
+// trashCap is trashCapShare percent of the store's disk, in bytes.
+func (f *FS) trashCap() int64 {
+	var st syscall.Statfs_t
+	if err := statfsDisk(f.blobs.Root(), &st); err != nil {
+		return 0
+	}
+	return int64(st.Blocks) * int64(st.Bsize) / 100 * trashCapShare
+}
+
+// countTrashFreed counts kept files that went for good, by why (purge,
+// evict, expire).
+func (f *FS) countTrashFreed(why string, n int) {
+	if m := f.opts.Metrics; m != nil && m.trashFreed != nil {
+		m.trashFreed.WithLabelValues(why).Add(float64(n))
+	}
+}
+
+// newTrashFreed is the counter of kept files gone for good.
+func newTrashFreed() *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "shedfs_trash_freed_total",
+		Help: "Files kept in the trash that went for good, by why: purge (rm in trash/ or shedfs trash purge), evict (room for a charge or the store's disk), expire (retention or the store-wide cap).",
+	}, []string{"why"})
+	for _, w := range []string{"purge", "evict", "expire"} {
+		c.WithLabelValues(w)
+	}
+	return c
+}
+
+// zonePath is the path of name in n within n's zone, as this view named
+// it ("" for the zone root).
+func (n *node) zonePath(name string) string {
+	_, rel, _ := zones.ZonePath(n.v.user, strings.TrimPrefix(n.pathOf(name), "/"))
+	return rel
+}
+
+// renameNote is what the rename journal keeps of moving name in n to
+// newName in np, for restores to a point in time; nil when the trash is
+// off (nothing can be restored then).
+func (n *node) renameNote(name string, np *node, newName string) *metadata.RenameNote {
+	if n.v.fs.trash.retention.Load() <= 0 {
+		return nil
+	}
+	return &metadata.RenameNote{From: n.zonePath(name), To: np.zonePath(newName)}
+}
+
+// spaceEvictBytes is the least that one eviction for the store's disk
+// frees, so that a stream of writes on a full disk does not evict file
+// by file.
+const spaceEvictBytes = 16 << 20
+
+// evictForSpace frees the oldest kept files of any holder when the store's
+// disk is too short for a growth of bytes, removing their blobs at once
+// (the disk needs the room now), and reports whether it freed any. Files
+// still open are skipped.
+func (f *FS) evictForSpace(bytes int64) bool {
+	gone, err := f.store.EvictOldest(max(bytes, spaceEvictBytes), f.unused)
+	if err != nil {
+		f.log.Error("evict trash for space", "err", err)
+	}
+	if len(gone) == 0 {
+		return false
+	}
+	for _, n := range gone {
+		if n.IsRegular() {
+			f.removeBlob(n.Ino)
+		}
+	}
+	f.trashChanged()
+	f.countTrashFreed("evict", len(gone))
+	if r, ok := f.opts.Space.(interface{ Remeasure() }); ok {
+		r.Remeasure()
+	}
+	return true
+}

@@ -1,0 +1,523 @@
+package metadata
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// The etcd engine holds a store's schema on an etcd cluster, under a key
+// prefix, so that many daemons on many hosts can serve one namespace. It
+// gives the schema what badger gives it: serializable transactions with
+// prefix scans. etcd has no interactive transactions, so Update runs fn
+// optimistically against one snapshot revision, buffers its writes, and
+// commits them in one etcd Txn that first compares every key fn read (and
+// every range it scanned) with what it saw; if another writer changed any
+// of them since, nothing is written and fn runs again, as badger does on a
+// conflict.
+
+// DefaultMetaTimeout bounds every etcd request: with quorum lost, a
+// callback fails with EIO after this long instead of hanging.
+const DefaultMetaTimeout = 10 * time.Second
+
+// etcdScanPage is how many keys one range request of a scan fetches.
+const etcdScanPage = 512
+
+// EtcdConfig says how to reach the etcd cluster of a store.
+type EtcdConfig struct {
+	// Endpoints are the members' client addresses (host:port).
+	Endpoints []string
+	// Prefix is the key prefix the store lives under, so several stores
+	// can share one cluster. It always ends in "/".
+	Prefix string
+	// TLS, when set, is used for every connection.
+	TLS *tls.Config
+	// Username and Password authenticate when Username is set.
+	Username, Password string
+	// Timeout bounds each request (DefaultMetaTimeout when zero).
+	Timeout time.Duration
+}
+
+// ParseMetaURL reads a --meta URL: etcd://host:port[,host:port...]/prefix.
+// The prefix is required and made to end in "/", so that store "a" never
+// sees the keys of store "ab".
+func ParseMetaURL(s string) (EtcdConfig, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return EtcdConfig{}, fmt.Errorf("metadata URL %q: %w", s, err)
+	}
+	if u.Scheme != "etcd" {
+		return EtcdConfig{}, fmt.Errorf("metadata URL %q: scheme %q: only etcd:// is known", s, u.Scheme)
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return EtcdConfig{}, fmt.Errorf("metadata URL %q: credentials and options come from flags and the environment, not the URL", s)
+	}
+	var cfg EtcdConfig
+	for _, h := range strings.Split(u.Host, ",") {
+		if h == "" {
+			return EtcdConfig{}, fmt.Errorf("metadata URL %q: empty host", s)
+		}
+		if !strings.Contains(h, ":") {
+			h += ":2379"
+		}
+		cfg.Endpoints = append(cfg.Endpoints, h)
+	}
+	prefix := strings.Trim(u.Path, "/")
+	if prefix == "" {
+		return EtcdConfig{}, fmt.Errorf("metadata URL %q: needs a key prefix, as in etcd://host:2379/shedfs", s)
+	}
+	cfg.Prefix = prefix + "/"
+	return cfg, nil
+}
+
+// etcdKV is the etcd engine of a multi-host store.
+type etcdKV struct {
+	cli     *clientv3.Client
+	prefix  []byte
+	timeout time.Duration
+	log     *slog.Logger
+	// lease holds the store's lock key while this process has the store
+	// open for writing; 0 for a read-only open.
+	lease   clientv3.LeaseID
+	closing atomic.Bool
+}
+
+// etcdLockTTL is how long the lock of a process that died without closing
+// the store outlives it.
+const etcdLockTTL = 10 // seconds
+
+// etcdLockKey is the key that says which process has the store open for
+// writing. It lies outside the store's prefix, so the schema never sees
+// it.
+func etcdLockKey(prefix string) string { return strings.TrimSuffix(prefix, "/") + "#lock" }
+
+// openEtcd connects to the cluster of cfg and checks that it answers.
+// Unless readOnly, it takes the store's lock: until many daemons can
+// serve one namespace coherently, one process at a time has a store open
+// for writing, as badger's directory lock ensures for an embedded store,
+// and the others reach it through that daemon's admin socket.
+func openEtcd(cfg EtcdConfig, logger *slog.Logger, readOnly bool) (*etcdKV, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = DefaultMetaTimeout
+	}
+	if cfg.Prefix == "" || !strings.HasSuffix(cfg.Prefix, "/") {
+		return nil, fmt.Errorf("open etcd store: prefix %q must be non-empty and end in /", cfg.Prefix)
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:          cfg.Endpoints,
+		DialTimeout:        timeout,
+		DialKeepAliveTime:  5 * time.Second,
+		TLS:                cfg.TLS,
+		Username:           cfg.Username,
+		Password:           cfg.Password,
+		MaxCallSendMsgSize: 8 << 20,
+		MaxCallRecvMsgSize: 64 << 20,
+		// The client's own retries are noise in the daemon's log: a
+		// request that fails for good comes back as an error, which the
+		// callers log or turn into EIO.
+		Logger: zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open etcd store %v: %w", cfg.Endpoints, err)
+	}
+	e := &etcdKV{cli: cli, prefix: []byte(cfg.Prefix), timeout: timeout, log: logger}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if _, err := cli.Get(ctx, cfg.Prefix, clientv3.WithCountOnly()); err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("open etcd store %v: %w", cfg.Endpoints, etcdErr(err))
+	}
+	if !readOnly {
+		if err := e.lock(cfg.Prefix); err != nil {
+			cli.Close()
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// lock takes the store's lock key under a lease kept alive until Close.
+func (e *etcdKV) lock(prefix string) error {
+	ctx, cancel := e.ctx()
+	defer cancel()
+	lease, err := e.cli.Grant(ctx, etcdLockTTL)
+	if err != nil {
+		return fmt.Errorf("open etcd store %s: lease: %w", prefix, etcdErr(err))
+	}
+	host, _ := os.Hostname()
+	key := etcdLockKey(prefix)
+	resp, err := e.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, fmt.Sprintf("%s pid %d", host, os.Getpid()), clientv3.WithLease(lease.ID))).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		e.cli.Revoke(ctx, lease.ID)
+		return fmt.Errorf("open etcd store %s: lock: %w", prefix, etcdErr(err))
+	}
+	if !resp.Succeeded {
+		e.cli.Revoke(ctx, lease.ID)
+		holder := "another process"
+		if rs := resp.Responses[0].GetResponseRange(); rs != nil && len(rs.Kvs) == 1 {
+			holder = string(rs.Kvs[0].Value)
+		}
+		return fmt.Errorf("open etcd store %s: held by %s: %w", prefix, holder, ErrLocked)
+	}
+	ch, err := e.cli.KeepAlive(context.Background(), lease.ID)
+	if err != nil {
+		e.cli.Revoke(ctx, lease.ID)
+		return fmt.Errorf("open etcd store %s: keep lock alive: %w", prefix, etcdErr(err))
+	}
+	e.lease = lease.ID
+	go func() {
+		for range ch {
+		}
+		// The channel closes when the client closes, or when the lease
+		// could not be renewed in time (etcd unreachable for longer than
+		// the TTL): another process may take the store then.
+		if !e.closing.Load() {
+			e.log.Warn("etcd store lock lease ended", "store", prefix)
+		}
+	}()
+	return nil
+}
+
+// OpenEtcd opens (creating if empty) the metadata of a store kept on an
+// etcd cluster, as Open does for an embedded one. Options.InMemory has no
+// meaning here and is ignored.
+func OpenEtcd(cfg EtcdConfig, opts Options) (*Store, error) {
+	kv, err := openEtcd(cfg, opts.Logger, opts.ReadOnly)
+	if err != nil {
+		return nil, err
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	where := "etcd://" + strings.Join(cfg.Endpoints, ",") + "/" + strings.TrimSuffix(cfg.Prefix, "/")
+	s, err := openKV(kv, where, opts.ReadOnly, logger)
+	if err != nil {
+		kv.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// etcdErr turns a request that ran out of time (quorum lost, every member
+// down) into EIO, which a FUSE callback hands to the caller as is.
+func etcdErr(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, rpctypes.ErrTimeout) ||
+		errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) {
+		return fmt.Errorf("etcd: %v: %w", err, syscall.EIO)
+	}
+	return fmt.Errorf("etcd: %w", err)
+}
+
+func (e *etcdKV) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), e.timeout)
+}
+
+// Update runs fn against one snapshot and commits its writes if nothing
+// it read has changed since; otherwise it runs fn again.
+func (e *etcdKV) Update(fn func(tx Txn) error) error {
+	var err error
+	for attempt := 0; attempt < maxConflictRetries; attempt++ {
+		t := newEtcdTxn(e, true)
+		if err = fn(t); err != nil {
+			if errors.Is(err, errEtcdRetry) {
+				continue
+			}
+			return err
+		}
+		var ok bool
+		if ok, err = t.commit(); err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		time.Sleep(time.Duration(attempt+1) * 200 * time.Microsecond)
+	}
+	return fmt.Errorf("commit after %d attempts: conflicts did not stop", maxConflictRetries)
+}
+
+// View runs fn against one snapshot revision.
+func (e *etcdKV) View(fn func(tx Txn) error) error {
+	for {
+		err := fn(newEtcdTxn(e, false))
+		if errors.Is(err, errEtcdRetry) {
+			continue
+		}
+		return err
+	}
+}
+
+// Sync is a no-op: etcd acknowledges a commit only once a quorum of
+// members has it on disk.
+func (e *etcdKV) Sync() error { return nil }
+
+// Close releases the lock and closes the client.
+func (e *etcdKV) Close() error {
+	e.closing.Store(true)
+	if e.lease != 0 {
+		ctx, cancel := e.ctx()
+		e.cli.Revoke(ctx, e.lease)
+		cancel()
+	}
+	if err := e.cli.Close(); err != nil {
+		return fmt.Errorf("close etcd client: %w", err)
+	}
+	return nil
+}
+
+// errEtcdRetry means the snapshot revision a transaction reads at was
+// compacted away: it starts again at a new one.
+var errEtcdRetry = errors.New("etcd snapshot compacted; retrying")
+
+// etcdRead is what a transaction saw of one key: its mod revision (0 for
+// absent), compared at commit.
+type etcdRead struct{ mod int64 }
+
+// etcdRange is a key range a transaction scanned, [from, to): at commit no
+// key in it may have a mod revision after the snapshot (a new or changed
+// key); deleted keys are caught by the per-key reads.
+type etcdRange struct{ from, to string }
+
+// etcdTxn is one transaction of the etcd engine: reads at rev, writes
+// buffered until commit.
+type etcdTxn struct {
+	e        *etcdKV
+	writable bool
+	rev      int64 // snapshot revision; 0 until the first read
+	reads    map[string]etcdRead
+	ranges   []etcdRange
+	writes   map[string]etcdWrite
+}
+
+// etcdWrite is a buffered write: a value, or a delete.
+type etcdWrite struct {
+	val []byte
+	del bool
+}
+
+func newEtcdTxn(e *etcdKV, writable bool) *etcdTxn {
+	t := &etcdTxn{e: e, writable: writable, reads: map[string]etcdRead{}}
+	if writable {
+		t.writes = map[string]etcdWrite{}
+	}
+	return t
+}
+
+func (t *etcdTxn) full(key []byte) string {
+	return string(t.e.prefix) + string(key)
+}
+
+// get fetches keys [from, to) (to empty: the key from alone) at the
+// snapshot revision, fixing the revision on the first read.
+func (t *etcdTxn) get(from, to string, limit int64) (*clientv3.GetResponse, error) {
+	ctx, cancel := t.e.ctx()
+	defer cancel()
+	var opts []clientv3.OpOption
+	if to != "" {
+		opts = append(opts, clientv3.WithRange(to), clientv3.WithLimit(limit))
+	}
+	if t.rev != 0 {
+		opts = append(opts, clientv3.WithRev(t.rev))
+	}
+	// The first read is linearizable (etcd's default): the snapshot is at
+	// least as new as every commit acknowledged before it.
+	resp, err := t.e.cli.Get(ctx, from, opts...)
+	if errors.Is(err, rpctypes.ErrCompacted) {
+		return nil, errEtcdRetry
+	}
+	if err != nil {
+		return nil, etcdErr(err)
+	}
+	if t.rev == 0 {
+		t.rev = resp.Header.Revision
+	}
+	return resp, nil
+}
+
+// Get returns the transaction's own write of key if it made one, or the
+// value at the snapshot.
+func (t *etcdTxn) Get(key []byte) ([]byte, error) {
+	k := t.full(key)
+	if w, ok := t.writes[k]; ok {
+		if w.del {
+			return nil, ErrNotFound
+		}
+		return slices.Clone(w.val), nil
+	}
+	resp, err := t.get(k, "", 0)
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.Kvs) == 0 {
+		t.reads[k] = etcdRead{}
+		return nil, ErrNotFound
+	}
+	kv := resp.Kvs[0]
+	t.reads[k] = etcdRead{mod: kv.ModRevision}
+	if kv.Value == nil {
+		return []byte{}, nil
+	}
+	return kv.Value, nil
+}
+
+// Set buffers a write.
+func (t *etcdTxn) Set(key, value []byte) error {
+	if !t.writable {
+		return errors.New("set in a read-only transaction")
+	}
+	t.writes[t.full(key)] = etcdWrite{val: bytes.Clone(value)}
+	return nil
+}
+
+// Delete buffers a delete.
+func (t *etcdTxn) Delete(key []byte) error {
+	if !t.writable {
+		return errors.New("delete in a read-only transaction")
+	}
+	t.writes[t.full(key)] = etcdWrite{del: true}
+	return nil
+}
+
+// Scan walks the keys with prefix from start at the snapshot, merged with
+// the transaction's own writes, in key order.
+func (t *etcdTxn) Scan(prefix, start []byte, fn func(key, value []byte) error) error {
+	from := t.full(prefix)
+	if start != nil && bytes.Compare(start, prefix) > 0 {
+		from = t.full(start)
+	}
+	end := clientv3.GetPrefixRangeEnd(t.full(prefix))
+	// The transaction's own writes in range, as they are when the scan
+	// starts (fn may write more; badger's iterators do not see those
+	// either).
+	var own []string
+	for k := range t.writes {
+		if k >= from && k < end {
+			own = append(own, k)
+		}
+	}
+	slices.Sort(own)
+	ownVals := make(map[string]etcdWrite, len(own))
+	for _, k := range own {
+		ownVals[k] = t.writes[k]
+	}
+	emit := func(k string, w etcdWrite) (bool, error) {
+		if w.del {
+			return false, nil
+		}
+		v := w.val
+		if v == nil {
+			v = []byte{}
+		}
+		err := fn([]byte(k[len(t.e.prefix):]), v)
+		if err == errStopScan {
+			return true, nil
+		}
+		return err != nil, err
+	}
+	// record notes the range the scan has read, [from, upto), for the
+	// commit check.
+	cursor := from
+	record := func(upto string) {
+		if upto > from {
+			t.ranges = append(t.ranges, etcdRange{from: from, to: upto})
+		}
+	}
+	for {
+		resp, err := t.get(cursor, end, etcdScanPage)
+		if err != nil {
+			return err
+		}
+		for _, kv := range resp.Kvs {
+			k := string(kv.Key)
+			t.reads[k] = etcdRead{mod: kv.ModRevision}
+			for len(own) > 0 && own[0] < k {
+				if stop, err := emit(own[0], ownVals[own[0]]); stop || err != nil {
+					record(own[0] + "\x00")
+					return err
+				}
+				own = own[1:]
+			}
+			w := etcdWrite{val: kv.Value}
+			if len(own) > 0 && own[0] == k {
+				w = ownVals[k]
+				own = own[1:]
+			}
+			if stop, err := emit(k, w); stop || err != nil {
+				record(k + "\x00")
+				return err
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		cursor = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	record(end)
+	for _, k := range own {
+		if stop, err := emit(k, ownVals[k]); stop || err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// commit writes the buffered writes if nothing read has changed since the
+// snapshot. ok is false on a conflict.
+func (t *etcdTxn) commit() (ok bool, err error) {
+	if len(t.writes) == 0 {
+		return true, nil
+	}
+	var cmps []clientv3.Cmp
+	for k, r := range t.reads {
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", r.mod))
+	}
+	for _, r := range t.ranges {
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(r.from), "<", t.rev+1).WithRange(r.to))
+	}
+	ops := make([]clientv3.Op, 0, len(t.writes))
+	for k, w := range t.writes {
+		if w.del {
+			ops = append(ops, clientv3.OpDelete(k))
+		} else {
+			ops = append(ops, clientv3.OpPut(k, string(w.val)))
+		}
+	}
+	ctx, cancel := t.e.ctx()
+	defer cancel()
+	resp, err := t.e.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		if errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrRequestTooLarge) {
+			return false, fmt.Errorf("commit: %w: %v", errEtcdTooBig, err)
+		}
+		return false, fmt.Errorf("commit: %w", etcdErr(err))
+	}
+	return resp.Succeeded, nil
+}
+
+// errEtcdTooBig is a transaction etcd refuses for its size (more than
+// --max-txn-ops keys, or a request past --max-request-bytes); callers
+// that can split their work do so (isTxnTooBig).
+var errEtcdTooBig = errors.New("transaction too big for etcd")

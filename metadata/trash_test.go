@@ -1,0 +1,143 @@
+package metadata
+
+import (
+	"syscall"
+	"testing"
+	"time"
+)
+
+func size(t *testing.T, s *Store, ino uint64, n uint64) {
+	t.Helper()
+	if _, err := s.Update(ino, func(r *Inode) error { r.Size = n; return nil }, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTrashKeepsUnlinkedAndReplaced: unlink and rename-over keep the
+// inode (same number, still charged), restore links it again, purge frees
+// it, and the checker finds nothing wrong at any step.
+func TestTrashKeepsUnlinkedAndReplaced(t *testing.T) {
+	s := newStore(t)
+	root := s.ShareRoot()
+	a := must[*Inode](t)(s.Create(root, "a", file(0o644), nil))
+	size(t, s, a.Ino, 5000)
+	b := must[*Inode](t)(s.Create(root, "b", file(0o644), nil))
+	before := must[Usage](t)(s.Usage("share"))
+	note := &TrashNote{By: "bob", Why: TrashUnlink, Path: "a"}
+	n, freed, kept, err := s.UnlinkTrash(root, "a", false, func(uint64) bool { return true }, note)
+	if err != nil || freed || !kept || n.Nlink != 0 {
+		t.Fatalf("UnlinkTrash: %v freed=%v kept=%v", err, freed, kept)
+	}
+	if u := must[Usage](t)(s.Usage("share")); u != before {
+		t.Errorf("usage %+v after keeping, want %+v", u, before)
+	}
+	if _, err := s.Reclaim(a.Ino); err == nil {
+		t.Error("Reclaim took a kept inode")
+	}
+	rep := must[*Report](t)(s.Check(nil, false, nil))
+	if len(rep.Problems) != 0 {
+		t.Fatalf("check: %+v", rep.Problems)
+	}
+	c := must[*Inode](t)(s.Create(root, "c", file(0o644), nil))
+	if _, kept, err := s.RenameTrash(root, "c", root, "b", 0, &TrashNote{By: "bob", Why: TrashRenameOver, Path: "b"}, nil); err != nil || !kept {
+		t.Fatalf("RenameTrash: %v kept=%v", err, kept)
+	}
+	list := must[[]TrashEntry](t)(s.ListTrash([]Holder{"share"}))
+	if len(list) != 2 || list[0].Ino != a.Ino || list[1].Ino != b.Ino || list[0].Path != "a" || list[0].Size != 5000 || list[1].Why != TrashRenameOver {
+		t.Fatalf("ListTrash = %+v", list)
+	}
+	if tu := must[Usage](t)(s.TrashUsage("share")); tu.Inodes != 2 || tu.Bytes != Charge(5000) {
+		t.Errorf("TrashUsage = %+v", tu)
+	}
+	// Restoring a over the live b (which is c) keeps c in turn.
+	_, replaced, kept, err := s.RestoreTrash(a.Ino, root, "b", &TrashNote{By: "bob", Why: TrashRenameOver, Path: "b"})
+	if err != nil || replaced == nil || replaced.Ino != c.Ino || !kept {
+		t.Fatalf("RestoreTrash: %v %+v kept=%v", err, replaced, kept)
+	}
+	if got := must[*Inode](t)(s.Lookup(root, "b")); got.Ino != a.Ino || got.Size != 5000 || got.Nlink != 1 {
+		t.Fatalf("restored %+v", got)
+	}
+	if _, freed, err := s.PurgeTrash(b.Ino, nil); err != nil || !freed {
+		t.Fatalf("PurgeTrash: %v", err)
+	}
+	if _, err := s.GetInode(b.Ino); err == nil {
+		t.Error("purged inode still there")
+	}
+	if _, _, err := s.PurgeTrash(b.Ino, nil); err == nil {
+		t.Error("second purge succeeded")
+	}
+	rep = must[*Report](t)(s.Check(nil, false, nil))
+	if len(rep.Problems) != 0 {
+		t.Fatalf("check: %+v", rep.Problems)
+	}
+}
+
+// TestEvictTrashOldestFirst: eviction frees the oldest kept files of the
+// holder until the charge fits, and no more.
+func TestEvictTrashOldestFirst(t *testing.T) {
+	s := newStore(t)
+	root := s.ShareRoot()
+	var inos []uint64
+	for _, name := range []string{"x", "y", "z"} {
+		n := must[*Inode](t)(s.Create(root, name, file(0o644), nil))
+		size(t, s, n.Ino, uint64(ChargeUnit))
+		inos = append(inos, n.Ino)
+		if _, _, _, err := s.UnlinkTrash(root, name, false, nil, &TrashNote{Why: TrashUnlink, Path: name}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	u := must[Usage](t)(s.Usage("share"))
+	if err := s.SetLimit("share", Limit{Bytes: u.Bytes}); err != nil {
+		t.Fatal(err)
+	}
+	if got := must[[]*Inode](t)(s.EvictTrash("share", 0, 1, nil)); len(got) != 0 {
+		t.Fatalf("evicted %d with room", len(got))
+	}
+	got := must[[]*Inode](t)(s.EvictTrash("share", ChargeUnit+1, 0, nil))
+	if len(got) != 2 || got[0].Ino != inos[0] || got[1].Ino != inos[1] {
+		t.Fatalf("evicted %+v, want the two oldest", got)
+	}
+	if l := must[[]TrashEntry](t)(s.ListTrash(nil)); len(l) != 1 || l[0].Ino != inos[2] {
+		t.Fatalf("left %+v", l)
+	}
+	gone := must[[]*Inode](t)(s.ExpireTrash(time.Now().Add(time.Hour), nil, 0, nil))
+	if len(gone) != 1 {
+		t.Fatalf("expired %d", len(gone))
+	}
+	rep := must[*Report](t)(s.Check(nil, false, nil))
+	if len(rep.Problems) != 0 {
+		t.Fatalf("check: %+v", rep.Problems)
+	}
+}
+
+// TestKeepVersion: the old content's record moves to a new inode in the
+// trash, the live file is empty, and the bytes stay charged once.
+func TestKeepVersion(t *testing.T) {
+	s := newStore(t)
+	root := s.ShareRoot()
+	a := must[*Inode](t)(s.Create(root, "a", file(0o644), nil))
+	size(t, s, a.Ino, 100)
+	before := must[Usage](t)(s.Usage("share"))
+	v := must[uint64](t)(s.AllocIno())
+	live := must[*Inode](t)(s.KeepVersion(a.Ino, v, &TrashNote{Why: TrashTruncate, Path: "a"}))
+	if live.Size != 0 {
+		t.Fatalf("live size %d", live.Size)
+	}
+	if u := must[Usage](t)(s.Usage("share")); u.Bytes != before.Bytes || u.Inodes != before.Inodes+1 {
+		t.Errorf("usage %+v, before %+v", u, before)
+	}
+	e := must[TrashEntry](t)(s.TrashEntryOf(v))
+	if e.Size != 100 || e.Why != TrashTruncate {
+		t.Errorf("entry %+v", e)
+	}
+	if err := s.SetLimit("share", Limit{Inodes: must[Usage](t)(s.Usage("share")).Inodes}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.KeepVersion(a.Ino, must[uint64](t)(s.AllocIno()), &TrashNote{Why: TrashTruncate})
+	wantErrno(t, err, syscall.EDQUOT)
+	rep := must[*Report](t)(s.Check(nil, false, nil))
+	if len(rep.Problems) != 0 {
+		t.Fatalf("check: %+v", rep.Problems)
+	}
+}

@@ -1,0 +1,408 @@
+// Package web serves shedfs's share-by-link links over HTTP: a signed,
+// expiring, revocable URL opens one file or one folder of the store for a
+// person without a view. It is its own package because it answers
+// strangers on a network, not the kernel or the root-only admin socket:
+// everything here assumes a hostile client, and decides access with the
+// same acl function the views use (acl.ShareLink: the link's maker must
+// still be able to read the entry in their view), never a rule of its own.
+// Token format and signing are package links.
+package web
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shedfs/shedfs"
+
+	"github.com/shedfs/shedfs/acl"
+	"github.com/shedfs/shedfs/blobs"
+	"github.com/shedfs/shedfs/fusefs"
+	"github.com/shedfs/shedfs/links"
+	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/zones"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxConcurrent = 64
+	DefaultPurgeInterval = 10 * time.Minute
+)
+
+// Options configure a Service.
+type Options struct {
+	Store *metadata.Store
+	Blobs *blobs.Dir
+	// Dir is the store directory, which holds the link key (KeyFile).
+	Dir string
+	// PublicURL is what links start with ("https://files.example.org");
+	// empty: "http://" and the address listened on, and no links can be
+	// made before Listen.
+	PublicURL string
+	// Recorder receives an event per request (op download); nil records
+	// nothing.
+	Recorder fusefs.Recorder
+	// Registerer gets the HTTP metrics; nil keeps them unexported.
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+	// MaxConcurrent caps requests served at once; more get 503.
+	MaxConcurrent int
+	// PurgeInterval is how often expired link records are deleted.
+	PurgeInterval time.Duration
+	// Now is the clock (tests); nil is time.Now.
+	Now func() time.Time
+	// Content decides, before a file is served, by its scan verdict
+	// (pending: 503 with Retry-After; infected: 403), and gives its
+	// SHA-256 for a strong ETag; nil serves every file with a weak ETag.
+	Content Content
+	// Space admits the store's growth by a new link record, as it does
+	// every other (space.Guard): below the free-space mark no link is
+	// made and downloads go uncounted. Nil admits everything.
+	Space Space
+}
+
+// Content is what the link server needs of the digest and scan service
+// (content.Service.ForLink): the decision an open from a view that did not
+// write the file gets, and the file's digest when it may be served.
+type Content interface {
+	ForLink(ctx context.Context, ino uint64, z shedfs.Zone) (sha256 string, c shedfs.Content, d acl.Decision)
+}
+
+// Space is what the link server needs of the store's disk guard
+// (space.Guard): admission of a new record, and whether the disk is down
+// to what the metadata engine needs.
+type Space interface {
+	Admit(bytes, inodes int64) acl.Decision
+	Short() bool
+}
+
+// linkRecordSize is what a link record may add to the store, for Space.
+const linkRecordSize = 512
+
+// Service makes, lists and revokes links, and serves them (server.go).
+type Service struct {
+	opts    Options
+	log     *slog.Logger
+	store   *metadata.Store
+	metrics *metrics
+	sem     chan struct{}
+
+	mu     sync.Mutex
+	key    links.Key
+	public string
+	// stat reads an inode as the views see it (fusefs.FS.Stat: open
+	// files' sizes included); the store's record until SetStat.
+	stat func(ino uint64) (*metadata.Inode, error)
+	srv  *server
+}
+
+// Info is one link as link list shows it. Path is where the entry is now
+// in its maker's view ("" when it is gone); URL is empty when no daemon
+// serves links.
+type Info struct {
+	ID        string    `json:"id"`
+	User      string    `json:"user"`
+	Path      string    `json:"path"`
+	URL       string    `json:"url,omitempty"`
+	Ino       uint64    `json:"ino"`
+	Created   time.Time `json:"created"`
+	Expires   time.Time `json:"expires"`
+	Downloads uint64    `json:"downloads"`
+}
+
+// ErrNotServing is the error of making a link while nothing serves them.
+var ErrNotServing = errors.New("no daemon serves links: start shedfs serve or mount with --http")
+
+// New prepares a Service; it listens only after Listen. The key file is
+// read (or made) on first use, so a Service that only lists links never
+// writes to the store.
+func New(opts Options) (*Service, error) {
+	if opts.Store == nil {
+		return nil, errors.New("links: no store")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxConcurrent <= 0 {
+		opts.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if opts.PurgeInterval <= 0 {
+		opts.PurgeInterval = DefaultPurgeInterval
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return &Service{
+		opts:    opts,
+		log:     opts.Logger,
+		store:   opts.Store,
+		metrics: m,
+		sem:     make(chan struct{}, opts.MaxConcurrent),
+		public:  strings.TrimRight(opts.PublicURL, "/"),
+		stat:    opts.Store.GetInode,
+	}, nil
+}
+
+// SetStat makes the service read inodes through the views' FS, so that a
+// file open for writing is served at the size the views show.
+func (s *Service) SetStat(stat func(ino uint64) (*metadata.Inode, error)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stat = stat
+}
+
+func (s *Service) statOf(ino uint64) (*metadata.Inode, error) {
+	s.mu.Lock()
+	stat := s.stat
+	s.mu.Unlock()
+	return stat(ino)
+}
+
+// signingKey returns the link key, reading or making the key file once.
+func (s *Service) signingKey() (links.Key, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.key == nil {
+		k, err := LoadKey(s.opts.Dir, s.log)
+		if err != nil {
+			return nil, err
+		}
+		s.key = k
+	}
+	return s.key, nil
+}
+
+// RotateKey replaces the link key: every link made so far stops working.
+func (s *Service) RotateKey() error {
+	k, err := RotateKey(s.opts.Dir)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.key = k
+	s.mu.Unlock()
+	s.log.Info("link key rotated: every link made before is invalid")
+	return nil
+}
+
+// DefaultTTL is the store's default link lifetime (links.DefaultTTL when
+// unset), implementing fusefs.Links.
+func (s *Service) DefaultTTL() time.Duration {
+	st, err := s.store.GetSettings()
+	if err != nil || st.DefaultLinkTTL <= 0 {
+		return links.DefaultTTL
+	}
+	return min(st.DefaultLinkTTL, links.MaxTTL)
+}
+
+// NewLink makes a link and returns its URL (fusefs.Links).
+func (s *Service) NewLink(user string, ino, dir uint64, ttl time.Duration) (string, error) {
+	info, err := s.Create(user, ino, dir, ttl)
+	if err != nil {
+		return "", err
+	}
+	return info.URL, nil
+}
+
+// actorOf is user with the groups they are in now; ENOENT for a user that
+// no longer exists.
+func (s *Service) actorOf(user string) (acl.Actor, error) {
+	if _, err := s.store.GetUser(user); err != nil {
+		return acl.Actor{}, err
+	}
+	groups, err := s.store.GroupsOf(user)
+	if err != nil {
+		return acl.Actor{}, err
+	}
+	return acl.Actor{User: user, Groups: groups}, nil
+}
+
+// Create makes a link for user to inode ino, which lies in directory dir
+// (0 for a directory or when unknown), living ttl (0: DefaultTTL). The
+// user must be able to read the inode (acl.ShareLink); a refusal is an
+// error wrapping the decision's errno.
+func (s *Service) Create(user string, ino, dir uint64, ttl time.Duration) (*Info, error) {
+	public := s.publicURL()
+	if public == "" {
+		return nil, ErrNotServing
+	}
+	if ttl == 0 {
+		ttl = s.DefaultTTL()
+	}
+	if ttl < links.MinTTL || ttl > links.MaxTTL {
+		return nil, fmt.Errorf("link lifetime %v: must be between %v and %v: %w", ttl, links.MinTTL, links.MaxTTL, syscall.EINVAL)
+	}
+	actor, err := s.actorOf(user)
+	if err != nil {
+		return nil, fmt.Errorf("link for %s: %w", user, err)
+	}
+	rec, err := s.statOf(ino)
+	if err != nil {
+		return nil, fmt.Errorf("link to inode %d: %w", ino, err)
+	}
+	if d := acl.ShareLink(actor, acl.EntryOf(rec)); !d.Allowed() {
+		return nil, fmt.Errorf("link for %s: %s: %w", user, d.Reason, d.Errno)
+	}
+	if !rec.IsRegular() && !rec.IsDir() {
+		return nil, fmt.Errorf("link to inode %d: only files and folders can be linked: %w", ino, syscall.ENOTSUP)
+	}
+	if s.opts.Space != nil {
+		if d := s.opts.Space.Admit(linkRecordSize, 0); !d.Allowed() {
+			return nil, fmt.Errorf("link for %s: %s: %w", user, d.Reason, d.Errno)
+		}
+	}
+	key, err := s.signingKey()
+	if err != nil {
+		return nil, err
+	}
+	id, err := links.NewID()
+	if err != nil {
+		return nil, err
+	}
+	now := s.opts.Now()
+	l := metadata.Link{
+		ID: id.String(), User: user, Ino: ino,
+		Created: now.Truncate(time.Second), Expires: now.Add(ttl).Truncate(time.Second),
+	}
+	if !rec.IsDir() {
+		l.Dir = dir
+		l.Name = s.nameIn(dir, ino)
+	}
+	if err := s.store.PutLink(l); err != nil {
+		return nil, fmt.Errorf("store link: %w", err)
+	}
+	return s.info(l, key, public), nil
+}
+
+// List returns the live links, of user only when user is set.
+func (s *Service) List(user string) ([]Info, error) {
+	all, err := s.store.ListLinks()
+	if err != nil {
+		return nil, fmt.Errorf("list links: %w", err)
+	}
+	public := s.publicURL()
+	var key links.Key
+	if public != "" {
+		if key, err = s.signingKey(); err != nil {
+			return nil, err
+		}
+	}
+	now := s.opts.Now()
+	out := []Info{}
+	for _, l := range all {
+		if (user != "" && l.User != user) || !now.Before(l.Expires) {
+			continue
+		}
+		out = append(out, *s.info(l, key, public))
+	}
+	return out, nil
+}
+
+// Revoke deletes link records; a missing one is ENOENT, after the others
+// are gone.
+func (s *Service) Revoke(ids ...string) error {
+	var errs []error
+	for _, id := range ids {
+		if err := s.store.DeleteLink(id); err != nil {
+			errs = append(errs, fmt.Errorf("link %s: %w", id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// info describes a link record.
+func (s *Service) info(l metadata.Link, key links.Key, public string) *Info {
+	in := &Info{
+		ID: l.ID, User: l.User, Path: s.pathOf(l), Ino: l.Ino,
+		Created: l.Created, Expires: l.Expires, Downloads: l.Downloads,
+	}
+	if id, err := links.ParseID(l.ID); err == nil && public != "" {
+		in.URL = public + "/l/" + links.Sign(key, links.Token{ID: id, Expires: l.Expires})
+	}
+	return in
+}
+
+func (s *Service) publicURL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.public
+}
+
+// maxDepth bounds every walk up the tree.
+const maxDepth = 4096
+
+// nameIn is the name of ino in directory dir now, "" if none.
+func (s *Service) nameIn(dir, ino uint64) string {
+	if dir == 0 {
+		return ""
+	}
+	ents, err := s.store.ReadDir(dir)
+	if err != nil {
+		return ""
+	}
+	for _, e := range ents {
+		if e.Ino == ino {
+			return e.Name
+		}
+	}
+	return ""
+}
+
+// dirPath is where directory ino is in its zone's views ("output/a/b"),
+// "" when it cannot be found.
+func (s *Service) dirPath(ino uint64) string {
+	var names []string
+	for range maxDepth {
+		d, err := s.store.GetInode(ino)
+		if err != nil {
+			return ""
+		}
+		if d.Parent == 0 {
+			slicesReverse(names)
+			// The private root is the view root: ".".
+			return path.Join(append([]string{".", zones.RootPath(d.Zone)}, names...)...)
+		}
+		name := s.nameIn(d.Parent, ino)
+		if name == "" {
+			return ""
+		}
+		names = append(names, name)
+		ino = d.Parent
+	}
+	return ""
+}
+
+// pathOf is where a link's entry is now in its maker's view: a file by
+// its name in the directory it was linked in, "" once it left it.
+func (s *Service) pathOf(l metadata.Link) string {
+	rec, err := s.store.GetInode(l.Ino)
+	if err != nil || rec.Nlink == 0 {
+		return ""
+	}
+	if rec.IsDir() {
+		return s.dirPath(l.Ino)
+	}
+	name := s.nameIn(l.Dir, l.Ino)
+	if name == "" {
+		return ""
+	}
+	return path.Join(s.dirPath(l.Dir), name)
+}
+
+func slicesReverse(s []string) {
+	for i, j := 0, len(s)-1; i < j; i, j = i+1, j-1 {
+		s[i], s[j] = s[j], s[i]
+	}
+}
