@@ -91,16 +91,12 @@ func Headroom(dir string) int64 {
 // the start; records are small, so small tables and caches do), and they
 // bound what badger writes through memory maps (see Headroom). Writes are
 // not synced one by one; Store.Sync makes them durable at fsync time.
-// Badger's conflict detection is off: every Store reaches it through
-// cachedKV, whose write transactions run one at a time, so none can
-// conflict, and tracking their reads only costs time.
 func openBadger(dir string, inMemory, readOnly bool, logger *slog.Logger) (kv KV, err error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	opts := badger.DefaultOptions(dir).
 		WithSyncWrites(false).
-		WithDetectConflicts(false).
 		WithLogger(slogBadger{logger}).
 		WithLoggingLevel(badger.WARNING).
 		WithMemTableSize(memTableSize).
