@@ -65,18 +65,29 @@ func (f *FS) setSizeLocked(oi *openInode, size uint64) {
 }
 
 // acquire returns the open state of n, opening the blob on first use.
+// The blob is opened outside f.mu, so that opens of different files run
+// in parallel; of two first opens of one file, the second closes its
+// descriptor and shares the first's.
 func (f *FS) acquire(n *metadata.Inode, create bool) (*openInode, syscall.Errno) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if oi := f.open[n.Ino]; oi != nil {
 		oi.refs++
+		f.mu.Unlock()
 		return oi, 0
 	}
 	// A ghost's blob may be gone already; never make an empty one.
 	_, isGhost := f.ghosts[n.Ino]
+	f.mu.Unlock()
 	blob, err := f.blobs.OpenFile(n.Ino, !isGhost)
 	if err != nil {
 		return nil, f.errno("open blob", err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if oi := f.open[n.Ino]; oi != nil {
+		blob.Close()
+		oi.refs++
+		return oi, 0
 	}
 	oi := &openInode{
 		ino:       n.Ino,

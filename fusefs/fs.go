@@ -231,23 +231,43 @@ func (f *FS) reclaimIfUnused(n *metadata.Inode) {
 }
 
 // reclaimIfIdle reclaims ino if it is an orphan that no handle holds. The
-// check and the reclaim happen under f.mu, so an open cannot slip between
-// them.
+// check happens under f.mu and puts a ghost in place before the lock is
+// dropped, so an open that slips in before the reclaim commits can only
+// read (Open refuses to write a ghost) and keeps the content until it
+// closes. The store is never written under f.mu: its write transactions
+// run one at a time and may take f.mu themselves (unused).
 func (f *FS) reclaimIfIdle(ino uint64) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	if !f.orphans[ino] || f.open[ino] != nil || f.dirsOpen[ino] > 0 {
+		f.mu.Unlock()
 		return
 	}
 	delete(f.orphans, ino)
-	n, err := f.store.Reclaim(ino)
+	rec, err := f.store.GetInode(ino)
+	if err == nil {
+		g := *rec
+		g.Nlink = 0
+		f.ghosts[ino] = &ghost{rec: &g, until: time.Now().Add(ghostGrace)}
+	}
+	f.mu.Unlock()
 	if err != nil {
 		if !errors.Is(err, syscall.ENOENT) {
 			f.log.Error("reclaim inode", "ino", ino, "err", err)
 		}
 		return
 	}
+	n, err := f.store.Reclaim(ino)
+	if err != nil {
+		if !errors.Is(err, syscall.ENOENT) {
+			f.log.Error("reclaim inode", "ino", ino, "err", err)
+			// Not reclaimed (linked again): its content stays.
+			f.dropGhost(ino)
+		}
+		return
+	}
+	f.mu.Lock()
 	f.ghosts[ino] = &ghost{rec: n, until: time.Now().Add(ghostGrace)}
+	f.mu.Unlock()
 	if f.opts.Content != nil {
 		f.opts.Content.Forget()
 	}

@@ -236,3 +236,10 @@ func (t *badgerTxn) Scan(prefix, start []byte, fn func(key, value []byte) error)
 
 // Size reports badger's on-disk size: the LSM tree and the value log.
 func (b *badgerKV) Size() (lsm, vlog int64) { return b.db.Size() }
+
+// snapshot opens a read-only transaction that stays open until discard,
+// for cachedKV, which opens one only when the cache misses.
+func (b *badgerKV) snapshot() (Txn, func()) {
+	txn := b.db.NewTransaction(false)
+	return &badgerTxn{txn: txn}, txn.Discard
+}

@@ -91,6 +91,12 @@ func Open(dir string, opts Options) (*Store, error) {
 // initialisation and the dirty marker.
 func openKV(kv KV, dir string, readOnly bool, logger *slog.Logger) (*Store, error) {
 	s := &Store{kv: kv, log: logger, readOnly: readOnly}
+	if _, local := kv.(snapshotter); local {
+		// Only an engine this process alone writes is cached: another
+		// daemon's writes to a shared one (etcd) would not reach the
+		// cache until a change feed calls Invalidate.
+		s.kv = newCachedKV(kv, cacheSlots)
+	}
 	var version uint64
 	fresh := false
 	err := kv.View(func(tx Txn) error {

@@ -84,6 +84,7 @@ type config struct {
 	tree         string
 	parentDir    string
 	shedfsBin    string
+	shedfsBase   string
 	targets      []string
 	workloads    []string
 	jsonPath     string
@@ -115,6 +116,7 @@ func parseFlags(args []string) (*config, error) {
 	fset.StringVar(&cfg.tree, "tree", "", "directory tree to tar once and untar per run (default: $(go env GOROOT)/src; -quick: its net/ subtree)")
 	fset.StringVar(&cfg.parentDir, "dir", "/var/tmp", "parent of the temporary work directory; native dir, loopback source and shedfs store all live there, on one filesystem")
 	fset.StringVar(&cfg.shedfsBin, "shedfs", "bin/shedfs", "path of the shedfs binary")
+	fset.StringVar(&cfg.shedfsBase, "shedfs-base", "", "path of a second shedfs binary, measured as target shedfs-base with the flags of shedfs (an A/B of two builds in one run)")
 	fset.StringVar(&targets, "targets", strings.Join(defaultTargets(), ","), "comma-separated targets to measure (all: "+strings.Join(targetNames(allTargets()), ",")+")")
 	fset.StringVar(&workloads, "workloads", strings.Join(workloadNames(defaultWorkloads()), ","), "comma-separated workloads to run (opt-in: rss)")
 	fset.IntVar(&cfg.workers, "workers", 4, "smallfiles: the parallel phases use this many goroutines, each on its own share of the files")

@@ -28,7 +28,7 @@ func shedfsQuotaTarget(extra []string) func(context.Context, *bench, string) (*m
 		if err := os.MkdirAll(store, 0o755); err != nil {
 			return nil, fmt.Errorf("shedfs dirs: %w", err)
 		}
-		cmd := exec.CommandContext(ctx, b.cfg.shedfsBin, "user", "add", "bench",
+		cmd := exec.CommandContext(ctx, b.shedfsBinOf(name), "user", "add", "bench",
 			"--store", store, "--quota", strconv.FormatInt(quotaBytes, 10), "--inodes", strconv.Itoa(quotaInodes))
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("%s: set the quota of user bench: %v: %s", name, err, strings.TrimSpace(string(out)))

@@ -43,6 +43,9 @@ func allTargets() []target {
 		{Name: "native", Start: startNative},
 		{Name: "loopback", Compare: []string{"native"}, Start: startLoopback},
 		{Name: "shedfs", Compare: []string{"native", "loopback"}, Start: shedfsQuotaTarget(shedfsMetricsFlags)}, // quota.go
+		// An A/B of two builds in one run: "shedfs" with the binary of
+		// -shedfs-base (base.go).
+		{Name: "shedfs-base", Compare: []string{"loopback"}, Start: shedfsQuotaTarget(shedfsMetricsFlags)},
 		// The cost of observability: shedfs-bare has neither metrics nor
 		// the audit trail (which is on by default); shedfs-observed serves
 		// /metrics and keeps the trail, without quota.
@@ -120,8 +123,8 @@ func startLoopback(ctx context.Context, b *bench, name string) (*mounted, error)
 // with `shedfs mount`, plus extra flags, on a store of its own.
 func shedfsTarget(extra []string) func(context.Context, *bench, string) (*mounted, error) {
 	return func(ctx context.Context, b *bench, name string) (*mounted, error) {
-		if _, err := os.Stat(b.cfg.shedfsBin); err != nil {
-			return nil, fmt.Errorf("shedfs binary: %w (build it with `make build`, or pass -shedfs, or leave %q out of -targets)", err, name)
+		if _, err := os.Stat(b.shedfsBinOf(name)); err != nil {
+			return nil, fmt.Errorf("shedfs binary: %w (build it with `make build`, or pass -shedfs (-shedfs-base for shedfs-base), or leave %q out of -targets)", err, name)
 		}
 		store := filepath.Join(b.work, name+"-store")
 		mnt := filepath.Join(b.work, name+"-mnt")
@@ -133,7 +136,7 @@ func shedfsTarget(extra []string) func(context.Context, *bench, string) (*mounte
 		args := []string{"mount", "--store", store, "--user", "bench"}
 		args = append(args, extra...)
 		args = append(args, mnt)
-		return startFUSEChild(ctx, b, name, mnt, b.cfg.shedfsBin, args...)
+		return startFUSEChild(ctx, b, name, mnt, b.shedfsBinOf(name), args...)
 	}
 }
 

@@ -1,0 +1,421 @@
+package metadata
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// cacheSlots bounds the metadata cache: inode records, directory entries
+// (present or known absent), usage and limits, about 200 bytes each, so
+// some 13 MiB whatever the size of the store.
+const cacheSlots = 1 << 16
+
+// cachedKV is a KV whose recently used inode records, directory entries,
+// usage and limits are held in memory, so that lookup, getattr and quota
+// reads of known records open no engine transaction. It works at the KV
+// seam, below the schema: the namespace code runs its transactions as
+// before and never sees the cache.
+//
+// It is written through. Read-write transactions run one at a time (wmu),
+// so the cache follows the commits in their order: a transaction's reads of
+// cached keys come from the cache, it records the keys it sets and deletes,
+// drops them from the cache just before the commit and puts the new values
+// after it. A read-only transaction is served from the cache while it hits,
+// and opens an engine snapshot at its first miss or scan, which is then
+// checked against what the cache already gave it (see viewTxn). Invalidate
+// drops keys changed by someone else (the change feed of an engine shared
+// by several daemons).
+type cachedKV struct {
+	KV
+	wmu sync.Mutex
+	c   *cache
+}
+
+// snapshotter is a KV that can hand out a read-only snapshot that stays
+// open across calls, which cachedKV needs to open one only on a miss.
+type snapshotter interface {
+	snapshot() (tx Txn, discard func())
+}
+
+func newCachedKV(kv KV, slots int) *cachedKV {
+	return &cachedKV{KV: kv, c: newCache(slots)}
+}
+
+// Invalidate drops the cached records of keys changed outside this process
+// (by another daemon sharing the engine). Unknown keys are ignored.
+func (k *cachedKV) Invalidate(keys ...[]byte) {
+	k.c.invalidate(keys)
+}
+
+// Size forwards the engine's on-disk size (Store.EngineSize).
+func (k *cachedKV) Size() (lsm, vlog int64) {
+	if sz, ok := k.KV.(interface{ Size() (int64, int64) }); ok {
+		return sz.Size()
+	}
+	return 0, 0
+}
+
+// Update runs fn as the only read-write transaction under way and keeps
+// the cache in step with what it commits.
+func (k *cachedKV) Update(fn func(tx Txn) error) error {
+	k.wmu.Lock()
+	defer k.wmu.Unlock()
+	gen := k.c.generation()
+	var w *writeTxn
+	begun := false
+	err := k.KV.Update(func(tx Txn) error {
+		// A retry (the engine's, which none should need) starts
+		// afresh; the cache then fills nothing, its generation has
+		// moved.
+		w = &writeTxn{tx: tx, c: k.c, gen: gen}
+		if err := fn(w); err != nil {
+			return err
+		}
+		// Between here and the end of the commit, readers of these
+		// keys go to the engine.
+		k.c.begin(w.writes)
+		begun = true
+		return nil
+	})
+	if begun {
+		// Of a failed retry, nothing is put back (ok is false).
+		k.c.end(w.writes, err == nil)
+	}
+	return err
+}
+
+// View runs fn against the cache and, from its first miss on, an engine
+// snapshot. In the rare case that a write changed what the cache already
+// gave fn before the snapshot was opened, fn runs again on a plain snapshot
+// (a View's fn may run twice, as an Update's may on a conflict).
+func (k *cachedKV) View(fn func(tx Txn) error) error {
+	sn, ok := k.KV.(snapshotter)
+	if !ok {
+		return k.KV.View(fn)
+	}
+	r := &viewTxn{c: k.c, sn: sn}
+	err := fn(r)
+	r.close()
+	if errors.Is(err, errViewMoved) {
+		return k.KV.View(fn)
+	}
+	return err
+}
+
+// errViewMoved is what a viewTxn returns when the engine changed under what
+// it had served from the cache; View then runs fn again.
+var errViewMoved = errors.New("metadata changed under a cached read")
+
+// cacheable reports whether records under key are cached: the ones every
+// lookup, getattr and admission reads.
+func cacheable(key []byte) bool {
+	if len(key) == 0 {
+		return false
+	}
+	switch key[0] {
+	case pInode, pEntry, pUsage, pLimit:
+		return true
+	}
+	return false
+}
+
+// writeTxn is a read-write transaction under cachedKV.wmu: reads of cached
+// keys it has not written come from the cache (which holds the latest
+// commit, as no other write is under way), its writes are noted.
+type writeTxn struct {
+	tx      Txn
+	c       *cache
+	gen     uint64
+	writes  []cacheWrite
+	written map[string]bool
+}
+
+func (t *writeTxn) Get(key []byte) ([]byte, error) {
+	if !cacheable(key) || t.written[string(key)] {
+		return t.tx.Get(key)
+	}
+	if v, absent, ok := t.c.get(key); ok {
+		if absent {
+			return nil, ErrNotFound
+		}
+		return v, nil
+	}
+	v, err := t.tx.Get(key)
+	switch {
+	case err == nil:
+		t.c.fill(t.gen, key, v, false)
+	case errors.Is(err, ErrNotFound):
+		t.c.fill(t.gen, key, nil, true)
+	}
+	return v, err
+}
+
+func (t *writeTxn) note(key, val []byte, del bool) {
+	if !cacheable(key) {
+		return
+	}
+	if t.written == nil {
+		t.written = make(map[string]bool, 8)
+	}
+	t.written[string(key)] = true
+	t.writes = append(t.writes, cacheWrite{key: string(key), val: val, del: del})
+}
+
+func (t *writeTxn) Set(key, value []byte) error {
+	t.note(key, value, false)
+	return t.tx.Set(key, value)
+}
+
+func (t *writeTxn) Delete(key []byte) error {
+	t.note(key, nil, true)
+	return t.tx.Delete(key)
+}
+
+func (t *writeTxn) Scan(prefix, start []byte, fn func(key, value []byte) error) error {
+	return t.tx.Scan(prefix, start, fn)
+}
+
+// viewTxn is a read-only transaction that reads from the cache until it
+// first misses, then from an engine snapshot. Every cache hit it serves
+// comes from one cache generation, so the hits are of one moment (a write
+// drops its keys before it commits, so a hit is never older than a
+// commit). The snapshot, opened later, agrees with them if the generation
+// has not moved since; if it has, the hits are read again from the
+// snapshot and a difference ends the transaction with errViewMoved.
+type viewTxn struct {
+	c       *cache
+	sn      snapshotter
+	hits    []cacheWrite
+	hitGen  uint64
+	snap    Txn
+	discard func()
+	// fillGen: what the snapshot reads may be cached under (fillOK).
+	fillGen uint64
+	fillOK  bool
+}
+
+func (t *viewTxn) Get(key []byte) ([]byte, error) {
+	if t.snap == nil && cacheable(key) {
+		v, absent, gen, ok := t.c.getGen(key)
+		if ok && (len(t.hits) == 0 || gen == t.hitGen) {
+			t.hitGen = gen
+			t.hits = append(t.hits, cacheWrite{key: string(key), val: v, del: absent})
+			if absent {
+				return nil, ErrNotFound
+			}
+			return v, nil
+		}
+	}
+	if err := t.open(); err != nil {
+		return nil, err
+	}
+	v, err := t.snap.Get(key)
+	if t.fillOK && cacheable(key) {
+		switch {
+		case err == nil:
+			t.c.fill(t.fillGen, key, v, false)
+		case errors.Is(err, ErrNotFound):
+			t.c.fill(t.fillGen, key, nil, true)
+		}
+	}
+	return v, err
+}
+
+// open opens the engine snapshot once and checks it against the hits.
+func (t *viewTxn) open() error {
+	if t.snap != nil {
+		return nil
+	}
+	gen, inflight := t.c.state()
+	t.snap, t.discard = t.sn.snapshot()
+	t.fillGen, t.fillOK = gen, !inflight
+	if len(t.hits) == 0 || gen == t.hitGen {
+		return nil
+	}
+	for _, h := range t.hits {
+		v, err := t.snap.Get([]byte(h.key))
+		switch {
+		case errors.Is(err, ErrNotFound):
+			if !h.del {
+				return errViewMoved
+			}
+		case err != nil:
+			return err
+		case h.del || string(v) != string(h.val):
+			return errViewMoved
+		}
+	}
+	return nil
+}
+
+func (t *viewTxn) close() {
+	if t.discard != nil {
+		t.discard()
+	}
+}
+
+func (t *viewTxn) Set(key, _ []byte) error {
+	return fmt.Errorf("set %q in a read-only transaction", key)
+}
+
+func (t *viewTxn) Delete(key []byte) error {
+	return fmt.Errorf("delete %q in a read-only transaction", key)
+}
+
+func (t *viewTxn) Scan(prefix, start []byte, fn func(key, value []byte) error) error {
+	if err := t.open(); err != nil {
+		return err
+	}
+	return t.snap.Scan(prefix, start, fn)
+}
+
+// cache holds values by KV key, bounded, evicting by CLOCK over a fixed
+// ring of slots. gen counts the writes begun and ended (and invalidations);
+// inflight is set while a write is between begin and end. A reader that
+// read from the engine fills in what it read only if gen has not moved
+// since before its snapshot, and no write was under way then, so a fill
+// never puts back a value older than a commit.
+type cache struct {
+	mu       sync.Mutex
+	gen      uint64
+	inflight bool
+	index    map[string]int32
+	slots    []cacheSlot
+	hand     int32
+}
+
+// cacheSlot is one cached key: its value, or absent when neg is set.
+type cacheSlot struct {
+	key  string
+	val  []byte
+	neg  bool
+	ref  bool
+	used bool
+}
+
+// cacheWrite is one key a transaction set (or deleted: del), or one value
+// the cache gave a reader (absent: del).
+type cacheWrite struct {
+	key string
+	val []byte
+	del bool
+}
+
+func newCache(slots int) *cache {
+	return &cache{index: make(map[string]int32, slots), slots: make([]cacheSlot, slots)}
+}
+
+func (c *cache) get(key []byte) (val []byte, absent, ok bool) {
+	val, absent, _, ok = c.getGen(key)
+	return val, absent, ok
+}
+
+// getGen returns the cached value of key (absent: known not to exist; ok
+// false: a miss) and the generation it was read at.
+func (c *cache) getGen(key []byte) (val []byte, absent bool, gen uint64, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i, ok := c.index[string(key)]
+	if !ok {
+		return nil, false, c.gen, false
+	}
+	s := &c.slots[i]
+	s.ref = true
+	return s.val, s.neg, c.gen, true
+}
+
+// generation is the count of writes so far; fill compares it.
+func (c *cache) generation() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
+}
+
+// state is the generation and whether a write is under way.
+func (c *cache) state() (gen uint64, inflight bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen, c.inflight
+}
+
+// fill caches what a reader read from a snapshot opened when the
+// generation was gen (and no write was under way), unless a write or an
+// invalidation has happened since.
+func (c *cache) fill(gen uint64, key, val []byte, absent bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gen != gen || c.inflight {
+		return
+	}
+	c.putLocked(string(key), val, absent)
+}
+
+// begin drops the keys a write is about to commit.
+func (c *cache) begin(ws []cacheWrite) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.inflight = true
+	for _, w := range ws {
+		c.dropLocked(w.key)
+	}
+}
+
+// end puts the values of a write that committed (ok), or leaves its keys
+// out of the cache if it failed.
+func (c *cache) end(ws []cacheWrite, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	c.inflight = false
+	if ok {
+		for _, w := range ws {
+			c.putLocked(w.key, w.val, w.del)
+		}
+	}
+}
+
+// invalidate drops keys that changed outside this process.
+func (c *cache) invalidate(keys [][]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	for _, k := range keys {
+		c.dropLocked(string(k))
+	}
+}
+
+// putLocked caches val under key (absent: known absent). c.mu is held.
+func (c *cache) putLocked(key string, val []byte, absent bool) {
+	if absent {
+		val = nil
+	}
+	if i, ok := c.index[key]; ok {
+		s := &c.slots[i]
+		s.val, s.neg, s.ref = val, absent, true
+		return
+	}
+	n := int32(len(c.slots))
+	for {
+		s := &c.slots[c.hand]
+		if !s.used || !s.ref {
+			if s.used {
+				delete(c.index, s.key)
+			}
+			*s = cacheSlot{key: key, val: val, neg: absent, used: true}
+			c.index[key] = c.hand
+			c.hand = (c.hand + 1) % n
+			return
+		}
+		s.ref = false
+		c.hand = (c.hand + 1) % n
+	}
+}
+
+func (c *cache) dropLocked(key string) {
+	if i, ok := c.index[key]; ok {
+		delete(c.index, key)
+		c.slots[i] = cacheSlot{}
+	}
+}
