@@ -270,6 +270,10 @@ func (e *etcdKV) View(fn func(tx Txn) error) error {
 	}
 }
 
+// snapshot is a read-only transaction at one revision, for the metadata
+// cache; it holds nothing on the server, so discarding it is a no-op.
+func (e *etcdKV) snapshot() (Txn, func()) { return newEtcdTxn(e, false), func() {} }
+
 // Sync is a no-op: etcd acknowledges a commit only once a quorum of
 // members has it on disk.
 func (e *etcdKV) Sync() error { return nil }

@@ -91,10 +91,13 @@ func Open(dir string, opts Options) (*Store, error) {
 // initialisation and the dirty marker.
 func openKV(kv KV, dir string, readOnly bool, logger *slog.Logger) (*Store, error) {
 	s := &Store{kv: kv, log: logger, readOnly: readOnly}
-	if _, local := kv.(snapshotter); local {
-		// Only an engine this process alone writes is cached: another
-		// daemon's writes to a shared one (etcd) would not reach the
-		// cache until a change feed calls Invalidate.
+	if _, ok := kv.(snapshotter); ok && !readOnly {
+		// Only an engine this process alone writes is cached: badger's
+		// directory lock, or the etcd engine's lock key, keeps every
+		// other process from writing it while this one has it open.
+		// (Many daemons on one etcd store will need a change feed that
+		// calls Invalidate.) A read-only open is not cached: the writer
+		// may be another process.
 		s.kv = newCachedKV(kv, cacheSlots)
 	}
 	var version uint64
