@@ -172,6 +172,20 @@ func (f *FS) freedKept(gone []*metadata.Inode, why string) {
 	f.mu.Unlock()
 	f.trashChanged()
 	f.countTrashFreed(why, len(gone))
+	if why != "purge" { // purges are audited by whoever asked for them
+		f.recordFreed(why, gone)
+	}
+}
+
+// recordFreed puts kept files that went for good without anyone asking
+// (evicted for room, expired) into the audit trail: one record each, by
+// the daemon ("-"), with the zone and the size; the trash record that
+// knew the path is gone with them.
+func (f *FS) recordFreed(why string, gone []*metadata.Inode) {
+	now := time.Now()
+	for _, n := range gone {
+		f.record(Event{Time: now, User: "-", Zone: n.Zone, Op: "trash_" + why, Bytes: int64(n.Size)})
+	}
 }
 
 // ExpireTrash purges kept files older than the retention and, for holders
@@ -705,6 +719,7 @@ func (f *FS) evictForSpace(bytes int64) bool {
 	}
 	f.trashChanged()
 	f.countTrashFreed("evict", len(gone))
+	f.recordFreed("evict", gone)
 	if r, ok := f.opts.Space.(interface{ Remeasure() }); ok {
 		r.Remeasure()
 	}

@@ -290,6 +290,16 @@ func TestTrashEviction(t *testing.T) {
 	if len(got) != 1 || !strings.HasPrefix(got[0], "c@") {
 		t.Fatalf("after the big write, trash holds %v, want c only", got)
 	}
+	// Each eviction is in the audit trail, by the daemon.
+	waitTrail(t, store, 5*time.Second, "two trash_evict records of alice's zone", func(recs []trailRecord) bool {
+		n := 0
+		for _, r := range recs {
+			if r.Op == "trash_evict" && r.User == "-" && r.Zone == "private:alice" {
+				n++
+			}
+		}
+		return n == 2
+	}, "--op", "trash_evict")
 	// Past what the trash can give: EDQUOT as before.
 	err := os.WriteFile(A("huge"), make([]byte, 600<<10), 0o644)
 	wantErrno(t, "alice: write past quota and trash", err, syscall.EDQUOT)
