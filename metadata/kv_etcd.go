@@ -3,13 +3,16 @@ package metadata
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -94,6 +97,14 @@ type etcdKV struct {
 	// open for writing; 0 for a read-only open.
 	lease   clientv3.LeaseID
 	closing atomic.Bool
+	// commitKey is this process's commit marker (see commit): every
+	// write transaction also puts the next commitSeq there, so that a
+	// commit whose answer was lost (a leader change mid-request) can be
+	// told applied or not. The metadata cache runs a process's write
+	// transactions one at a time, so the marker only grows. It lives
+	// under the lock's lease. Empty for a read-only open.
+	commitKey string
+	commitSeq atomic.Uint64
 }
 
 // etcdLockTTL is how long the lock of a process that died without closing
@@ -187,6 +198,11 @@ func (e *etcdKV) lock(prefix string) error {
 		return fmt.Errorf("open etcd store %s: keep lock alive: %w", prefix, etcdErr(err))
 	}
 	e.lease = lease.ID
+	var id [8]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return fmt.Errorf("open etcd store %s: commit marker: %w", prefix, err)
+	}
+	e.commitKey = strings.TrimSuffix(prefix, "/") + "#commit/" + hex.EncodeToString(id[:])
 	go func() {
 		for range ch {
 		}
@@ -511,14 +527,58 @@ func (t *etcdTxn) commit() (ok bool, err error) {
 	}
 	ctx, cancel := t.e.ctx()
 	defer cancel()
+	var seq uint64
+	if t.e.commitKey != "" {
+		seq = t.e.commitSeq.Add(1)
+		ops = append(ops, clientv3.OpPut(t.e.commitKey, strconv.FormatUint(seq, 10), clientv3.WithLease(t.e.lease)))
+	}
 	resp, err := t.e.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
-	if err != nil {
-		if errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrRequestTooLarge) {
-			return false, fmt.Errorf("commit: %w: %v", errEtcdTooBig, err)
-		}
+	if err == nil {
+		return resp.Succeeded, nil
+	}
+	if errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrRequestTooLarge) {
+		return false, fmt.Errorf("commit: %w: %v", errEtcdTooBig, err)
+	}
+	if seq == 0 {
 		return false, fmt.Errorf("commit: %w", etcdErr(err))
 	}
-	return resp.Succeeded, nil
+	// The answer was lost (a leader change, a connection cut): the
+	// transaction may or may not have been applied, and running it again
+	// blindly could apply it twice. The marker says which: a
+	// linearizable read after the error sees every entry the cluster
+	// will ever commit from before it.
+	applied, cerr := t.e.applied(seq)
+	t.e.log.Warn("etcd commit answer lost; the commit marker tells", "err", err, "applied", applied, "check_err", cerr)
+	if cerr != nil {
+		return false, fmt.Errorf("commit: outcome unknown after %v: %w", err, etcdErr(cerr))
+	}
+	if applied {
+		return true, nil
+	}
+	return false, nil // not applied: run again, as after a conflict
+}
+
+// applied reports whether the write transaction that put seq in the
+// commit marker was applied, asking until the cluster answers or the
+// request timeout has passed.
+func (e *etcdKV) applied(seq uint64) (bool, error) {
+	deadline := time.Now().Add(e.timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), min(e.timeout, 2*time.Second))
+		resp, err := e.cli.Get(ctx, e.commitKey)
+		cancel()
+		if err == nil {
+			if len(resp.Kvs) == 0 {
+				return false, nil
+			}
+			got, perr := strconv.ParseUint(string(resp.Kvs[0].Value), 10, 64)
+			return perr == nil && got >= seq, nil
+		}
+		if time.Now().After(deadline) {
+			return false, err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // errEtcdTooBig is a transaction etcd refuses for its size (more than
