@@ -19,6 +19,7 @@ import (
 // membership shows without a remount.
 type groupsDir struct {
 	fs.Inode
+	refuseCreates
 	v *View
 }
 
@@ -103,31 +104,6 @@ func (g *groupsDir) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Err
 // view root that holds it.
 func (g *groupsDir) deny(op acl.Op, name string) syscall.Errno {
 	return g.v.deny(op, path.Join("/", zones.NameGroups, name), g.v.root.zone, acl.CheckDir(g.v.actor(), op, acl.GroupsDir(), name))
-}
-
-// Create implements fs.NodeCreater.
-func (g *groupsDir) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	return nil, nil, 0, g.deny(acl.OpCreate, name)
-}
-
-// Mkdir implements fs.NodeMkdirer.
-func (g *groupsDir) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return nil, g.deny(acl.OpCreate, name)
-}
-
-// Mknod implements fs.NodeMknoder.
-func (g *groupsDir) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return nil, g.deny(acl.OpCreate, name)
-}
-
-// Symlink implements fs.NodeSymlinker.
-func (g *groupsDir) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return nil, g.deny(acl.OpSymlink, name)
-}
-
-// Link implements fs.NodeLinker.
-func (g *groupsDir) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return nil, g.deny(acl.OpLink, name)
 }
 
 // Unlink implements fs.NodeUnlinker.

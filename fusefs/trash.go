@@ -326,6 +326,7 @@ func (v *View) trashDirIno(p string) uint64 {
 // records: p is its path below trash/ ("" for trash/ itself).
 type trashDir struct {
 	fs.Inode
+	refuseCreates
 	v *View
 	p string
 }
@@ -357,6 +358,7 @@ func (v *View) lookupTrash(ctx context.Context, parent *node, name string, out *
 
 func (v *View) trashDirNode(ctx context.Context, parent *fs.Inode, p string, out *fuse.EntryOut) *fs.Inode {
 	d := &trashDir{v: v, p: p}
+	d.refuseCreates = refuseCreates{d.refuse}
 	d.fillAttr(&out.Attr)
 	// Computed from the records at each look: the kernel keeps nothing.
 	out.SetEntryTimeout(0)
@@ -455,31 +457,6 @@ func (d *trashDir) path(name string) string {
 // no zone, so the denial is recorded in the view root's.
 func (d *trashDir) refuse(op acl.Op, name string) syscall.Errno {
 	return d.v.deny(op, d.path(name), d.v.root.zone, acl.TrashChange())
-}
-
-// Create implements fs.NodeCreater.
-func (d *trashDir) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	return nil, nil, 0, d.refuse(acl.OpCreate, name)
-}
-
-// Mkdir implements fs.NodeMkdirer.
-func (d *trashDir) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return nil, d.refuse(acl.OpCreate, name)
-}
-
-// Mknod implements fs.NodeMknoder.
-func (d *trashDir) Mknod(ctx context.Context, name string, mode, dev uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return nil, d.refuse(acl.OpCreate, name)
-}
-
-// Symlink implements fs.NodeSymlinker.
-func (d *trashDir) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return nil, d.refuse(acl.OpSymlink, name)
-}
-
-// Link implements fs.NodeLinker.
-func (d *trashDir) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return nil, d.refuse(acl.OpLink, name)
 }
 
 // Setattr implements fs.NodeSetattrer.

@@ -70,6 +70,7 @@ func (f *FS) Mount(user, mountpoint string, opts ViewOptions) (*View, error) {
 		return nil, fmt.Errorf("view of %s: %w", user, err)
 	}
 	v.groups = &groupsDir{v: v}
+	v.groups.refuseCreates = refuseCreates{v.groups.deny}
 	entry, attr, negative := f.opts.EntryTimeout, f.opts.AttrTimeout, f.opts.NegativeTimeout
 	fsOpts := &fs.Options{
 		EntryTimeout:    &entry,
