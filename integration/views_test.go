@@ -259,23 +259,46 @@ func freeze(t testing.TB, v *View) {
 	if err := v.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	stat := fmt.Sprintf("/proc/%d/stat", v.cmd.Process.Pid)
-	// A thread in uninterruptible disk I/O (the store's reserve is
-	// allocated right after start) stops only when that I/O returns,
-	// which on a busy disk can take seconds.
+	// Every thread must have stopped, or be in uninterruptible sleep (disk
+	// I/O: the store's reserve is allocated right after start, and on a
+	// busy disk that can take long): such a thread stops on its way back
+	// to user space, before it could answer a request. A thread still
+	// running or sleeping in a read of the FUSE device could answer.
+	tasks := fmt.Sprintf("/proc/%d/task", v.cmd.Process.Pid)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		data, err := os.ReadFile(stat)
+		states, err := threadStates(tasks)
 		if err != nil {
 			t.Fatalf("daemon state: %v", err)
 		}
-		// pid (comm) state ...: the state follows the last ')'.
-		if i := strings.LastIndexByte(string(data), ')'); i > 0 && i+2 < len(data) && data[i+2] == 'T' {
+		frozen := strings.Trim(states, "TtD") == "" && strings.ContainsAny(states, "Tt")
+		if frozen {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("daemon not stopped 5s after SIGSTOP: %s", data)
+			t.Fatalf("daemon threads not stopped 30 s after SIGSTOP: states %q", states)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// threadStates returns the state letter of each thread under dir
+// (/proc/PID/task).
+func threadStates(dir string) (string, error) {
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for _, de := range des {
+		data, err := os.ReadFile(filepath.Join(dir, de.Name(), "stat"))
+		if err != nil {
+			continue // the thread ended
+		}
+		// pid (comm) state ...: the state follows the last ')'.
+		if i := strings.LastIndexByte(string(data), ')'); i > 0 && i+2 < len(data) {
+			b.WriteByte(data[i+2])
+		}
+	}
+	return b.String(), nil
 }
