@@ -18,6 +18,8 @@ func HolderOf(z Zone) Holder {
 		return UserHolder(z.Principal)
 	case ZoneGroup:
 		return GroupHolder(z.Principal)
+	case ZoneSession:
+		return Holder("session:" + z.Principal)
 	default:
 		return Holder("share")
 	}

@@ -20,9 +20,11 @@ const (
 	ZoneUploads
 	ZoneShare
 	ZoneGroup
+	// ZoneSession is the scratch tree of one session of a user (session.go).
+	ZoneSession
 )
 
-var zoneKindNames = [...]string{"", "private", "output", "uploads", "share", "group"}
+var zoneKindNames = [...]string{"", "private", "output", "uploads", "share", "group", "session"}
 
 // String returns the kind's name as users see it ("private", "group", ...).
 func (k ZoneKind) String() string {
@@ -62,7 +64,7 @@ func (z Zone) String() string {
 // ParseZone is the inverse of Zone.String.
 func ParseZone(s string) (Zone, error) {
 	kind, principal, _ := strings.Cut(s, ":")
-	for k := ZonePrivate; k <= ZoneGroup; k++ {
+	for k := ZonePrivate; k <= ZoneSession; k++ {
 		if k.String() == kind {
 			z := Zone{Kind: k, Principal: principal}
 			if (k == ZoneShare) != (principal == "") {

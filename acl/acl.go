@@ -141,6 +141,10 @@ const (
 	// ReasonTrashReadonly: creating anything in a view's trash/, or
 	// writing, truncating or changing a file kept there (EACCES).
 	ReasonTrashReadonly = "trash_readonly"
+	// ReasonSessionReadonly: changing a session's scratch tree from
+	// anywhere but that session's own view (the main view shows it
+	// read-only under sessions/ID) (EACCES).
+	ReasonSessionReadonly = "session_readonly"
 )
 
 // Reasons returns every reason a Decision can carry, for pre-registering
@@ -158,6 +162,7 @@ func Reasons() []string {
 		ReasonStoreFull,
 		ReasonScanPending, ReasonInfected,
 		ReasonTrashReadonly,
+		ReasonSessionReadonly,
 	}
 }
 
@@ -204,6 +209,9 @@ func (o Op) String() string {
 type Actor struct {
 	User   string
 	Groups []string
+	// Session is the session whose view acts ("" for the user's main
+	// view): only it may change the session's scratch tree.
+	Session string
 }
 
 // Entry is what a decision needs to know about one file or directory.
@@ -236,9 +244,9 @@ func EntryOf(n *shedfs.Inode) Entry {
 func GroupsDir() Entry { return Entry{Dir: true, GroupsDir: true} }
 
 // ViewRoot reports whether e is the root of a view (the private zone's
-// root), where the reserved names live.
+// root, or a session's scratch root), where the reserved names live.
 func (e Entry) ViewRoot() bool {
-	return e.Root && !e.GroupsDir && e.Zone.Kind == shedfs.ZonePrivate
+	return e.Root && !e.GroupsDir && zones.ViewRootZone(e.Zone.Kind)
 }
 
 // sharedRoot reports whether e is the root of share/ or of a group zone:

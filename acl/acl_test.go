@@ -496,7 +496,7 @@ func TestDecisionAndOp(t *testing.T) {
 			}
 		}
 	}
-	if len(rs) != 27 {
+	if len(rs) != 28 {
 		t.Errorf("%d reasons", len(rs))
 	}
 }

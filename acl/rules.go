@@ -53,7 +53,7 @@ func dirStructure(a Actor, op Op, dir Entry, name string) Decision {
 	if dir.GroupsDir {
 		return deny(syscall.EACCES, ReasonGroupsReadonly)
 	}
-	if dir.ViewRoot() && zones.IsReserved(name) {
+	if dir.ViewRoot() && zones.IsReservedIn(dir.Zone.Kind, name) {
 		if adds(op) {
 			return deny(syscall.EEXIST, ReasonReservedName)
 		}
@@ -67,6 +67,9 @@ func dirStructure(a Actor, op Op, dir Entry, name string) Decision {
 func dirPolicy(a Actor, op Op, dir Entry) Decision {
 	if op == OpRead {
 		return Decision{}
+	}
+	if zones.SessionReadonly(a.Session, dir.Zone) {
+		return deny(syscall.EACCES, ReasonSessionReadonly)
 	}
 	pol := zones.PolicyOf(dir.Zone.Kind)
 	if removes(op) && !pol.Removable || !removes(op) && !pol.Writable {
@@ -129,6 +132,9 @@ func Check(a Actor, op Op, e Entry) Decision {
 				return deny(syscall.EPERM, ReasonReservedName)
 			}
 		}
+	}
+	if zones.SessionReadonly(a.Session, e.Zone) {
+		return deny(syscall.EACCES, ReasonSessionReadonly)
 	}
 	pol := zones.PolicyOf(e.Zone.Kind)
 	switch op {

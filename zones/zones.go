@@ -96,9 +96,11 @@ func GroupZone(group string) shedfs.Zone {
 func HolderOf(z shedfs.Zone) shedfs.Holder { return shedfs.HolderOf(z) }
 
 // Visible reports whether the view of user, a member of groups, can reach
-// zone z by any path: user's own private, output and uploads zones, share,
-// and the zone of each group in groups. Everything else — in particular any
-// other user's zones — is unreachable. An invalid zone is never visible.
+// zone z by any path: user's own private, output, uploads and session
+// zones, share, and the zone of each group in groups. Everything else — in
+// particular any other user's zones — is unreachable. An invalid zone is
+// never visible. Which of a user's sessions a view shows is the view's
+// layout, not this rule (SessionReadonly is what it may do there).
 func Visible(user string, groups []string, z shedfs.Zone) bool {
 	switch z.Kind {
 	case shedfs.ZonePrivate, shedfs.ZoneOutput, shedfs.ZoneUploads:
@@ -107,6 +109,9 @@ func Visible(user string, groups []string, z shedfs.Zone) bool {
 		return z.Principal == ""
 	case shedfs.ZoneGroup:
 		return z.Principal != "" && slices.Contains(groups, z.Principal)
+	case shedfs.ZoneSession:
+		owner, _ := shedfs.SplitSession(z.Principal)
+		return user != "" && owner == user
 	}
 	return false
 }
@@ -171,7 +176,7 @@ func (c Config) Validate() error {
 // ZoneNone, gets the zero Policy: nothing is writable or removable.
 func (c Config) Policy(k shedfs.ZoneKind) Policy {
 	switch k {
-	case shedfs.ZonePrivate, shedfs.ZoneOutput:
+	case shedfs.ZonePrivate, shedfs.ZoneOutput, shedfs.ZoneSession:
 		return Policy{Kind: k, Writable: true, Removable: true}
 	case shedfs.ZoneUploads:
 		return Policy{Kind: k, Removable: true}
