@@ -8,6 +8,8 @@ import (
 	"sort"
 	"syscall"
 	"time"
+
+	"github.com/shedfs/shedfs"
 )
 
 // ckNode is what Check keeps in memory per inode: small on purpose, since a
@@ -152,10 +154,19 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 		}); err != nil {
 			return err
 		}
-		return tx.Scan([]byte{pGroup}, nil, func(_, v []byte) error {
+		if err := tx.Scan([]byte{pGroup}, nil, func(_, v []byte) error {
 			var g Group
 			if json.Unmarshal(v, &g) == nil {
 				roots = append(roots, g.Root)
+			}
+			return nil
+		}); err != nil {
+			return err
+		}
+		return tx.Scan([]byte{pSession}, nil, func(_, v []byte) error {
+			var ss Session
+			if json.Unmarshal(v, &ss) == nil {
+				roots = append(roots, ss.Root)
 			}
 			return nil
 		})
@@ -324,12 +335,19 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 			})
 		}
 		u := usage[n.holder]
+		before := u
 		u.Inodes++
 		u.Bytes += xattrs[ino]
 		if n.isReg() {
 			u.Bytes += Charge(size)
 		}
 		usage[n.holder] = u
+		if outer, ok := shedfs.OuterHolder(n.holder); ok {
+			ou := usage[outer]
+			ou.Inodes++
+			ou.Bytes += u.Bytes - before.Bytes
+			usage[outer] = ou
+		}
 	}
 	for _, ino := range orphanBlobs {
 		tick()

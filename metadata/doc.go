@@ -44,8 +44,11 @@
 //	't' ino                      the 'T' key of the kept inode's record
 //	'b' ino                      birth of the inode, unix nanos u64 BE (history.go)
 //	'r' nanos ino                a rename: zone and the paths from and to within it, JSON (history.go)
+//	'W' user 0x00 id             an open session: scratch root, placeholder, created, expires; JSON (session.go)
 //
-// Holders are "user:<name>", "group:<name>" and "share". Zone roots are
+// Holders are "user:<name>", "group:<name>", "share" and
+// "session:<user>/<id>", which nests in its user: every charge to it is
+// made to "user:<user>" as well, in the same transaction. Zone roots are
 // directories with Parent 0 that no entry names; the share root is found
 // through 'S' "shareroot", the others through their principal's record.
 //

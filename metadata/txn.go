@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"syscall"
 	"time"
+
+	"github.com/shedfs/shedfs"
 )
 
 // op is the state of one attempt of one read-write transaction: the inodes
@@ -165,14 +167,29 @@ func readUsage(tx Txn, h Holder) (Usage, error) {
 }
 
 // quota reads h's usage and limit in the transaction, for an admission
-// decided with the change that needs it.
+// decided with the change that needs it; for a holder nested in another
+// (a session in its user), the tighter of the two (shedfs.Tighter).
 func (o *op) quota(h Holder) (Usage, Limit, error) {
 	u, err := o.usage(h)
 	if err != nil {
 		return Usage{}, Limit{}, err
 	}
 	l, err := readLimit(o.tx, h)
-	return u, l, err
+	if err != nil {
+		return u, l, err
+	}
+	if outer, ok := shedfs.OuterHolder(h); ok {
+		ou, err := o.usage(outer)
+		if err != nil {
+			return u, l, err
+		}
+		ol, err := readLimit(o.tx, outer)
+		if err != nil {
+			return u, l, err
+		}
+		u, l = shedfs.Tighter(u, l, ou, ol)
+	}
+	return u, l, nil
 }
 
 func readLimit(tx Txn, h Holder) (Limit, error) {
@@ -190,10 +207,16 @@ func readLimit(tx Txn, h Holder) (Limit, error) {
 	return Limit{Bytes: b, Inodes: i}, nil
 }
 
-// charge moves a holder's usage by the given deltas.
+// charge moves a holder's usage by the given deltas, and that of the
+// holder it nests in (a session's user) by the same.
 func (o *op) charge(h Holder, bytes, inodes int64) error {
 	if bytes == 0 && inodes == 0 {
 		return nil
+	}
+	if outer, ok := shedfs.OuterHolder(h); ok {
+		if err := o.charge(outer, bytes, inodes); err != nil {
+			return err
+		}
 	}
 	u, err := o.usage(h)
 	if err != nil {

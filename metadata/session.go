@@ -1,0 +1,386 @@
+package metadata
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/shedfs/shedfs"
+)
+
+// pSession is the prefix of session records: 'W' user 0x00 id, the
+// Session as JSON (docs/design.md section 13).
+const pSession = 'W'
+
+// Session is shedfs.Session.
+type Session = shedfs.Session
+
+// ZoneSession is shedfs.ZoneSession.
+const ZoneSession = shedfs.ZoneSession
+
+func sessionPrefix(user string) []byte {
+	k := strKey(pSession, user)
+	return append(k, 0)
+}
+
+func sessionKey(user, id string) []byte { return append(sessionPrefix(user), id...) }
+
+// namesSessions is the directory of the private tree that holds the
+// placeholders of open sessions and the scratch trees close --keep kept
+// (zones.NameSessions; metadata does not import zones).
+const namesSessions = "sessions"
+
+// OpenSession creates session id of user: its scratch root (zone
+// session:user/id, charged to the session and to the user), its limit,
+// the directory sessions/ of the user's private tree if missing, and the
+// placeholder sessions/id in it, in one transaction. The id follows the
+// principal-name rules (EINVAL); EEXIST when the session is open or the
+// user's private tree has a sessions/id already (a kept session), so
+// that an id names one thing in that directory; ENOENT for an unknown
+// user.
+func (s *Store) OpenSession(user, id string, expires time.Time, limit Limit) (*Session, error) {
+	if err := ValidPrincipal(id); err != nil {
+		return nil, fmt.Errorf("session id: %w", err)
+	}
+	var inos [3]uint64
+	for i := range inos {
+		var err error
+		if inos[i], err = s.allocIno(); err != nil {
+			return nil, err
+		}
+	}
+	var out *Session
+	err := s.update(func(o *op) error {
+		u := &User{}
+		if err := getJSON(o.tx, userKey(user), "user "+user, u); err != nil {
+			return err
+		}
+		if _, err := o.tx.Get(sessionKey(user, id)); err == nil {
+			return fmt.Errorf("session %s of %s: %w", id, user, syscall.EEXIST)
+		} else if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		dir, err := o.sessionsDir(u, inos[0])
+		if err != nil {
+			return err
+		}
+		if _, _, err := o.entry(dir.Ino, id); err == nil {
+			return fmt.Errorf("%s/%s in the private tree of %s: %w", namesSessions, id, user, syscall.EEXIST)
+		} else if !errors.Is(err, syscall.ENOENT) {
+			return err
+		}
+		place := o.mkdir(dir, id, inos[1], user)
+		if err := o.charge(shedfs.UserHolder(user), 0, 1); err != nil {
+			return err
+		}
+		z := shedfs.SessionZone(user, id)
+		o.put(newRoot(inos[2], z, user, OwnModeNone, o.now))
+		h := HolderOf(z)
+		if err := o.charge(h, 0, 1); err != nil {
+			return err
+		}
+		if limit != (Limit{}) {
+			if err := o.tx.Set(limitKey(h), encodePair(limit.Bytes, limit.Inodes)); err != nil {
+				return err
+			}
+		}
+		if err := o.setBirth(inos[2], o.now); err != nil {
+			return err
+		}
+		out = &Session{User: user, ID: id, Root: inos[2], Placeholder: place.Ino, Created: o.now, Expires: expires}
+		return setJSON(o.tx, sessionKey(user, id), out)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// sessionsDir returns the directory sessions/ of u's private tree, made
+// (as inode ino, charged to u) when missing; ENOTDIR when the name is
+// something else.
+func (o *op) sessionsDir(u *User, ino uint64) (*Inode, error) {
+	child, _, err := o.entry(u.Roots.Private, namesSessions)
+	if err == nil {
+		return o.dir(child)
+	}
+	if !errors.Is(err, syscall.ENOENT) {
+		return nil, err
+	}
+	root, err := o.dir(u.Roots.Private)
+	if err != nil {
+		return nil, err
+	}
+	d := o.mkdir(root, namesSessions, ino, u.Name)
+	return d, o.charge(shedfs.UserHolder(u.Name), 0, 1)
+}
+
+// mkdir makes directory name in p (of p's zone, mode 0755) as inode ino,
+// without charging it.
+func (o *op) mkdir(p *Inode, name string, ino uint64, owner string) *Inode {
+	n := &Inode{
+		Ino: ino, Mode: syscall.S_IFDIR | 0o755, Nlink: 2, Parent: p.Ino,
+		Atime: o.now, Mtime: o.now, Ctime: o.now, Zone: p.Zone, Owner: owner,
+	}
+	p.Nlink++
+	o.touchDir(p)
+	o.put(n)
+	_ = o.setBirth(ino, o.now)
+	_ = o.setEntry(p.Ino, name, n)
+	return n
+}
+
+// GetSession returns session id of user, ENOENT if none is open.
+func (s *Store) GetSession(user, id string) (*Session, error) {
+	ss := &Session{}
+	err := s.kv.View(func(tx Txn) error {
+		return getJSON(tx, sessionKey(user, id), "session "+user+"/"+id, ss)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ss, nil
+}
+
+// ListSessions returns the open sessions of user (of every user for ""),
+// by user and id.
+func (s *Store) ListSessions(user string) ([]Session, error) {
+	prefix := []byte{pSession}
+	if user != "" {
+		prefix = sessionPrefix(user)
+	}
+	var out []Session
+	err := s.kv.View(func(tx Txn) error {
+		return tx.Scan(prefix, nil, func(k, v []byte) error {
+			var ss Session
+			if err := json.Unmarshal(v, &ss); err != nil {
+				return fmt.Errorf("decode session %q: %w: %v", k[1:], ErrCorrupt, err)
+			}
+			out = append(out, ss)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// SessionBlobs is what closing a session does to blobs: link gives the
+// content of one inode number to another as well (no copy), remove drops
+// a number's blob.
+type SessionBlobs interface {
+	Link(from, to uint64) error
+	Remove(ino uint64) error
+}
+
+// CloseSession ends session id of user. The scratch tree becomes part of
+// the user's private tree in the placeholder sessions/id: every inode
+// below the scratch root gets a new number of the private zone (its blob
+// linked to the new number first, no data copied; xattrs, content
+// records and birth go with it), in one transaction that also removes the
+// scratch root, the session's own usage and limit, and the record; the
+// user's usage keeps the files, which it was charged already. Inode
+// numbers change, so no view can hold a node whose zone changed. The
+// session's own trash is purged first. It returns the session as it was.
+func (s *Store) CloseSession(user, id string, unused func(uint64) bool, b SessionBlobs) (*Session, error) {
+	ss, err := s.GetSession(user, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.purgeSessionTrash(HolderOf(shedfs.SessionZone(user, id)), unused, b); err != nil {
+		return nil, err
+	}
+	tree, err := s.subtree(ss.Root)
+	if err != nil {
+		return nil, err
+	}
+	moved := make(map[uint64]uint64, len(tree))
+	var linked []uint64
+	undo := func() {
+		for _, ino := range linked {
+			_ = b.Remove(ino)
+		}
+	}
+	for _, n := range tree {
+		ino, err := s.allocIno()
+		if err != nil {
+			undo()
+			return nil, err
+		}
+		moved[n.Ino] = ino
+		if n.IsRegular() {
+			if err := b.Link(n.Ino, ino); err != nil {
+				undo()
+				return nil, fmt.Errorf("close session %s of %s: %w", id, user, err)
+			}
+			linked = append(linked, ino)
+		}
+	}
+	moved[ss.Root] = ss.Placeholder
+	err = s.update(func(o *op) error {
+		return o.closeSession(ss, moved)
+	})
+	if err != nil {
+		undo()
+		return nil, fmt.Errorf("close session %s of %s: %w", id, user, err)
+	}
+	for _, n := range tree {
+		if n.IsRegular() {
+			_ = b.Remove(n.Ino)
+		}
+	}
+	return ss, nil
+}
+
+// subtree lists every inode below root (root excluded), parents first.
+func (s *Store) subtree(root uint64) ([]*Inode, error) {
+	var out []*Inode
+	seen := map[uint64]bool{}
+	err := s.view(func(o *op) error {
+		queue := []uint64{root}
+		for len(queue) > 0 {
+			d := queue[0]
+			queue = queue[1:]
+			var kids []uint64
+			if err := o.tx.Scan(entryPrefix(d), nil, func(_, v []byte) error {
+				child, _, err := decodeEntry(v)
+				if err != nil {
+					return err
+				}
+				kids = append(kids, child)
+				return nil
+			}); err != nil {
+				return err
+			}
+			for _, c := range kids {
+				if seen[c] {
+					continue // a hard link met again
+				}
+				seen[c] = true
+				n, err := o.inode(c)
+				if err != nil {
+					return err
+				}
+				out = append(out, n)
+				if n.IsDir() {
+					queue = append(queue, c)
+				}
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// closeSession is CloseSession's transaction; moved maps every old
+// number of the tree (the root to the placeholder) to its new one.
+func (o *op) closeSession(ss *Session, moved map[uint64]uint64) error {
+	place, err := o.dir(ss.Placeholder)
+	if err != nil {
+		return fmt.Errorf("placeholder of the session: %w", err)
+	}
+	private := shedfs.Zone{Kind: ZonePrivate, Principal: ss.User}
+	for old, ino := range moved {
+		if old == ss.Root {
+			continue
+		}
+		n, err := o.inode(old)
+		if err != nil {
+			return err
+		}
+		cp := *n
+		cp.Ino, cp.Zone = ino, private
+		if cp.IsDir() {
+			cp.Parent = moved[n.Parent]
+			if n.Parent == ss.Root {
+				place.Nlink++
+			}
+		}
+		if err := o.copyRecords(old, ino, moved, true); err != nil {
+			return err
+		}
+		if _, err := o.deleteInode(n); err != nil {
+			return err
+		}
+		o.put(&cp)
+	}
+	root, err := o.inode(ss.Root)
+	if err != nil {
+		return err
+	}
+	if err := o.copyRecords(ss.Root, ss.Placeholder, moved, false); err != nil {
+		return err
+	}
+	xattrs, err := o.deleteInode(root)
+	if err != nil {
+		return err
+	}
+	o.touchDir(place)
+	h := HolderOf(root.Zone)
+	for _, k := range [][]byte{usageKey(h), limitKey(h), sessionKey(ss.User, ss.ID)} {
+		if err := o.tx.Delete(k); err != nil {
+			return err
+		}
+	}
+	return o.charge(shedfs.UserHolder(ss.User), -xattrs, -1)
+}
+
+// copyRecords gives ino the entries (their children renumbered through
+// moved), xattrs, content records and, with birth, the birth of old.
+func (o *op) copyRecords(old, ino uint64, moved map[uint64]uint64, birth bool) error {
+	type kv struct{ k, v []byte }
+	var sets []kv
+	if err := o.tx.Scan(entryPrefix(old), nil, func(k, v []byte) error {
+		child, mode, err := decodeEntry(v)
+		if err != nil {
+			return err
+		}
+		sets = append(sets, kv{entryKey(ino, string(k[9:])), entryValue(moved[child], mode)})
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := o.tx.Scan(xattrPrefix(old), nil, func(k, v []byte) error {
+		sets = append(sets, kv{xattrKey(ino, string(k[9:])), append([]byte(nil), v...)})
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, p := range []byte{pContent, pPending, pQuarantine, pBirth} {
+		if p == pBirth && !birth {
+			continue
+		}
+		v, err := o.tx.Get(inoKey(p, old))
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		sets = append(sets, kv{inoKey(p, ino), append([]byte(nil), v...)})
+	}
+	for _, s := range sets {
+		if err := o.tx.Set(s.k, s.v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// purgeSessionTrash purges every kept file of a session's holder.
+func (s *Store) purgeSessionTrash(h Holder, unused func(uint64) bool, b SessionBlobs) error {
+	list, err := s.ListTrash([]Holder{h})
+	if err != nil {
+		return err
+	}
+	for _, te := range list {
+		n, freed, err := s.PurgeTrash(te.Ino, unused)
+		if err != nil && !errors.Is(err, syscall.ENOENT) {
+			return err
+		}
+		if freed && n != nil && n.IsRegular() {
+			_ = b.Remove(n.Ino)
+		}
+	}
+	return nil
+}
