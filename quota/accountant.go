@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/metadata"
 )
@@ -67,8 +68,21 @@ func (a *Accountant) get(h metadata.Holder) *holderAcct {
 // it admitted with Add before unlocking; or moves a pending charge into the
 // store and takes it back out of pending, so that no admission sees it
 // twice or not at all.
+//
+// A holder nested in another (a session in its user) takes the outer
+// holder's lock first, then its own: every admission of the user then
+// sees the session's charges and the other way round.
 func (a *Accountant) Lock(h metadata.Holder) (unlock func()) {
 	ha := a.get(h)
+	if outer, ok := shedfs.OuterHolder(h); ok {
+		oa := a.get(outer)
+		oa.lock.Lock()
+		ha.lock.Lock()
+		return func() {
+			ha.lock.Unlock()
+			oa.lock.Unlock()
+		}
+	}
 	ha.lock.Lock()
 	return ha.lock.Unlock
 }
@@ -88,8 +102,15 @@ func (a *Accountant) Add(h metadata.Holder, delta int64) {
 		return
 	}
 	ha := a.get(h)
+	var oa *holderAcct
+	if outer, ok := shedfs.OuterHolder(h); ok {
+		oa = a.get(outer)
+	}
 	a.mu.Lock()
 	ha.pending += delta
+	if oa != nil {
+		oa.pending += delta
+	}
 	a.mu.Unlock()
 }
 
@@ -112,8 +133,25 @@ func (a *Accountant) usage(h metadata.Holder) (metadata.Usage, error) {
 }
 
 // Quota is what admission needs: h's usage (stored plus pending) and its
-// limit. Call it under Lock when the answer is acted on.
+// limit; for a holder nested in another, the tighter of the two
+// (shedfs.Tighter), which is also what df shows. Call it under Lock when
+// the answer is acted on.
 func (a *Accountant) Quota(h metadata.Holder) (metadata.Usage, metadata.Limit, error) {
+	u, l, err := a.own(h)
+	if err != nil {
+		return u, l, err
+	}
+	if outer, ok := shedfs.OuterHolder(h); ok {
+		ou, ol, err := a.own(outer)
+		if err != nil {
+			return u, l, err
+		}
+		u, l = shedfs.Tighter(u, l, ou, ol)
+	}
+	return u, l, nil
+}
+
+func (a *Accountant) own(h metadata.Holder) (metadata.Usage, metadata.Limit, error) {
 	u, err := a.usage(h)
 	if err != nil {
 		return u, metadata.Limit{}, err
