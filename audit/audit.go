@@ -401,6 +401,8 @@ func recordOf(e fusefs.Event) metadata.AuditRecord {
 		Client: e.Client,
 		SHA256: e.SHA256,
 		Scan:   e.Scan,
+
+		Session: e.Session,
 	}
 }
 

@@ -86,6 +86,8 @@ type FS struct {
 	notify *notifier
 	// known is which views' kernels hold each shared inode.
 	known *knownInodes
+	// sessions is what the views know of the open sessions (session.go).
+	sessions sessionTable
 	// versions numbers content changes, for FOPEN_KEEP_CACHE.
 	versions *contentVersions
 	acct     *quota.Accountant

@@ -81,7 +81,7 @@ func (g *groupsDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 	groups := g.v.actor().Groups
 	list := []fuse.DirEntry{
 		{Name: ".", Ino: groupsIno, Mode: syscall.S_IFDIR},
-		{Name: "..", Ino: g.v.roots.Private, Mode: syscall.S_IFDIR},
+		{Name: "..", Ino: g.v.rootIno, Mode: syscall.S_IFDIR},
 	}
 	for _, name := range groups {
 		grp, err := g.v.fs.store.GetGroup(name)

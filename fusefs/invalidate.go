@@ -286,7 +286,7 @@ func (n *notifier) drain(v *View) {
 // no longer holds the inode or name answers ENOENT, which is fine.
 func (v *View) tell(it inval) {
 	ino := it.ino
-	if ino == v.roots.Private {
+	if ino == v.rootIno {
 		ino = fuse.FUSE_ROOT_ID
 	}
 	if it.name != "" {
@@ -333,7 +333,7 @@ func shared(z metadata.Zone) bool {
 // changed. Inodes of a private zone are in from's kernel only, which saw
 // the change itself.
 func (f *FS) invalidate(from *View, z metadata.Zone, items ...inval) {
-	if !shared(z) || len(items) == 0 {
+	if !f.sharedIn(z) || len(items) == 0 {
 		return
 	}
 	f.notify.post(from, f.holdersOf(from, items))
@@ -359,7 +359,7 @@ func (f *FS) holdersOf(except *View, items []inval) map[*View][]inval {
 // of a directory) made through from, whose kernel saw it and may keep its
 // cache. The other views' next open drops theirs.
 func (f *FS) changedContent(from *node, ino uint64) {
-	if from != nil && !shared(from.zone) {
+	if from != nil && !f.sharedIn(from.zone) {
 		// Only from's kernel holds it, and it saw the change.
 		return
 	}
@@ -374,7 +374,7 @@ func (f *FS) changedContent(from *node, ino uint64) {
 // v calls it, so that whatever the previous holder wrote through another
 // view is out of v's cache before the new holder reads.
 func (f *FS) syncCaches(ctx context.Context, v *View, z metadata.Zone) {
-	if shared(z) {
+	if f.sharedIn(z) {
 		f.notify.flush(ctx, v)
 	}
 }

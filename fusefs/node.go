@@ -122,7 +122,7 @@ func (v *View) entryUnder(ctx context.Context, parent *fs.Inode, rec *metadata.I
 // committed later finds the view among the holders and invalidates the
 // entry, one committed before is in the record.
 func (v *View) learn(rec *metadata.Inode) *metadata.Inode {
-	if !shared(rec.Zone) {
+	if !v.fs.sharedIn(rec.Zone) {
 		return rec
 	}
 	v.fs.known.learn(v, rec.Ino)
@@ -150,6 +150,9 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *
 	rec, err := f.store.Lookup(n.ino, name)
 	if err != nil {
 		return nil, f.errno("lookup", err)
+	}
+	if rec, errno = n.v.sessionOverlay(rec); errno != 0 {
+		return nil, errno
 	}
 	f.overlay(rec)
 	return n.entry(ctx, rec, out), 0
@@ -640,7 +643,7 @@ func (n *node) child(name string) (*metadata.Inode, syscall.Errno) {
 	if err != nil {
 		return nil, f.errno("lookup", err)
 	}
-	return rec, 0
+	return n.v.sessionTarget(rec), 0
 }
 
 func (n *node) remove(op acl.Op, name string) syscall.Errno {

@@ -34,6 +34,8 @@ type Event struct {
 	// content, in a write-close and in a refusal by scan state.
 	SHA256 string
 	Scan   string
+	// Session is the session whose view acted, "" for a main view.
+	Session string
 }
 
 // Recorder receives events. It must not block: the callback path calls it
@@ -46,7 +48,7 @@ type Recorder interface {
 func (v *View) actor() acl.Actor {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return acl.Actor{User: v.user, Groups: v.groupList}
+	return acl.Actor{User: v.user, Groups: v.groupList, Session: v.session}
 }
 
 // loadGroups refreshes the cached group list of the view's user.
@@ -100,6 +102,8 @@ func (v *View) denyDetail(op acl.Op, p string, z metadata.Zone, d acl.Decision, 
 		Errno:  d.Errno,
 		Reason: d.Reason,
 		Scan:   scan,
+
+		Session: v.session,
 	})
 	v.fs.log.Debug("denied", "user", v.user, "op", op.String(), "path", p, "reason", d.Reason, "errno", d.Errno)
 	return d.Errno
@@ -122,6 +126,8 @@ func (n *node) changedPath(op string, p string, bytes int64) {
 		Path:  p,
 		Op:    op,
 		Bytes: bytes,
+
+		Session: n.v.session,
 	})
 }
 

@@ -49,7 +49,7 @@ func (n *node) trashNote(why, name string) *metadata.TrashNote {
 		return nil
 	}
 	p := strings.TrimPrefix(n.pathOf(name), "/")
-	_, rel, ok := zones.ZonePath(n.v.user, p)
+	_, rel, ok := n.v.zonePath(p)
 	if !ok || rel == "" {
 		rel = path.Base(p)
 	}
@@ -256,11 +256,7 @@ func (v *View) trashTree() (*trashTree, syscall.Errno) {
 		return t, 0
 	}
 	a := v.actor()
-	holders := []metadata.Holder{metadata.HolderOf(zones.PrivateZone(v.user)), metadata.HolderOf(zones.ShareZone())}
-	for _, g := range a.Groups {
-		holders = append(holders, metadata.HolderOf(zones.GroupZone(g)))
-	}
-	list, err := f.store.ListTrash(holders)
+	list, err := f.store.ListTrash(v.trashHolders(a.Groups))
 	if err != nil {
 		return nil, f.errno("list trash", err)
 	}
@@ -269,7 +265,7 @@ func (v *View) trashTree() (*trashTree, syscall.Errno) {
 		if !acl.TrashRead(a, trashEntryACL(e)).Allowed() {
 			continue
 		}
-		vp := zones.ViewPath(v.user, e.Zone, e.Path)
+		vp := v.viewPath(e.Zone, e.Path)
 		if vp == "" {
 			continue
 		}
@@ -350,7 +346,7 @@ var (
 
 // lookupTrash returns trash/ for the view root.
 func (v *View) lookupTrash(ctx context.Context, parent *node, name string, out *fuse.EntryOut) *fs.Inode {
-	if parent.ino != v.roots.Private || name != zones.NameTrash {
+	if parent.ino != v.rootIno || name != zones.NameTrash {
 		return nil
 	}
 	return v.trashDirNode(ctx, &parent.Inode, "", out)
@@ -576,7 +572,7 @@ func (d *trashDir) Rename(ctx context.Context, name string, newParent fs.InodeEm
 
 // recordTrash puts a change in trash/ into the audit trail.
 func (v *View) recordTrash(op string, z metadata.Zone, p string) {
-	v.fs.record(Event{Time: time.Now(), User: v.user, Zone: z, Path: p, Op: op})
+	v.fs.record(Event{Time: time.Now(), User: v.user, Zone: z, Path: p, Op: op, Session: v.session})
 }
 
 // trashSweeper expires old kept files every minute (or every half
@@ -658,7 +654,7 @@ func newTrashFreed() *prometheus.CounterVec {
 // zonePath is the path of name in n within n's zone, as this view named
 // it ("" for the zone root).
 func (n *node) zonePath(name string) string {
-	_, rel, _ := zones.ZonePath(n.v.user, strings.TrimPrefix(n.pathOf(name), "/"))
+	_, rel, _ := n.v.zonePath(strings.TrimPrefix(n.pathOf(name), "/"))
 	return rel
 }
 

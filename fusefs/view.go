@@ -34,6 +34,11 @@ type View struct {
 	id     uint64
 	user   string
 	roots  metadata.Roots
+	// session is the id of a session's view, "" for a main view;
+	// rootIno is the view root (the private root, or the session's
+	// scratch root) and uploadsIno what uploads/ shows (session.go).
+	session             string
+	rootIno, uploadsIno uint64
 	opts   ViewOptions
 	server *fuse.Server
 	root   *node
@@ -60,12 +65,21 @@ const groupsIno = metadata.SyntheticIno
 
 // Mount mounts the view of user at mountpoint and starts serving it.
 func (f *FS) Mount(user, mountpoint string, opts ViewOptions) (*View, error) {
+	return f.mount(user, nil, mountpoint, opts)
+}
+
+// mount mounts the main view of user, or the view of session ss.
+func (f *FS) mount(user string, ss *metadata.Session, mountpoint string, opts ViewOptions) (*View, error) {
 	u, err := f.store.GetUser(user)
 	if err != nil {
 		return nil, fmt.Errorf("view of %s: %w", user, err)
 	}
 	v := &View{fs: f, id: f.views.Add(1), user: user, roots: u.Roots, opts: opts}
-	v.root = &node{v: v, ino: u.Roots.Private, zone: zones.PrivateZone(user)}
+	rootZone, err := v.sessionView(ss)
+	if err != nil {
+		return nil, fmt.Errorf("view of %s: %w", user, err)
+	}
+	v.root = &node{v: v, ino: v.rootIno, zone: rootZone}
 	if err := v.loadGroups(); err != nil {
 		return nil, fmt.Errorf("view of %s: %w", user, err)
 	}
@@ -77,11 +91,11 @@ func (f *FS) Mount(user, mountpoint string, opts ViewOptions) (*View, error) {
 		AttrTimeout:     &attr,
 		NegativeTimeout: &negative,
 		NullPermissions: true,
-		RootStableAttr:  &fs.StableAttr{Ino: u.Roots.Private},
+		RootStableAttr:  &fs.StableAttr{Ino: v.rootIno},
 		// Node IDs are store inode numbers, so an invalidation can name
 		// an inode in every view without a per-view table.
 		ExternalNodeID: true,
-		MountOptions:   f.mountOptions(user, opts),
+		MountOptions:   f.mountOptions(v.name(), opts),
 	}
 	raw := &lockingFS{RawFileSystem: &forgetCounter{RawFileSystem: fs.NewNodeFS(v.root, fsOpts), v: v}, v: v}
 	server, err := fuse.NewServer(raw, mountpoint, &fsOpts.MountOptions)
@@ -110,7 +124,7 @@ func (f *FS) Mount(user, mountpoint string, opts ViewOptions) (*View, error) {
 // are store inode numbers, but for the root, which the kernel calls 1.
 func (v *View) storeIno(nodeID uint64) uint64 {
 	if nodeID == fuse.FUSE_ROOT_ID {
-		return v.roots.Private
+		return v.rootIno
 	}
 	return nodeID
 }
@@ -150,6 +164,15 @@ func (v *View) Wait() { v.server.Wait() }
 
 // User is the principal the view belongs to.
 func (v *View) User() string { return v.user }
+
+// name is the view as logs and the mount table name it: the user, or
+// user@session.
+func (v *View) name() string {
+	if v.session != "" {
+		return v.user + "@" + v.session
+	}
+	return v.user
+}
 
 // lookupReserved resolves the reserved names of the view root. It returns
 // nil for every other name or directory.
@@ -193,10 +216,13 @@ func (v *View) list(ctx context.Context, n *node) ([]fuse.DirEntry, syscall.Errn
 		{Name: ".", Ino: rec.Ino, Mode: syscall.S_IFDIR},
 		{Name: "..", Ino: parentIno, Mode: syscall.S_IFDIR},
 	}
-	if n.ino == v.roots.Private {
+	if n.ino == v.rootIno {
+		if v.session != "" {
+			out = append(out, fuse.DirEntry{Name: zones.NameHome, Ino: v.roots.Private, Mode: syscall.S_IFDIR})
+		}
 		out = append(out,
 			fuse.DirEntry{Name: zones.NameOutput, Ino: v.roots.Output, Mode: syscall.S_IFDIR},
-			fuse.DirEntry{Name: zones.NameUploads, Ino: v.roots.Uploads, Mode: syscall.S_IFDIR},
+			fuse.DirEntry{Name: zones.NameUploads, Ino: v.uploadsIno, Mode: syscall.S_IFDIR},
 			fuse.DirEntry{Name: zones.NameShare, Ino: v.fs.store.ShareRoot(), Mode: syscall.S_IFDIR},
 			fuse.DirEntry{Name: zones.NameGroups, Ino: groupsIno, Mode: syscall.S_IFDIR},
 			fuse.DirEntry{Name: zones.NameTrash, Ino: v.trashDirIno(""), Mode: syscall.S_IFDIR},
@@ -207,6 +233,12 @@ func (v *View) list(ctx context.Context, n *node) ([]fuse.DirEntry, syscall.Errn
 		return nil, v.fs.errno("readdir", err)
 	}
 	for _, de := range entries {
+		if ss, ok := v.fs.sessions.placeholder(de.Ino); ok && ss.User == v.user {
+			if v.session != "" {
+				continue
+			}
+			de.Ino = ss.Root
+		}
 		out = append(out, fuse.DirEntry{Name: de.Name, Ino: de.Ino, Mode: de.Mode})
 	}
 	return out, 0
@@ -215,14 +247,16 @@ func (v *View) list(ctx context.Context, n *node) ([]fuse.DirEntry, syscall.Errn
 // reservedIno resolves the zone roots that stand under reserved names in
 // the view root. groups/ has no inode and is not among them.
 func (v *View) reservedIno(parent *node, name string) (uint64, bool) {
-	if parent.ino != v.roots.Private {
+	if parent.ino != v.rootIno {
 		return 0, false
 	}
 	switch name {
+	case zones.NameHome:
+		return v.roots.Private, v.session != ""
 	case zones.NameOutput:
 		return v.roots.Output, true
 	case zones.NameUploads:
-		return v.roots.Uploads, true
+		return v.uploadsIno, true
 	case zones.NameShare:
 		return v.fs.store.ShareRoot(), true
 	}
@@ -232,7 +266,7 @@ func (v *View) reservedIno(parent *node, name string) (uint64, bool) {
 // isGroupsName reports whether name is groups/ (or trash/, the other
 // directory without a store record) in the view root.
 func (v *View) isGroupsName(parent *node, name string) bool {
-	return parent.ino == v.roots.Private && (name == zones.NameGroups || name == zones.NameTrash)
+	return parent.ino == v.rootIno && (name == zones.NameGroups || name == zones.NameTrash)
 }
 
 // statfs reports the figures df shows in zone z: the quota of the zone's

@@ -70,6 +70,9 @@ type AuditRecord struct {
 	// signature) in a refusal by it.
 	SHA256 string `json:"sha256,omitempty"`
 	Scan   string `json:"scan,omitempty"`
+	// Session is the session whose view acted (docs/design.md section
+	// 13), empty for a main view.
+	Session string `json:"session,omitempty"`
 	// Dropped is, in an OpAuditOverflow record, how many events were lost
 	// since the previous such record.
 	Dropped uint64 `json:"dropped,omitempty"`
@@ -96,11 +99,14 @@ type auditValue struct {
 	Client  string `json:"c,omitempty"`
 	SHA256  string `json:"h,omitempty"`
 	Scan    string `json:"s,omitempty"`
+	Session string `json:"e,omitempty"`
 }
 
 // AuditFilter selects records. Zero fields select everything.
 type AuditFilter struct {
 	User string
+	// Session keeps the records made through that session's view.
+	Session string
 	// Zone matches Zone.String() exactly, or a zone kind alone ("group"
 	// matches every group zone).
 	Zone   string
@@ -117,6 +123,9 @@ type AuditFilter struct {
 
 func (f *AuditFilter) match(r *AuditRecord) bool {
 	if f.User != "" && r.User != f.User {
+		return false
+	}
+	if f.Session != "" && r.Session != f.Session {
 		return false
 	}
 	if f.Zone != "" && r.Zone != f.Zone {
@@ -184,6 +193,7 @@ func decodeAudit(k, v []byte) (AuditRecord, error) {
 		Client:  av.Client,
 		SHA256:  av.SHA256,
 		Scan:    av.Scan,
+		Session: av.Session,
 	}, nil
 }
 
@@ -240,7 +250,7 @@ func (s *Store) appendAudit(records []AuditRecord) error {
 				User: r.User, Zone: r.Zone, Path: r.Path, Op: r.Op,
 				Result: r.Result, Rule: r.Rule, Bytes: r.Bytes, Dropped: r.Dropped,
 				Link: r.Link, Client: r.Client,
-				SHA256: r.SHA256, Scan: r.Scan,
+				SHA256: r.SHA256, Scan: r.Scan, Session: r.Session,
 			}
 			if r.View != r.User {
 				av.View = r.View

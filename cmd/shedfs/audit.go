@@ -100,6 +100,7 @@ func auditCommand() *cli.Command {
 		Flags: []cli.Flag{
 			storeFlag(),
 			&cli.StringFlag{Name: "user", Usage: "only records of this principal"},
+			&cli.StringFlag{Name: "session", Usage: "only records made through this session's view"},
 			&cli.StringFlag{Name: "zone", Usage: "only this zone (share, group:team, private:alice) or zone kind (group, uploads)"},
 			&cli.StringFlag{Name: "op", Usage: "only this operation (write, create, unlink, rename, setxattr, audit_overflow, ...)"},
 			&cli.BoolFlag{Name: "denied", Usage: "only denials"},
@@ -150,11 +151,12 @@ func runAudit(c *cli.Context) error {
 // error rather than an empty answer.
 func auditFilter(c *cli.Context, now time.Time) (metadata.AuditFilter, error) {
 	f := metadata.AuditFilter{
-		User:   c.String("user"),
-		Zone:   c.String("zone"),
-		Op:     c.String("op"),
-		Denied: c.Bool("denied"),
-		Limit:  c.Int("limit"),
+		User:    c.String("user"),
+		Session: c.String("session"),
+		Zone:    c.String("zone"),
+		Op:      c.String("op"),
+		Denied:  c.Bool("denied"),
+		Limit:   c.Int("limit"),
 	}
 	if f.User != "" {
 		if err := daemon.ValidName("user", f.User); err != nil {
@@ -180,7 +182,20 @@ func auditFilter(c *cli.Context, now time.Time) (metadata.AuditFilter, error) {
 	return f, nil
 }
 
+// auditWho is the user column: the user, and user@session for what a
+// session's view did.
+func auditWho(r *metadata.AuditRecord) string {
+	if r.Session != "" {
+		return r.User + "@" + r.Session
+	}
+	return r.User
+}
+
 func validZoneFilter(z string) bool {
+	switch z {
+	case "session":
+		return true
+	}
 	switch z {
 	case "private", "output", "uploads", "share", "group":
 		return true
@@ -308,7 +323,7 @@ func (p *auditPrinter) add(r metadata.AuditRecord) error {
 	}
 	p.rows = append(p.rows, []string{
 		r.Time.Local().Format("2006-01-02 15:04:05.000"),
-		cell(r.User), cell(r.Zone), cell(r.Op), cell(path), cell(r.Result), cell(rule),
+		cell(auditWho(r)), cell(r.Zone), cell(r.Op), cell(path), cell(r.Result), cell(rule),
 	})
 	return nil
 }

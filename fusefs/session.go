@@ -1,0 +1,195 @@
+package fusefs
+
+import (
+	"fmt"
+	"sync"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+
+	"github.com/shedfs/shedfs"
+
+	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/zones"
+)
+
+// sessionTable is what the views need to know of the open sessions
+// (docs/design.md section 13): each session's placeholder
+// home/sessions/ID, which the main view shows as the session's scratch
+// (read-only) and session views hide; and the users that had a session
+// since the daemon started, whose per-user zones are then seen by more
+// than one view and so are invalidated across views like shared ones.
+type sessionTable struct {
+	mu            sync.RWMutex
+	byPlaceholder map[uint64]metadata.Session
+	multi         map[string]bool
+}
+
+// placeholder returns the open session whose placeholder is ino.
+func (t *sessionTable) placeholder(ino uint64) (metadata.Session, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	ss, ok := t.byPlaceholder[ino]
+	return ss, ok
+}
+
+// multiView reports whether user's per-user zones may be in more than one
+// view's kernel.
+func (t *sessionTable) multiView(user string) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.multi[user]
+}
+
+// SessionsChanged reloads the open sessions after one opened or closed.
+// The main views of a user who has a session for the first time learn
+// every inode their kernel holds, so that a change made through the
+// session view reaches them from then on.
+func (f *FS) SessionsChanged() error {
+	list, err := f.store.ListSessions("")
+	if err != nil {
+		return fmt.Errorf("load sessions: %w", err)
+	}
+	by := make(map[uint64]metadata.Session, len(list))
+	var fresh []string
+	t := &f.sessions
+	t.mu.Lock()
+	if t.multi == nil {
+		t.multi = make(map[string]bool)
+	}
+	for _, ss := range list {
+		by[ss.Placeholder] = ss
+		if !t.multi[ss.User] {
+			t.multi[ss.User] = true
+			fresh = append(fresh, ss.User)
+		}
+	}
+	t.byPlaceholder = by
+	t.mu.Unlock()
+	for _, user := range fresh {
+		for _, v := range f.notify.viewsOf(user) {
+			v.learnAll()
+		}
+	}
+	return nil
+}
+
+// learnAll counts every inode go-fuse knows in v's kernel as held, once.
+func (v *View) learnAll() {
+	var walk func(in *fs.Inode, depth int)
+	walk = func(in *fs.Inode, depth int) {
+		n, ok := in.Operations().(*node)
+		if !ok || depth > 4096 {
+			return
+		}
+		if !v.fs.known.knows(v, n.ino) {
+			v.fs.known.learn(v, n.ino)
+		}
+		for _, ch := range in.Children() {
+			walk(ch, depth+1)
+		}
+	}
+	walk(&v.root.Inode, 0)
+}
+
+// sharedIn reports whether more than one view's kernel may hold inodes of
+// zone z: always for share and group zones, and for a user's own zones
+// once the user has had a session.
+func (f *FS) sharedIn(z metadata.Zone) bool {
+	if shared(z) {
+		return true
+	}
+	user := z.Principal
+	if z.Kind == metadata.ZoneSession {
+		user, _ = shedfs.SplitSession(z.Principal)
+	}
+	return f.sessions.multiView(user)
+}
+
+// MountSession mounts the view of session ss at mountpoint: its root is
+// the scratch tree, with home/ (the user's private tree), output/,
+// uploads/ (uploads/ID only), share/, groups/ and trash/.
+func (f *FS) MountSession(ss *metadata.Session, mountpoint string, opts ViewOptions) (*View, error) {
+	return f.mount(ss.User, ss, mountpoint, opts)
+}
+
+// Session is the id of the session the view belongs to, "" for a main
+// view.
+func (v *View) Session() string { return v.session }
+
+// sessionView fills the fields of a session's view: its root, its
+// uploads/ and the root's zone.
+func (v *View) sessionView(ss *metadata.Session) (metadata.Zone, error) {
+	if ss == nil {
+		v.rootIno, v.uploadsIno = v.roots.Private, v.roots.Uploads
+		return zones.PrivateZone(v.user), nil
+	}
+	up, err := v.fs.store.Lookup(v.roots.Uploads, ss.ID)
+	if err != nil {
+		return metadata.Zone{}, fmt.Errorf("uploads/%s of session: %w", ss.ID, err)
+	}
+	v.session, v.rootIno, v.uploadsIno = ss.ID, ss.Root, up.Ino
+	return zones.SessionZone(ss.User, ss.ID), nil
+}
+
+// sessionOverlay is what this view shows for rec, a directory entry found
+// in the store: a session's placeholder is that session's scratch root
+// in the user's main view and does not exist in a session view (each
+// session sees no other's scratch).
+func (v *View) sessionOverlay(rec *metadata.Inode) (*metadata.Inode, syscall.Errno) {
+	ss, ok := v.fs.sessions.placeholder(rec.Ino)
+	if !ok || ss.User != v.user {
+		return rec, 0
+	}
+	if v.session != "" {
+		return nil, syscall.ENOENT
+	}
+	root, err := v.fs.store.GetInode(ss.Root)
+	if err != nil {
+		return nil, v.fs.errno("session root", err)
+	}
+	return root, 0
+}
+
+// sessionTarget is what a removal or rename in any view decides about
+// rec: a placeholder stands for its session's scratch root, which no
+// view may remove, replace or move.
+func (v *View) sessionTarget(rec *metadata.Inode) *metadata.Inode {
+	ss, ok := v.fs.sessions.placeholder(rec.Ino)
+	if !ok {
+		return rec
+	}
+	if root, err := v.fs.store.GetInode(ss.Root); err == nil {
+		return root
+	}
+	return rec
+}
+
+// viewPath is where rel, a path within zone z, appears in this view.
+func (v *View) viewPath(z metadata.Zone, rel string) string {
+	if v.session != "" {
+		return zones.SessionViewPath(v.user, v.session, z, rel)
+	}
+	return zones.ViewPath(v.user, z, rel)
+}
+
+// zonePath is the inverse of viewPath.
+func (v *View) zonePath(p string) (metadata.Zone, string, bool) {
+	if v.session != "" {
+		return zones.SessionZonePath(v.user, v.session, p)
+	}
+	return zones.ZonePath(v.user, p)
+}
+
+// trashHolders are the holders whose kept files this view's trash/
+// shows: the user's, share's, the groups', and a session view's own.
+func (v *View) trashHolders(groups []string) []metadata.Holder {
+	holders := []metadata.Holder{metadata.HolderOf(zones.PrivateZone(v.user)), metadata.HolderOf(zones.ShareZone())}
+	for _, g := range groups {
+		holders = append(holders, metadata.HolderOf(zones.GroupZone(g)))
+	}
+	if v.session != "" {
+		holders = append(holders, metadata.HolderOf(zones.SessionZone(v.user, v.session)))
+	}
+	return holders
+}
