@@ -184,7 +184,7 @@ func auditFilter(c *cli.Context, now time.Time) (metadata.AuditFilter, error) {
 
 // auditWho is the user column: the user, and user@session for what a
 // session's view did.
-func auditWho(r *metadata.AuditRecord) string {
+func auditWho(r metadata.AuditRecord) string {
 	if r.Session != "" {
 		return r.User + "@" + r.Session
 	}
