@@ -74,6 +74,11 @@ type Daemon struct {
 	// rate is the request rate shown by status.
 	rate *requestRate
 
+	// sessionCloses counts closed sessions; stopExpiry ends the loop
+	// that closes expired ones (session.go).
+	sessionCloses atomic.Uint64
+	stopExpiry    chan struct{}
+
 	mu      sync.Mutex
 	views   map[string]*view
 	server  *Server
@@ -128,6 +133,9 @@ func New(cfg Config) (*Daemon, error) {
 		d.local.content = cfg.FS.Content
 	}
 	d.local.hooks = d
+	if err := d.fs.SessionsChanged(); err != nil {
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -150,6 +158,10 @@ func (d *Daemon) Start(ctx context.Context) error {
 			return fmt.Errorf("list users: %w", err)
 		}
 		if err := d.mountAll(users); err != nil {
+			d.Stop(ctx)
+			return err
+		}
+		if err := d.startSessions(ctx); err != nil {
 			d.Stop(ctx)
 			return err
 		}
@@ -359,6 +371,10 @@ func (d *Daemon) unmount(ctx context.Context, v *view, lazy bool) error {
 func (d *Daemon) Stop(ctx context.Context) error {
 	d.mu.Lock()
 	d.stopped = true
+	if d.stopExpiry != nil {
+		close(d.stopExpiry)
+		d.stopExpiry = nil
+	}
 	srv := d.server
 	d.server = nil
 	views := make([]*view, 0, len(d.views))

@@ -53,6 +53,9 @@ func (d *Daemon) ServeMetrics(addr string, reg *prometheus.Registry, maxHolders 
 	if err := reg.Register(fusefs.NewStoreCollector(d.fs, maxHolders)); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
+	if err := d.registerSessionMetrics(reg); err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics listener: %w", err)

@@ -281,6 +281,7 @@ func newHandler(admin Admin, log *slog.Logger) http.Handler {
 	linkRoutes(h, admin)       // links_api.go
 	quarantineRoutes(h, admin) // content_api.go
 	trashRoutes(h, admin)      // trash_api.go
+	sessionRoutes(h, admin)    // session_api.go
 	// Everything else is a JSON error too, never Go's plain-text 404 or
 	// 405: a known path with another method is 405, the rest 404.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -41,6 +41,13 @@ func (t *sessionTable) multiView(user string) bool {
 	return t.multi[user]
 }
 
+// OpenSessions is the number of open sessions.
+func (f *FS) OpenSessions() int {
+	f.sessions.mu.RLock()
+	defer f.sessions.mu.RUnlock()
+	return len(f.sessions.byPlaceholder)
+}
+
 // SessionsChanged reloads the open sessions after one opened or closed.
 // The main views of a user who has a session for the first time learn
 // every inode their kernel holds, so that a change made through the

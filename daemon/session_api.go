@@ -1,0 +1,135 @@
+package daemon
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// SessionAdmin is the session operations of the admin API
+// (docs/design.md section 13). Local and Client implement it beside
+// Admin; the CLI asks for it with a type assertion.
+type SessionAdmin interface {
+	OpenSession(ctx context.Context, req SessionOpenRequest) (*SessionInfo, error)
+	// ListSessions lists the open sessions of user, of every user for "".
+	ListSessions(ctx context.Context, user string) ([]SessionInfo, error)
+	CloseSession(ctx context.Context, req SessionCloseRequest) (*SessionInfo, error)
+}
+
+// SessionOpenRequest opens a session of User: ID (random when empty)
+// follows the principal-name rules; TTL, a Go duration ("90s", "2h"),
+// makes the daemon close it when it passes; Quota limits the scratch tree
+// on top of the user's own quota (zero: no limit of its own).
+type SessionOpenRequest struct {
+	User  string `json:"user"`
+	ID    string `json:"id,omitempty"`
+	TTL   string `json:"ttl,omitempty"`
+	Quota Amount `json:"quota"`
+}
+
+// SessionCloseRequest closes a session: Keep leaves the scratch tree in
+// the user's home/sessions/ID instead of the trash; Force closes while
+// files are open (the view is detached lazily).
+type SessionCloseRequest struct {
+	User  string `json:"user"`
+	ID    string `json:"id"`
+	Keep  bool   `json:"keep,omitempty"`
+	Force bool   `json:"force,omitempty"`
+}
+
+// SessionInfo is one session as the admin sees it: Mountpoint is its view
+// under the mount root ("" when none is mounted), Quota its own limit,
+// Usage what its scratch tree uses; Expires is absent without a TTL.
+type SessionInfo struct {
+	ID         string     `json:"id"`
+	User       string     `json:"user"`
+	Mountpoint string     `json:"mountpoint,omitempty"`
+	Created    time.Time  `json:"created"`
+	Expires    *time.Time `json:"expires,omitempty"`
+	Quota      Amount     `json:"quota"`
+	Usage      Amount     `json:"usage"`
+	// Kept is, in the answer of a close, where the scratch tree went:
+	// "home/sessions/ID" with keep, "trash" otherwise.
+	Kept string `json:"kept,omitempty"`
+}
+
+// sessionRoutes serves the session operations of admin, when it has them.
+func sessionRoutes(h func(string, func(*http.Request) (int, any, error)), admin Admin) {
+	sa, ok := admin.(SessionAdmin)
+	if !ok {
+		return
+	}
+	h("POST /v1/sessions", func(r *http.Request) (int, any, error) {
+		var req SessionOpenRequest
+		if err := decode(r, &req); err != nil {
+			return 0, nil, err
+		}
+		v, err := sa.OpenSession(r.Context(), req)
+		return http.StatusCreated, v, err
+	})
+	h("GET /v1/sessions", func(r *http.Request) (int, any, error) {
+		v, err := sa.ListSessions(r.Context(), r.URL.Query().Get("user"))
+		return http.StatusOK, v, err
+	})
+	h("DELETE /v1/sessions/{user}/{id}", func(r *http.Request) (int, any, error) {
+		q := r.URL.Query()
+		req := SessionCloseRequest{User: r.PathValue("user"), ID: r.PathValue("id")}
+		for k, p := range map[string]*bool{"keep": &req.Keep, "force": &req.Force} {
+			if s := q.Get(k); s != "" {
+				b, err := strconv.ParseBool(s)
+				if err != nil {
+					return 0, nil, errorf(CodeInvalid, "%s=%q: not a boolean", k, s)
+				}
+				*p = b
+			}
+		}
+		v, err := sa.CloseSession(r.Context(), req)
+		return http.StatusOK, v, err
+	})
+}
+
+var _ SessionAdmin = (*Client)(nil)
+
+// OpenSession asks the daemon to open a session and mount its view.
+func (c *Client) OpenSession(ctx context.Context, req SessionOpenRequest) (*SessionInfo, error) {
+	var out SessionInfo
+	if err := c.do(ctx, http.MethodPost, "/v1/sessions", req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ListSessions asks the daemon for the open sessions.
+func (c *Client) ListSessions(ctx context.Context, user string) ([]SessionInfo, error) {
+	p := "/v1/sessions"
+	if user != "" {
+		p += "?" + url.Values{"user": {user}}.Encode()
+	}
+	var out []SessionInfo
+	if err := c.do(ctx, http.MethodGet, p, nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CloseSession asks the daemon to close a session.
+func (c *Client) CloseSession(ctx context.Context, req SessionCloseRequest) (*SessionInfo, error) {
+	q := url.Values{}
+	if req.Keep {
+		q.Set("keep", "true")
+	}
+	if req.Force {
+		q.Set("force", "true")
+	}
+	p := "/v1/sessions/" + url.PathEscape(req.User) + "/" + url.PathEscape(req.ID)
+	if len(q) > 0 {
+		p += "?" + q.Encode()
+	}
+	var out SessionInfo
+	if err := c.do(ctx, http.MethodDelete, p, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
