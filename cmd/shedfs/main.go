@@ -67,6 +67,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			quarantineCommand(),
 			trashCommand(),
 			restoreCommand(),
+			sessionCommand(),
 			versionCommand(),
 		},
 		OnUsageError: func(c *cli.Context, err error, isSubcommand bool) error {

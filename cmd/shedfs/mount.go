@@ -20,6 +20,7 @@ func mountCommand() *cli.Command {
 		Flags: append([]cli.Flag{
 			storeFlag(),
 			&cli.StringFlag{Name: "user", Usage: "the user whose view this is", Required: true},
+			&cli.StringFlag{Name: "session", Usage: "mount the view of this open session of the user instead (see session open)"},
 			&cli.IntFlag{Name: "uid", Value: -1, Usage: "present every entry as owned by this uid"},
 			&cli.IntFlag{Name: "gid", Value: -1, Usage: "present every entry as owned by this gid"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
@@ -64,7 +65,12 @@ func runMount(c *cli.Context) error {
 		s.stop()
 		return err
 	}
-	done, err := s.d.Mount(user, mnt, s.view)
+	var done <-chan struct{}
+	if id := c.String("session"); id != "" {
+		done, err = s.d.MountSession(user, id, mnt)
+	} else {
+		done, err = s.d.Mount(user, mnt, s.view)
+	}
 	if err != nil {
 		s.stop()
 		return err

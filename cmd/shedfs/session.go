@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/shedfs/shedfs/daemon"
+)
+
+func sessionCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "session",
+		Usage: "open, list and close sessions: one bounded scratch workspace per agent run (admin)",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "open",
+				Usage: "open a session of a user; a serving daemon mounts its view at <mount-root>/USER@ID",
+				Flags: []cli.Flag{
+					storeFlag(), jsonFlag(),
+					&cli.StringFlag{Name: "user", Usage: "the user the session belongs to", Required: true},
+					&cli.StringFlag{Name: "id", Usage: "the session's id (a random one if not given; same rules as user names)"},
+					&cli.StringFlag{Name: "ttl", Usage: "close the session after this long (90s, 2h, 7d)"},
+					&cli.StringFlag{Name: "quota", Usage: "byte limit of the scratch tree, on top of the user's quota (10GiB)"},
+					&cli.StringFlag{Name: "inodes", Usage: "inode limit of the scratch tree (100k)"},
+				},
+				Action: runSessionOpen,
+			},
+			{
+				Name:      "close",
+				Usage:     "close a session: unmount its view, move its scratch tree to the trash (or keep it in home/sessions/ID)",
+				ArgsUsage: "ID",
+				Flags: []cli.Flag{
+					storeFlag(), jsonFlag(),
+					&cli.StringFlag{Name: "user", Usage: "the user the session belongs to", Required: true},
+					&cli.BoolFlag{Name: "keep", Usage: "move the scratch tree into the user's home/sessions/ID instead of the trash"},
+					&cli.BoolFlag{Name: "force", Usage: "close even while files are open (the view is detached lazily)"},
+				},
+				Action: runSessionClose,
+			},
+			{
+				Name:  "list",
+				Usage: "open sessions with usage, limits, expiry and view",
+				Flags: []cli.Flag{
+					storeFlag(), jsonFlag(),
+					&cli.StringFlag{Name: "user", Usage: "only this user's sessions"},
+				},
+				Action: runSessionList,
+			},
+		},
+	}
+}
+
+// withSessions runs fn with the session operations of the daemon or of
+// the store.
+func withSessions(c *cli.Context, fn func(ctx context.Context, sa daemon.SessionAdmin) error) error {
+	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+		sa, ok := a.(daemon.SessionAdmin)
+		if !ok {
+			return fmt.Errorf("this daemon has no sessions; upgrade it")
+		}
+		return fn(ctx, sa)
+	})
+}
+
+func runSessionOpen(c *cli.Context) error {
+	if err := nargs(c, "no arguments", 0); err != nil {
+		return err
+	}
+	req := daemon.SessionOpenRequest{User: c.String("user"), ID: c.String("id")}
+	if s := c.String("ttl"); s != "" {
+		ttl, err := parseAge(s)
+		if err != nil || ttl <= 0 {
+			return fmt.Errorf("--ttl %q: give a positive duration (90s, 2h, 7d)", s)
+		}
+		req.TTL = ttl.String()
+	}
+	var err error
+	if req.Quota.Bytes, _, err = parseSizeFlag(c, "quota"); err != nil {
+		return err
+	}
+	if req.Quota.Inodes, _, err = parseCountFlag(c, "inodes"); err != nil {
+		return err
+	}
+	return withSessions(c, func(ctx context.Context, sa daemon.SessionAdmin) error {
+		info, err := sa.OpenSession(ctx, req)
+		if err != nil {
+			return err
+		}
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, info)
+		}
+		where := info.Mountpoint
+		if where == "" {
+			where = "no view mounted (no daemon serves a mount root)"
+		}
+		fmt.Fprintf(c.App.Writer, "session %s of %s opened: %s\n", info.ID, info.User, where)
+		return nil
+	})
+}
+
+func runSessionClose(c *cli.Context) error {
+	if err := nargs(c, "one session ID", 1); err != nil {
+		return err
+	}
+	req := daemon.SessionCloseRequest{User: c.String("user"), ID: c.Args().First(), Keep: c.Bool("keep"), Force: c.Bool("force")}
+	return withSessions(c, func(ctx context.Context, sa daemon.SessionAdmin) error {
+		info, err := sa.CloseSession(ctx, req)
+		if err != nil {
+			return err
+		}
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, info)
+		}
+		fmt.Fprintf(c.App.Writer, "session %s of %s closed; its files are in %s\n", info.ID, info.User, info.Kept)
+		return nil
+	})
+}
+
+func runSessionList(c *cli.Context) error {
+	if err := nargs(c, "no arguments", 0); err != nil {
+		return err
+	}
+	return withSessions(c, func(ctx context.Context, sa daemon.SessionAdmin) error {
+		list, err := sa.ListSessions(ctx, c.String("user"))
+		if err != nil {
+			return err
+		}
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, list)
+		}
+		tw := table(c.App.Writer)
+		fmt.Fprintln(tw, "USER\tID\tUSED\tQUOTA\tINODES\tINODE LIMIT\tEXPIRES\tVIEW")
+		for _, s := range list {
+			expires := "-"
+			if s.Expires != nil {
+				expires = s.Expires.Local().Format(time.DateTime)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", s.User, s.ID, daemon.FormatSize(s.Usage.Bytes),
+				sizeOrNone(s.Quota.Bytes), s.Usage.Inodes, countOrNone(s.Quota.Inodes), expires, orDash(s.Mountpoint))
+		}
+		return tw.Flush()
+	})
+}
