@@ -1,0 +1,236 @@
+package integration
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// sessionOpen opens a session through the CLI and waits for its view.
+func (s *serveDaemon) sessionOpen(t *testing.T, user, id string, extra ...string) {
+	t.Helper()
+	args := append([]string{"session", "open", "--store", s.Store, "--user", user, "--id", id, "--json"}, extra...)
+	out := adminOK(t, args...)
+	var info struct {
+		ID, User, Mountpoint string
+	}
+	if err := json.Unmarshal([]byte(out), &info); err != nil {
+		t.Fatalf("session open --json: %q: %v", out, err)
+	}
+	if info.ID != id || info.Mountpoint != filepath.Join(s.Root, user+"@"+id) {
+		t.Fatalf("session open answered %+v", info)
+	}
+	s.waitView(user + "@" + id)
+}
+
+// sessionAudit returns the records `shedfs audit --json` gives with extra.
+func sessionAudit(t *testing.T, store string, extra ...string) []map[string]any {
+	t.Helper()
+	out := adminOK(t, append([]string{"audit", "--store", store, "--json"}, extra...)...)
+	var recs []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		if line := strings.TrimSpace(sc.Text()); line != "" {
+			var r map[string]any
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatalf("audit line %q: %v", line, err)
+			}
+			recs = append(recs, r)
+		}
+	}
+	return recs
+}
+
+// TestSessions runs two sessions of alice at once through the kernel:
+// scratch trees apart, home/ the same inodes as her main view, uploads/
+// per session, the main view showing both read-only, bob seeing none, a
+// session quota stopping dd while alice's own has room, df showing the
+// session's limit, audit records carrying the session, close to the trash
+// and back with restore, close --keep, and a --ttl closing a session.
+func TestSessions(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	adminOK(t, "user", "add", "alice", "--quota", "100M", "--store", store)
+	adminOK(t, "user", "add", "bob", "--store", store)
+	s := startServe(t, store, "alice", "bob")
+	s.sessionOpen(t, "alice", "s1", "--quota", "1M")
+	s.sessionOpen(t, "alice", "s2")
+	S1 := func(e ...string) string { return s.In("alice@s1", e...) }
+	S2 := func(e ...string) string { return s.In("alice@s2", e...) }
+	A := func(e ...string) string { return s.In("alice", e...) }
+
+	// Two sessions, one name each, no collision.
+	mustWrite(t, S1("notes.txt"), []byte("one"), 0o644)
+	mustWrite(t, S2("notes.txt"), []byte("two"), 0o644)
+	if a, b := string(mustRead(t, S1("notes.txt"))), string(mustRead(t, S2("notes.txt"))); a != "one" || b != "two" {
+		t.Errorf("s1 and s2 notes.txt: %q %q", a, b)
+	}
+	names := listNames(t, S1())
+	for _, want := range []string{"home", "output", "uploads", "share", "groups", "trash", "notes.txt"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("session root lists %v, without %s", names, want)
+		}
+	}
+
+	// home/ is alice's private tree: the same inodes, a write seen at once.
+	mustWrite(t, A("plan.md"), []byte("v1"), 0o644)
+	if a, h := inoOf(t, A("plan.md")), inoOf(t, S1("home", "plan.md")); a != h {
+		t.Errorf("plan.md: inode %d in the main view, %d in home/", a, h)
+	}
+	if got := string(mustRead(t, S1("home", "plan.md"))); got != "v1" {
+		t.Errorf("home/plan.md reads %q", got)
+	}
+	wantOK(t, "s1: write home/plan.md", writeFile(S1("home", "plan.md"), []byte("v2")))
+	if got := string(mustRead(t, A("plan.md"))); got != "v2" {
+		t.Errorf("main view reads %q after a write through s1's home/", got)
+	}
+	wantOK(t, "main: write plan.md", writeFile(A("plan.md"), []byte("v3")))
+	if got := string(mustRead(t, S2("home", "plan.md"))); got != "v3" {
+		t.Errorf("s2's home/ reads %q after a write in the main view", got)
+	}
+	wantErrno(t, "s1: mv notes.txt home/", os.Rename(S1("notes.txt"), S1("home", "notes.txt")), syscall.EXDEV)
+	wantErrno(t, "s1: mkdir home", os.Mkdir(S1("home"), 0o755), syscall.EEXIST)
+
+	// uploads/ of a session lists only what was imported for it.
+	src := filepath.Join(t.TempDir(), "a.csv")
+	mustWrite(t, src, []byte("x,y\n"), 0o644)
+	adminOK(t, "import", "--store", store, "--user", "alice", "--session", "s1", src)
+	src2 := filepath.Join(t.TempDir(), "b.csv")
+	mustWrite(t, src2, []byte("z\n"), 0o644)
+	adminOK(t, "import", "--store", store, "--user", "alice", "--session", "s2", src2)
+	if got := listNames(t, S1("uploads")); !slices.Equal(got, []string{"a.csv"}) {
+		t.Errorf("s1 uploads/ lists %v, want [a.csv]", got)
+	}
+	if got := listNames(t, S2("uploads")); !slices.Equal(got, []string{"b.csv"}) {
+		t.Errorf("s2 uploads/ lists %v, want [b.csv]", got)
+	}
+
+	// The main view shows both sessions read-only; a session shows none.
+	if got := listNames(t, A("sessions")); !slices.Equal(got, []string{"s1", "s2"}) {
+		t.Errorf("main view sessions/ lists %v", got)
+	}
+	if got := string(mustRead(t, A("sessions", "s1", "notes.txt"))); got != "one" {
+		t.Errorf("main view sessions/s1/notes.txt reads %q", got)
+	}
+	wantErrno(t, "main: write sessions/s1/notes.txt", writeFile(A("sessions", "s1", "notes.txt"), []byte("no")), syscall.EACCES)
+	wantErrno(t, "main: create in sessions/s2", os.WriteFile(A("sessions", "s2", "new"), nil, 0o644), syscall.EACCES)
+	wantErrno(t, "main: rmdir sessions/s1", os.Remove(A("sessions", "s1")), syscall.EPERM)
+	if got := listNames(t, S1("home", "sessions")); len(got) != 0 {
+		t.Errorf("s1 sees sessions %v in home/sessions", got)
+	}
+	if _, err := os.Stat(S1("home", "sessions", "s2", "notes.txt")); err == nil {
+		t.Error("s1 reaches s2's scratch through home/sessions/s2")
+	}
+	if got := listNames(t, s.In("bob")); slices.Contains(got, "sessions") {
+		t.Errorf("bob's view lists %v", got)
+	}
+
+	// The session's quota stops dd; alice's own quota has room.
+	out, err := runToolErr("dd", "if=/dev/zero", "of="+S1("big"), "bs=64k", "count=32")
+	if err == nil || !strings.Contains(out, "quota") {
+		t.Errorf("dd of 2 MiB into a 1 MiB session: %v\n%s", err, out)
+	}
+	if fi, err := os.Stat(S1("big")); err != nil || fi.Size() > 1<<20 {
+		t.Errorf("big after dd: %v %v", fi, err)
+	}
+	mustWrite(t, A("room"), make([]byte, 2<<20), 0o644)
+	if out, _ := tool(t, "df", "-B1", "--output=size", S1()); !strings.Contains(out, strconv.Itoa(1<<20)) {
+		t.Errorf("df in the session root:\n%s", out)
+	}
+
+	// Every audit record made in s1 carries it.
+	var inS1 []map[string]any
+	deadline := time.Now().Add(5 * time.Second)
+	for len(inS1) == 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		inS1 = sessionAudit(t, store, "--session", "s1")
+	}
+	home := false
+	for _, r := range inS1 {
+		home = home || r["zone"] == "private:alice" && r["path"] == "/home/plan.md"
+	}
+	if !home {
+		t.Errorf("audit --session s1 has no record of the write to home/plan.md: %v", inS1)
+	}
+	// Changes to s1's scratch are made through s1's view only (the main
+	// view's refusals there carry no session: it acted).
+	for _, r := range sessionAudit(t, store, "--zone", "session") {
+		if r["zone"] == "session:alice/s1" && r["result"] == "ok" && r["session"] != "s1" {
+			t.Errorf("change in s1's scratch without its session: %v", r)
+		}
+		if r["zone"] == "session:alice/s1" && r["session"] == nil && r["view"] != "alice" {
+			t.Errorf("record without a view: %v", r)
+		}
+	}
+
+	// close --keep leaves s2's scratch in home/sessions/s2, writable.
+	adminOK(t, "session", "close", "--store", store, "--user", "alice", "--keep", "s2")
+	if _, ok := findMount(S2()); ok {
+		t.Error("s2's view still mounted after close")
+	}
+	within2s(t, "kept s2 notes.txt", func() bool {
+		b, err := os.ReadFile(A("sessions", "s2", "notes.txt"))
+		return err == nil && string(b) == "two"
+	})
+	wantOK(t, "main: write the kept notes.txt", writeFile(A("sessions", "s2", "notes.txt"), []byte("kept")))
+
+	// close moves s1's scratch to the trash; restore brings it back.
+	time.Sleep(50 * time.Millisecond)
+	before := time.Now().UTC().Format(time.RFC3339Nano)
+	time.Sleep(50 * time.Millisecond)
+	adminOK(t, "session", "close", "--store", store, "--user", "alice", "s1")
+	within2s(t, "sessions/s1 gone", func() bool {
+		_, err := os.Stat(A("sessions", "s1"))
+		return os.IsNotExist(err)
+	})
+	if out := adminOK(t, "trash", "list", "--store", store, "--user", "alice"); !strings.Contains(out, "sessions/s1/notes.txt") {
+		t.Errorf("trash list after close:\n%s", out)
+	}
+	adminOK(t, "restore", "--store", store, "--user", "alice", "--at", before, "sessions/s1")
+	within2s(t, "restored s1 notes.txt", func() bool {
+		b, err := os.ReadFile(A("sessions", "s1", "notes.txt"))
+		return err == nil && string(b) == "one"
+	})
+
+	// A --ttl of 2 s closes the session.
+	s.sessionOpen(t, "alice", "s3", "--ttl", "2s")
+	deadline = time.Now().Add(6 * time.Second)
+	for {
+		_, mounted := findMount(s.In("alice@s3"))
+		listed := adminOK(t, "session", "list", "--store", store, "--user", "alice", "--json")
+		if !mounted && !strings.Contains(listed, `"s3"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("s3 still open 6 s after a 2 s ttl: mounted %v, list %s", mounted, listed)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s.Stop()
+	fsckClean(t, store)
+}
+
+// TestSessionRestart: serve remounts the open sessions when it starts
+// again, with their files.
+func TestSessionRestart(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	adminOK(t, "user", "add", "alice", "--store", store)
+	s := startServe(t, store, "alice")
+	s.sessionOpen(t, "alice", "s1")
+	mustWrite(t, s.In("alice@s1", "f"), []byte("kept across restarts"), 0o644)
+	s.Stop()
+	s = startServe(t, store, "alice", "alice@s1")
+	if got := string(mustRead(t, s.In("alice@s1", "f"))); got != "kept across restarts" {
+		t.Errorf("after restart: %q", got)
+	}
+	s.Stop()
+}
