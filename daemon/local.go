@@ -206,6 +206,9 @@ func (l *Local) RemoveUser(ctx context.Context, name string, force bool) (*Remov
 	if _, err := l.st.Meta.GetUser(name); err != nil {
 		return nil, asError(err, fmt.Sprintf("no user named %s", name))
 	}
+	if err := l.noSessions(name); err != nil {
+		return nil, err
+	}
 	res, err := l.holderData(name, shedfs.UserHolder(name), userRootInodes)
 	if err != nil {
 		return nil, err

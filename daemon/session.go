@@ -202,6 +202,18 @@ func (l *Local) CloseSession(ctx context.Context, req SessionCloseRequest) (*Ses
 	return info, nil
 }
 
+// noSessions refuses, as busy, removing a user who has open sessions.
+func (l *Local) noSessions(user string) error {
+	list, err := l.st.Meta.ListSessions(user)
+	if err != nil {
+		return asError(err, "list sessions")
+	}
+	if len(list) > 0 {
+		return errorf(CodeBusy, "user %s has %d open session(s) (%s first); close them before removing the user", user, len(list), list[0].ID)
+	}
+	return nil
+}
+
 // TrashSessionClose is why the files of a closed session went to the
 // trash.
 const TrashSessionClose = "session-close"
