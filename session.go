@@ -29,6 +29,11 @@ func (s *Session) Expired(now time.Time) bool {
 	return !s.Expires.IsZero() && !now.Before(s.Expires)
 }
 
+// SessionsDir is the directory of a user's private tree that holds the
+// placeholders of the open sessions and the scratch trees kept by close
+// --keep.
+const SessionsDir = "sessions"
+
 // SessionZone is the scratch zone of session id of user.
 func SessionZone(user, id string) Zone {
 	return Zone{Kind: ZoneSession, Principal: user + "/" + id}

@@ -27,11 +27,6 @@ func sessionPrefix(user string) []byte {
 
 func sessionKey(user, id string) []byte { return append(sessionPrefix(user), id...) }
 
-// namesSessions is the directory of the private tree that holds the
-// placeholders of open sessions and the scratch trees close --keep kept
-// (zones.NameSessions; metadata does not import zones).
-const namesSessions = "sessions"
-
 // OpenSession creates session id of user: its scratch root (zone
 // session:user/id, charged to the session and to the user), its limit,
 // the directory sessions/ of the user's private tree if missing, and the
@@ -67,11 +62,14 @@ func (s *Store) OpenSession(user, id string, expires time.Time, limit Limit) (*S
 			return err
 		}
 		if _, _, err := o.entry(dir.Ino, id); err == nil {
-			return fmt.Errorf("%s/%s in the private tree of %s: %w", namesSessions, id, user, syscall.EEXIST)
+			return fmt.Errorf("%s/%s in the private tree of %s: %w", shedfs.SessionsDir, id, user, syscall.EEXIST)
 		} else if !errors.Is(err, syscall.ENOENT) {
 			return err
 		}
-		place := o.mkdir(dir, id, inos[1], user)
+		place, err := o.mkdir(dir, id, inos[1], user)
+		if err != nil {
+			return err
+		}
 		if err := o.charge(shedfs.UserHolder(user), 0, 1); err != nil {
 			return err
 		}
@@ -102,7 +100,7 @@ func (s *Store) OpenSession(user, id string, expires time.Time, limit Limit) (*S
 // (as inode ino, charged to u) when missing; ENOTDIR when the name is
 // something else.
 func (o *op) sessionsDir(u *User, ino uint64) (*Inode, error) {
-	child, _, err := o.entry(u.Roots.Private, namesSessions)
+	child, _, err := o.entry(u.Roots.Private, shedfs.SessionsDir)
 	if err == nil {
 		return o.dir(child)
 	}
@@ -113,13 +111,16 @@ func (o *op) sessionsDir(u *User, ino uint64) (*Inode, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := o.mkdir(root, namesSessions, ino, u.Name)
+	d, err := o.mkdir(root, shedfs.SessionsDir, ino, u.Name)
+	if err != nil {
+		return nil, err
+	}
 	return d, o.charge(shedfs.UserHolder(u.Name), 0, 1)
 }
 
 // mkdir makes directory name in p (of p's zone, mode 0755) as inode ino,
 // without charging it.
-func (o *op) mkdir(p *Inode, name string, ino uint64, owner string) *Inode {
+func (o *op) mkdir(p *Inode, name string, ino uint64, owner string) (*Inode, error) {
 	n := &Inode{
 		Ino: ino, Mode: syscall.S_IFDIR | 0o755, Nlink: 2, Parent: p.Ino,
 		Atime: o.now, Mtime: o.now, Ctime: o.now, Zone: p.Zone, Owner: owner,
@@ -127,9 +128,13 @@ func (o *op) mkdir(p *Inode, name string, ino uint64, owner string) *Inode {
 	p.Nlink++
 	o.touchDir(p)
 	o.put(n)
-	_ = o.setBirth(ino, o.now)
-	_ = o.setEntry(p.Ino, name, n)
-	return n
+	if err := o.setBirth(ino, o.now); err != nil {
+		return nil, fmt.Errorf("birth of %s: %w", name, err)
+	}
+	if err := o.setEntry(p.Ino, name, n); err != nil {
+		return nil, fmt.Errorf("entry %s: %w", name, err)
+	}
+	return n, nil
 }
 
 // GetSession returns session id of user, ENOENT if none is open.

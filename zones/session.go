@@ -13,7 +13,7 @@ import (
 // close --keep leaves a session's scratch tree.
 const (
 	NameHome     = "home"
-	NameSessions = "sessions"
+	NameSessions = shedfs.SessionsDir
 )
 
 // SessionZone is the scratch tree of session id of user.
