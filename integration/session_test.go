@@ -233,4 +233,17 @@ func TestSessionRestart(t *testing.T) {
 		t.Errorf("after restart: %q", got)
 	}
 	s.Stop()
+
+	// Without a daemon, open works on the store; mount --session mounts
+	// the one session's view in the foreground.
+	adminOK(t, "session", "open", "--store", store, "--user", "alice", "--id", "s2")
+	v := startView(t, store, "alice", "--session", "s2")
+	mustWrite(t, v.Path("g"), []byte("in s2"), 0o644)
+	if got := listNames(t, v.Path("home", "sessions")); len(got) != 0 {
+		t.Errorf("s2's home/sessions lists %v", got)
+	}
+	if _, err := os.Stat(v.Path("f")); !os.IsNotExist(err) {
+		t.Errorf("s2 sees s1's f: %v", err)
+	}
+	v.Stop()
 }
