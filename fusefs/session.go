@@ -3,6 +3,7 @@ package fusefs
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -20,6 +21,11 @@ import (
 // since the daemon started, whose per-user zones are then seen by more
 // than one view and so are invalidated across views like shared ones.
 type sessionTable struct {
+	// open and anyMulti let the callbacks of a store without sessions
+	// skip the lock.
+	open     atomic.Int64
+	anyMulti atomic.Bool
+
 	mu            sync.RWMutex
 	byPlaceholder map[uint64]metadata.Session
 	multi         map[string]bool
@@ -27,6 +33,9 @@ type sessionTable struct {
 
 // placeholder returns the open session whose placeholder is ino.
 func (t *sessionTable) placeholder(ino uint64) (metadata.Session, bool) {
+	if t.open.Load() == 0 {
+		return metadata.Session{}, false
+	}
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	ss, ok := t.byPlaceholder[ino]
@@ -36,17 +45,16 @@ func (t *sessionTable) placeholder(ino uint64) (metadata.Session, bool) {
 // multiView reports whether user's per-user zones may be in more than one
 // view's kernel.
 func (t *sessionTable) multiView(user string) bool {
+	if !t.anyMulti.Load() {
+		return false
+	}
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.multi[user]
 }
 
 // OpenSessions is the number of open sessions.
-func (f *FS) OpenSessions() int {
-	f.sessions.mu.RLock()
-	defer f.sessions.mu.RUnlock()
-	return len(f.sessions.byPlaceholder)
-}
+func (f *FS) OpenSessions() int { return int(f.sessions.open.Load()) }
 
 // SessionsChanged reloads the open sessions after one opened or closed.
 // The main views of a user who has a session for the first time learn
@@ -72,6 +80,8 @@ func (f *FS) SessionsChanged() error {
 		}
 	}
 	t.byPlaceholder = by
+	t.open.Store(int64(len(by)))
+	t.anyMulti.Store(len(t.multi) > 0)
 	t.mu.Unlock()
 	for _, user := range fresh {
 		for _, v := range f.notify.viewsOf(user) {
