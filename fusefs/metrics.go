@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"slices"
 	"syscall"
 	"time"
 
@@ -166,6 +167,8 @@ func (c *StoreCollector) Collect(ch chan<- prometheus.Metric) {
 		f.log.Error("metrics: list holders", "err", err)
 		return
 	}
+	// A session's usage is in its user's; sessions get no labels.
+	holders = slices.DeleteFunc(holders, nestedHolder)
 	if c.maxHolders > 0 && len(holders) > c.maxHolders {
 		holders = holders[:c.maxHolders]
 	}

@@ -123,6 +123,13 @@ func (f *FS) sharedIn(z metadata.Zone) bool {
 	return f.sessions.multiView(user)
 }
 
+// nestedHolder reports whether h nests in another holder (a session in
+// its user), which metrics leave out: they carry no per-session labels.
+func nestedHolder(h metadata.Holder) bool {
+	_, ok := shedfs.OuterHolder(h)
+	return ok
+}
+
 // MountSession mounts the view of session ss at mountpoint: its root is
 // the scratch tree, with home/ (the user's private tree), output/,
 // uploads/ (uploads/ID only), share/, groups/ and trash/.

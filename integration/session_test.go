@@ -60,9 +60,13 @@ func TestSessions(t *testing.T) {
 	store := newStore(t)
 	adminOK(t, "user", "add", "alice", "--quota", "100M", "--store", store)
 	adminOK(t, "user", "add", "bob", "--store", store)
-	s := startServe(t, store, "alice", "bob")
+	addr := freeAddr(t)
+	s := startServeWith(t, store, []string{"--metrics", addr}, "alice", "bob")
 	s.sessionOpen(t, "alice", "s1", "--quota", "1M")
 	s.sessionOpen(t, "alice", "s2")
+	if got := scrape(t, addr).value(t, "shedfs_sessions_open"); got != 2 {
+		t.Errorf("shedfs_sessions_open %v with two sessions", got)
+	}
 	S1 := func(e ...string) string { return s.In("alice@s1", e...) }
 	S2 := func(e ...string) string { return s.In("alice@s2", e...) }
 	A := func(e ...string) string { return s.In("alice", e...) }
@@ -213,6 +217,11 @@ func TestSessions(t *testing.T) {
 			t.Fatalf("s3 still open 6 s after a 2 s ttl: mounted %v, list %s", mounted, listed)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+	// scrape also fails on a label with '/': sessions get none.
+	m := scrape(t, addr)
+	if open, closes := m.value(t, "shedfs_sessions_open"), m.value(t, "shedfs_session_closes_total"); open != 0 || closes != 3 {
+		t.Errorf("sessions open %v, closes %v after three closes", open, closes)
 	}
 	s.Stop()
 	fsckClean(t, store)
