@@ -28,7 +28,11 @@ type sessionTable struct {
 
 	mu            sync.RWMutex
 	byPlaceholder map[uint64]metadata.Session
-	multi         map[string]bool
+	// pinned are the directories an open session relies on (its
+	// placeholder, the sessions/ holding it, its uploads/ID): no view
+	// may remove, replace or move them while it is open.
+	pinned map[uint64]metadata.Session
+	multi  map[string]bool
 }
 
 // placeholder returns the open session whose placeholder is ino.
@@ -39,6 +43,17 @@ func (t *sessionTable) placeholder(ino uint64) (metadata.Session, bool) {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	ss, ok := t.byPlaceholder[ino]
+	return ss, ok
+}
+
+// pin returns the open session that relies on directory ino.
+func (t *sessionTable) pin(ino uint64) (metadata.Session, bool) {
+	if t.open.Load() == 0 {
+		return metadata.Session{}, false
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	ss, ok := t.pinned[ino]
 	return ss, ok
 }
 
@@ -66,6 +81,12 @@ func (f *FS) SessionsChanged() error {
 		return fmt.Errorf("load sessions: %w", err)
 	}
 	by := make(map[uint64]metadata.Session, len(list))
+	pinned := make(map[uint64]metadata.Session, 3*len(list))
+	for _, ss := range list {
+		for _, ino := range f.sessionDirs(&ss) {
+			pinned[ino] = ss
+		}
+	}
 	var fresh []string
 	t := &f.sessions
 	t.mu.Lock()
@@ -80,6 +101,7 @@ func (f *FS) SessionsChanged() error {
 		}
 	}
 	t.byPlaceholder = by
+	t.pinned = pinned
 	t.open.Store(int64(len(by)))
 	t.anyMulti.Store(len(t.multi) > 0)
 	t.mu.Unlock()
@@ -89,6 +111,21 @@ func (f *FS) SessionsChanged() error {
 		}
 	}
 	return nil
+}
+
+// sessionDirs are the directories session ss relies on: its
+// placeholder, the directory holding that, and its uploads/ID.
+func (f *FS) sessionDirs(ss *metadata.Session) []uint64 {
+	dirs := []uint64{ss.Placeholder}
+	if p, err := f.store.GetInode(ss.Placeholder); err == nil {
+		dirs = append(dirs, p.Parent)
+	}
+	if u, err := f.store.GetUser(ss.User); err == nil {
+		if up, err := f.store.Lookup(u.Roots.Uploads, ss.ID); err == nil {
+			dirs = append(dirs, up.Ino)
+		}
+	}
+	return dirs
 }
 
 // learnAll counts every inode go-fuse knows in v's kernel as held, once.
@@ -176,17 +213,16 @@ func (v *View) sessionOverlay(rec *metadata.Inode) (*metadata.Inode, syscall.Err
 }
 
 // sessionTarget is what a removal or rename in any view decides about
-// rec: a placeholder stands for its session's scratch root, which no
-// view may remove, replace or move.
+// rec: a directory an open session relies on (its placeholder, sessions/,
+// its uploads/ID) is taken as a zone root, which no view may remove,
+// replace or move (reserved_name) while the session is open.
 func (v *View) sessionTarget(rec *metadata.Inode) *metadata.Inode {
-	ss, ok := v.fs.sessions.placeholder(rec.Ino)
-	if !ok {
+	if _, ok := v.fs.sessions.pin(rec.Ino); !ok {
 		return rec
 	}
-	if root, err := v.fs.store.GetInode(ss.Root); err == nil {
-		return root
-	}
-	return rec
+	pinned := *rec
+	pinned.Parent = 0
+	return &pinned
 }
 
 // viewPath is where rel, a path within zone z, appears in this view.

@@ -116,6 +116,10 @@ func TestSessions(t *testing.T) {
 	if got := listNames(t, S2("uploads")); !slices.Equal(got, []string{"b.csv"}) {
 		t.Errorf("s2 uploads/ lists %v, want [b.csv]", got)
 	}
+	// What an open session relies on stays where it is.
+	wantErrno(t, "main: rmdir uploads/s2", os.Remove(A("uploads", "s2")), syscall.EPERM)
+	wantErrno(t, "main: mv sessions", os.Rename(A("sessions"), A("old")), syscall.EPERM)
+	wantErrno(t, "s1: mv home/sessions", os.Rename(S1("home", "sessions"), S1("home", "old")), syscall.EPERM)
 
 	// The main view shows both sessions read-only; a session shows none.
 	if got := listNames(t, A("sessions")); !slices.Equal(got, []string{"s1", "s2"}) {
