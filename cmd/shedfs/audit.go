@@ -163,6 +163,11 @@ func auditFilter(c *cli.Context, now time.Time) (metadata.AuditFilter, error) {
 			return f, fmt.Errorf("--user: %w", err)
 		}
 	}
+	if f.Session != "" {
+		if err := daemon.ValidName("session id", f.Session); err != nil {
+			return f, fmt.Errorf("--session: %w", err)
+		}
+	}
 	if f.Zone != "" && !validZoneFilter(f.Zone) {
 		return f, fmt.Errorf("--zone %q: not a zone (private:alice, output:alice, uploads:alice, share, group:team) nor a zone kind", f.Zone)
 	}
@@ -193,11 +198,7 @@ func auditWho(r metadata.AuditRecord) string {
 
 func validZoneFilter(z string) bool {
 	switch z {
-	case "session":
-		return true
-	}
-	switch z {
-	case "private", "output", "uploads", "share", "group":
+	case "private", "output", "uploads", "share", "group", "session":
 		return true
 	}
 	_, err := metadata.ParseZone(z)
