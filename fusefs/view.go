@@ -31,18 +31,20 @@ type ViewOptions struct {
 type View struct {
 	fs *FS
 	// id tells this view's lock owners from other views'.
-	id    uint64
-	user  string
-	roots metadata.Roots
+	id     uint64
+	user   string
+	roots  metadata.Roots
+	opts   ViewOptions
+	server *fuse.Server
+	root   *node
+	groups *groupsDir
+
 	// session is the id of a session's view, "" for a main view;
 	// rootIno is the view root (the private root, or the session's
 	// scratch root) and uploadsIno what uploads/ shows (session.go).
 	session             string
 	rootIno, uploadsIno uint64
-	opts                ViewOptions
-	server              *fuse.Server
-	root                *node
-	groups              *groupsDir
+
 	// trash is what the view keeps of its trash/ (trash.go).
 	trash trashView
 

@@ -151,12 +151,13 @@ func runAudit(c *cli.Context) error {
 // error rather than an empty answer.
 func auditFilter(c *cli.Context, now time.Time) (metadata.AuditFilter, error) {
 	f := metadata.AuditFilter{
-		User:    c.String("user"),
+		User:   c.String("user"),
+		Zone:   c.String("zone"),
+		Op:     c.String("op"),
+		Denied: c.Bool("denied"),
+		Limit:  c.Int("limit"),
+
 		Session: c.String("session"),
-		Zone:    c.String("zone"),
-		Op:      c.String("op"),
-		Denied:  c.Bool("denied"),
-		Limit:   c.Int("limit"),
 	}
 	if f.User != "" {
 		if err := daemon.ValidName("user", f.User); err != nil {
