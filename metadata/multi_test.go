@@ -1,0 +1,157 @@
+package metadata
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// openPair opens two stores on one etcd prefix, as two daemons on two
+// hosts would.
+func openPair(t *testing.T) (a, b *Store) {
+	t.Helper()
+	cfg := testEtcd(t)
+	a, err := OpenEtcd(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	b, err = OpenEtcd(cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return a, b
+}
+
+// deafen stops a store's change feed, so that its cache keeps what another
+// daemon changed: the worst case of a feed that has not caught up.
+func deafen(s *Store) { s.engine().(*etcdKV).feed.stop() }
+
+// TestEtcdStaleCacheNeverCommits: a daemon whose cache holds a value
+// another daemon has since changed never commits a write computed from
+// it. The read-modify-writes of the inode size and of the usage (the
+// quota) of both daemons all count.
+func TestEtcdStaleCacheNeverCommits(t *testing.T) {
+	a, b := openPair(t)
+	root := a.ShareRoot()
+	f := must[*Inode](t)(a.Create(root, "f", file(0o644), nil))
+	add := func(s *Store, d uint64) {
+		t.Helper()
+		if _, err := s.Update(f.Ino, func(n *Inode) error { n.Size += d; return nil }, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(a, 1) // a caches f's record and the share's usage
+	must[Usage](t)(a.Usage(Holder("share")))
+	deafen(a)
+	add(b, 10)
+	must[*Inode](t)(b.Create(root, "g", file(0o644), nil)) // b charges an inode
+	add(a, 100)
+	must[*Inode](t)(a.Create(root, "h", file(0o644), nil)) // a charges one, from a stale usage
+	// a reads what it committed last (its feed is off, b's may lag).
+	n := must[*Inode](t)(a.GetInode(f.Ino))
+	if n.Size != 111 {
+		t.Fatalf("size %d after +1 (a), +10 (b), +100 (a on a stale cache), want 111", n.Size)
+	}
+	u := must[Usage](t)(a.Usage(Holder("share")))
+	if u.Inodes != 4 {
+		t.Fatalf("share usage %+v after creating f, g, h in the share root, want 4 inodes", u)
+	}
+}
+
+// TestEtcdRaceCounts: two daemons add to one counter from many goroutines
+// at once; every increment counts.
+func TestEtcdRaceCounts(t *testing.T) {
+	a, b := openPair(t)
+	f := must[*Inode](t)(a.Create(a.ShareRoot(), "f", file(0o644), nil))
+	const per = 25
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for _, s := range []*Store{a, b, a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range per {
+				if _, err := s.Update(f.Ino, func(n *Inode) error { n.Size++; return nil }, nil); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for _, s := range []*Store{a, b} {
+		if n := must[*Inode](t)(s.GetInode(f.Ino)); n.Size != 4*per {
+			t.Fatalf("size %d after %d increments", n.Size, 4*per)
+		}
+	}
+}
+
+// TestEtcdFeed: a change made by one daemon reaches the other's cache and
+// its follower, and the follower never hears of its own changes. It logs
+// the latency from commit to arrival.
+func TestEtcdFeed(t *testing.T) {
+	a, b := openPair(t)
+	root := a.ShareRoot()
+	f := must[*Inode](t)(a.Create(root, "f", file(0o644), nil))
+	must[*Inode](t)(b.GetInode(f.Ino)) // cached on b
+	got := make(chan Change, 256)
+	b.Follow(func(c Change) { got <- c })
+	var own []Change
+	a.Follow(func(c Change) { own = append(own, c) })
+	const rounds = 100
+	var lat, afterAck []time.Duration
+	for i := range rounds {
+		start := time.Now()
+		if _, err := a.Update(f.Ino, func(n *Inode) error { n.Size = uint64(i + 1); return nil }, nil); err != nil {
+			t.Fatal(err)
+		}
+		ack := time.Now()
+		var c Change
+		for {
+			select {
+			case c = <-got:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("round %d: no change reached b in 5 s", i)
+			}
+			if slices.Contains(c.Inodes, f.Ino) {
+				break
+			}
+		}
+		lat = append(lat, c.At.Sub(start))
+		afterAck = append(afterAck, c.At.Sub(ack))
+		if n := must[*Inode](t)(b.GetInode(f.Ino)); n.Size != uint64(i+1) {
+			t.Fatalf("round %d: b reads size %d after the feed, want %d", i, n.Size, i+1)
+		}
+	}
+	must[*Inode](t)(a.Create(root, "g", file(0o644), nil))
+	var c Change
+	select {
+	case c = <-got:
+	case <-time.After(5 * time.Second):
+		t.Fatal("create on a: nothing reached b")
+	}
+	if !slices.Contains(c.Entries, EntryRef{Dir: root, Name: "g"}) {
+		t.Fatalf("create of g on a reached b as %+v", c)
+	}
+	if _, err := b.Lookup(root, "g"); err != nil {
+		t.Fatalf("b looks up g after the feed: %v", err)
+	}
+	if len(own) != 0 {
+		t.Fatalf("a heard of its own changes: %+v", own)
+	}
+	slices.Sort(lat)
+	slices.Sort(afterAck)
+	p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100]
+	t.Logf("write on a (start) to change on b's feed, %d rounds: p50 %v, p99 %v; from a's commit acknowledged: p50 %v, p99 %v",
+		rounds, p50, p99, afterAck[len(lat)/2], afterAck[len(lat)*99/100])
+	if p99 > time.Second {
+		t.Errorf("p99 %v", p99)
+	}
+}
