@@ -139,57 +139,85 @@ func (f *etcdFeed) mine(rev int64) bool {
 // follow starts the feed: on gets the keys (without the store prefix)
 // that other processes changed, in revision order, or lost when changes
 // may have been missed (the watched revision was compacted away), after
-// which anything may have changed.
-func (e *etcdKV) follow(on func(keys [][]byte, lost bool)) {
+// which anything may have changed. gone is called when another daemon's
+// registration ends (it closed, or died and its lease expired).
+func (e *etcdKV) follow(on func(keys [][]byte, lost bool), gone func()) {
 	f := &e.feed
 	ctx, cancel := context.WithCancel(context.Background())
 	f.mu.Lock()
 	f.owned = make(map[int64]struct{})
 	f.cancel, f.done = cancel, make(chan struct{})
 	f.mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Add(2)
 	go func() {
-		defer close(f.done)
-		next := e.startRev + 1
-		for ctx.Err() == nil {
-			wctx, wcancel := context.WithCancel(ctx)
-			wch := e.cli.Watch(clientv3.WithRequireLeader(wctx), string(e.prefix),
-				clientv3.WithPrefix(), clientv3.WithRev(next))
-			for resp := range wch {
-				if resp.CompactRevision != 0 {
-					e.log.Warn("etcd change feed lost changes (compacted); dropping every cache", "from", next, "compacted", resp.CompactRevision)
-					next = resp.CompactRevision
-					on(nil, true)
-					break
+		defer wg.Done()
+		e.watch(ctx, string(e.prefix), func(resp clientv3.WatchResponse) {
+			var keys [][]byte
+			f.committing.Lock()
+			//lint:ignore SA2001 waits for the commits under way to note their revisions
+			f.committing.Unlock()
+			for _, ev := range resp.Events {
+				if f.mine(ev.Kv.ModRevision) {
+					continue
 				}
-				if err := resp.Err(); err != nil {
-					if ctx.Err() == nil {
-						e.log.Warn("etcd change feed interrupted; resuming", "from", next, "err", err)
-					}
-					break
-				}
-				var keys [][]byte
-				f.committing.Lock()
-				//lint:ignore SA2001 waits for the commits under way to note their revisions
-				f.committing.Unlock()
-				for _, ev := range resp.Events {
-					rev := ev.Kv.ModRevision
-					next = rev + 1
-					if f.mine(rev) {
-						continue
-					}
-					keys = append(keys, ev.Kv.Key[len(e.prefix):])
-				}
-				if len(keys) > 0 {
-					on(keys, false)
-				}
+				keys = append(keys, ev.Kv.Key[len(e.prefix):])
 			}
-			wcancel()
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
+			if len(keys) > 0 {
+				on(keys, false)
 			}
-		}
+		}, func() { on(nil, true) })
 	}()
+	go func() {
+		defer wg.Done()
+		e.watch(ctx, etcdDaemonPrefix(string(e.prefix)), func(resp clientv3.WatchResponse) {
+			for _, ev := range resp.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					gone()
+					return
+				}
+			}
+		}, gone)
+	}()
+	go func() {
+		wg.Wait()
+		close(f.done)
+	}()
+}
+
+// watch follows the keys under prefix from the store's open revision until
+// ctx ends, resuming after interruptions; lost is called when the
+// revision to resume from was compacted away.
+func (e *etcdKV) watch(ctx context.Context, prefix string, fn func(clientv3.WatchResponse), lost func()) {
+	next := e.startRev + 1
+	for ctx.Err() == nil {
+		wctx, wcancel := context.WithCancel(ctx)
+		wch := e.cli.Watch(clientv3.WithRequireLeader(wctx), prefix,
+			clientv3.WithPrefix(), clientv3.WithRev(next))
+		for resp := range wch {
+			if resp.CompactRevision != 0 {
+				e.log.Warn("etcd change feed lost changes (compacted)", "keys", prefix, "from", next, "compacted", resp.CompactRevision)
+				next = resp.CompactRevision
+				lost()
+				break
+			}
+			if err := resp.Err(); err != nil {
+				if ctx.Err() == nil {
+					e.log.Warn("etcd change feed interrupted; resuming", "keys", prefix, "from", next, "err", err)
+				}
+				break
+			}
+			if n := len(resp.Events); n > 0 {
+				next = resp.Events[n-1].Kv.ModRevision + 1
+			}
+			fn(resp)
+		}
+		wcancel()
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // stop ends the feed and waits for it.

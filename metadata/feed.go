@@ -30,7 +30,16 @@ type EntryRef struct {
 
 // follower is the Store's end of the feed.
 type follower struct {
-	fn atomic.Pointer[func(Change)]
+	fn   atomic.Pointer[func(Change)]
+	gone atomic.Pointer[func()]
+}
+
+// FollowDepartures makes fn run (on a goroutine of the feed) whenever
+// another daemon serving the store stops or dies, so that the orphans it
+// held open, its markers gone with its lease, are reclaimed. It does
+// nothing on an embedded store.
+func (s *Store) FollowDepartures(fn func()) {
+	s.follow.gone.Store(&fn)
 }
 
 // Follow makes fn receive every change other daemons commit to a shared
@@ -96,6 +105,10 @@ func (s *Store) startFeed() {
 		}
 		if ch.All || len(ch.Inodes) > 0 || len(ch.Entries) > 0 {
 			(*fn)(ch)
+		}
+	}, func() {
+		if fn := s.follow.gone.Load(); fn != nil {
+			(*fn)()
 		}
 	})
 }

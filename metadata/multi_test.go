@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -153,5 +154,55 @@ func TestEtcdFeed(t *testing.T) {
 		rounds, p50, p99, afterAck[len(lat)/2], afterAck[len(lat)*99/100])
 	if p99 > time.Second {
 		t.Errorf("p99 %v", p99)
+	}
+}
+
+// TestEtcdOpenMarkers: an inode one daemon holds open survives an unlink
+// through another, which cannot reclaim it; the holder reclaims it when it
+// lets go. A holder that dies lets go with its lease, and the others hear
+// of its departure.
+func TestEtcdOpenMarkers(t *testing.T) {
+	a, b := openPair(t)
+	root := a.ShareRoot()
+	always := func(uint64) bool { return true }
+	for _, die := range []bool{false, true} {
+		f := must[*Inode](t)(a.Create(root, "f", file(0o644), nil))
+		if err := a.Hold(f.Ino); err != nil {
+			t.Fatal(err)
+		}
+		n, freed, err := b.UnlinkFree(root, "f", false, always)
+		if err != nil || freed || n.Nlink != 0 {
+			t.Fatalf("unlink on b of a file a holds: freed %v, %+v, %v", freed, n, err)
+		}
+		if _, err := b.Reclaim(f.Ino); !errors.Is(err, ErrHeld) {
+			t.Fatalf("reclaim on b of a file a holds: %v, want ErrHeld", err)
+		}
+		if !die {
+			orphan, err := a.Unhold(f.Ino)
+			if err != nil || !orphan {
+				t.Fatalf("unhold on a: orphan %v, %v", orphan, err)
+			}
+			if _, err := a.Reclaim(f.Ino); err != nil {
+				t.Fatalf("reclaim on a after letting go: %v", err)
+			}
+			continue
+		}
+		gone := make(chan struct{}, 1)
+		b.FollowDepartures(func() { gone <- struct{}{} })
+		e := a.engine().(*etcdKV)
+		e.feed.stop()
+		ctx, cancel := e.ctx()
+		if _, err := e.cli.Revoke(ctx, e.lease); err != nil { // as its death would, after the TTL
+			t.Fatal(err)
+		}
+		cancel()
+		select {
+		case <-gone:
+		case <-time.After(5 * time.Second):
+			t.Fatal("b did not hear of a's departure")
+		}
+		if _, err := b.Reclaim(f.Ino); err != nil {
+			t.Fatalf("reclaim on b after a died: %v", err)
+		}
 	}
 }
