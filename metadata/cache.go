@@ -83,16 +83,29 @@ func (k *cachedKV) Size() (lsm, vlog int64) {
 func (k *cachedKV) Update(fn func(tx Txn) error) error {
 	k.wmu.Lock()
 	defer k.wmu.Unlock()
+	w, refused, err := k.update(fn, false)
+	if refused && len(w.hits) > 0 {
+		// On a shared engine, fn may have refused (ENOENT, EEXIST,
+		// EDQUOT) on a cached value another daemon has changed: a
+		// refusal, like a commit, is decided on the engine's latest.
+		k.c.invalidate(w.hits)
+		_, _, err = k.update(fn, true)
+	}
+	return err
+}
+
+// update is one Update under wmu; bypass reads nothing from the cache. It
+// returns the last attempt's transaction, and whether the error is fn's
+// own (refused).
+func (k *cachedKV) update(fn func(tx Txn) error, bypass bool) (w *writeTxn, refused bool, err error) {
 	gen := k.c.generation()
-	var w *writeTxn
 	begun := false
-	err := k.KV.Update(func(tx Txn) error {
+	err = k.KV.Update(func(tx Txn) error {
 		// A retry starts afresh; the cache then fills nothing, its
 		// generation has moved. On a shared engine a retry follows a
 		// conflict, perhaps with a cached value another daemon changed:
 		// it drops what the attempt took from the cache and reads
 		// everything from the engine.
-		bypass := false
 		if w != nil {
 			if w.rt != nil {
 				k.c.invalidate(w.hits)
@@ -101,7 +114,9 @@ func (k *cachedKV) Update(fn func(tx Txn) error) error {
 		}
 		w = &writeTxn{tx: tx, c: k.c, gen: gen, bypass: bypass}
 		w.rt, _ = tx.(revTxn)
+		refused = false
 		if err := fn(w); err != nil {
+			refused = true
 			return err
 		}
 		// Between here and the end of the commit, readers of these
@@ -121,7 +136,7 @@ func (k *cachedKV) Update(fn func(tx Txn) error) error {
 		}
 		k.c.end(w.writes, ok, rev)
 	}
-	return err
+	return w, refused && err != nil, err
 }
 
 // View runs fn against the cache and, from its first miss on, an engine

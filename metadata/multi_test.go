@@ -100,12 +100,17 @@ func TestEtcdRaceCounts(t *testing.T) {
 func TestEtcdFeed(t *testing.T) {
 	a, b := openPair(t)
 	root := a.ShareRoot()
-	f := must[*Inode](t)(a.Create(root, "f", file(0o644), nil))
-	must[*Inode](t)(b.GetInode(f.Ino)) // cached on b
 	got := make(chan Change, 256)
 	b.Follow(func(c Change) { got <- c })
 	var own []Change
 	a.Follow(func(c Change) { own = append(own, c) })
+	f := must[*Inode](t)(a.Create(root, "f", file(0o644), nil))
+	for c := range got { // the create's batch, before the rounds start
+		if slices.Contains(c.Entries, EntryRef{Dir: root, Name: "f"}) {
+			break
+		}
+	}
+	must[*Inode](t)(b.GetInode(f.Ino)) // cached on b
 	const rounds = 100
 	var lat, afterAck []time.Duration
 	for i := range rounds {
