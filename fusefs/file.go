@@ -243,6 +243,14 @@ func (n *node) resizeLocked(oi *openInode, op acl.Op, newSize uint64, blocks int
 	if d.Allowed() && blocks > 0 {
 		d = f.room(blocks, 0)
 	}
+	if d.Allowed() && grows {
+		// Other daemons sharing the store see it reserved (quota).
+		var err error
+		if d, err = f.acct.Cover(oi.holder, metadata.Charge(newSize)-metadata.Charge(oi.size)); err != nil {
+			unlock()
+			return f.errno("quota", err)
+		}
+	}
 	if !d.Allowed() {
 		if unlock != nil {
 			unlock()

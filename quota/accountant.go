@@ -44,6 +44,9 @@ type Accountant struct {
 type holderAcct struct {
 	lock    sync.Mutex // held while a charge is decided and reserved
 	pending int64      // guarded by Accountant.mu
+	// reserved is what this daemon holds reserved in a store other
+	// daemons share (shared.go); guarded by Accountant.mu.
+	reserved int64
 }
 
 // New returns an accountant over the stored usage of ledger.
@@ -90,7 +93,11 @@ func (a *Accountant) Add(h metadata.Holder, delta int64) {
 	ha := a.get(h)
 	a.mu.Lock()
 	ha.pending += delta
+	idle := ha.pending <= 0 && ha.reserved > 0
 	a.mu.Unlock()
+	if idle {
+		a.shrink(h, ha)
+	}
 }
 
 // Usage is what h uses: stored plus pending bytes, and its stored inodes.
