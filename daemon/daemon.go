@@ -122,6 +122,7 @@ func New(cfg Config) (*Daemon, error) {
 	// views' kernels, and their orphans are reclaimed when they go.
 	cfg.Store.Meta.Follow(d.fs.Foreign)
 	cfg.Store.Meta.FollowDepartures(func() {
+		log.Info("a daemon sharing the store stopped; reclaiming what it held")
 		if err := cfg.Store.reclaimOrphans(log); err != nil {
 			log.Error("reclaim the orphans of a departed daemon", "err", err)
 		}

@@ -211,3 +211,35 @@ func TestEtcdOpenMarkers(t *testing.T) {
 		}
 	}
 }
+
+// TestEtcdReservations: reservations of two daemons and the stored usage
+// never pass the limit together; a reservation given back makes room.
+func TestEtcdReservations(t *testing.T) {
+	a, b := openPair(t)
+	h := Holder("share")
+	if err := a.SetLimit(h, Limit{Bytes: 100 << 10}); err != nil {
+		t.Fatal(err)
+	}
+	errOver := errors.New("over")
+	admit := func(u Usage, l Limit, delta int64) error {
+		if u.Bytes+delta > l.Bytes {
+			return errOver
+		}
+		return nil
+	}
+	if err := a.Reserve(h, 60<<10, 60<<10, admit); err != nil {
+		t.Fatalf("a reserves 60 KiB of 100: %v", err)
+	}
+	if err := b.Reserve(h, 60<<10, 60<<10, admit); !errors.Is(err, errOver) {
+		t.Fatalf("b reserves 60 KiB more: %v, want a refusal", err)
+	}
+	if err := b.Reserve(h, 30<<10, 30<<10, admit); err != nil {
+		t.Fatalf("b reserves 30 KiB more: %v", err)
+	}
+	if err := a.Reserve(h, 0, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Reserve(h, 90<<10, 60<<10, admit); err != nil {
+		t.Fatalf("b grows to 90 KiB after a gave back: %v", err)
+	}
+}

@@ -93,6 +93,12 @@ func (a *Accountant) Add(h metadata.Holder, delta int64) {
 	ha := a.get(h)
 	a.mu.Lock()
 	ha.pending += delta
+	if delta < 0 && ha.reserved > 0 {
+		// Bytes that leave pending (persisted into the stored usage,
+		// or given back) leave the reservation's room too: it was
+		// admitted beside the stored usage they now join (shared.go).
+		ha.reserved = max(ha.reserved+delta, 0)
+	}
 	idle := ha.pending <= 0 && ha.reserved > 0
 	a.mu.Unlock()
 	if idle {

@@ -14,7 +14,10 @@ import (
 // admitted in one transaction against the stored usage, the limit and the
 // other daemons' reservations. Reservations grow in chunks, so a
 // sequential writer asks etcd once per ReserveChunk, not once per write,
-// and go back to nothing when nothing is pending.
+// and go back to nothing when nothing is pending. Bytes that leave pending
+// (persisted, given back) also leave the room this daemon may use without
+// asking again (holderAcct.reserved), since the stored usage now counts
+// them: a reservation's room is never used twice.
 
 // ReserveChunk is the step by which a daemon's reservation grows.
 const ReserveChunk = 4 << 20
