@@ -123,6 +123,15 @@ func New(cfg Config) (*Daemon, error) {
 		fs:    fusefs.New(cfg.Store.Meta, cfg.Store.Blobs, cfg.FS),
 		views: make(map[string]*view),
 	}
+	// Other daemons sharing a store on etcd: their changes reach the
+	// views' kernels, and their orphans are reclaimed when they go.
+	cfg.Store.Meta.Follow(d.fs.Foreign)
+	cfg.Store.Meta.FollowDepartures(func() {
+		log.Info("a daemon sharing the store stopped; reclaiming what it held")
+		if err := cfg.Store.reclaimOrphans(log); err != nil {
+			log.Error("reclaim the orphans of a departed daemon", "err", err)
+		}
+	})
 	d.rate = newRequestRate(d.fs.Requests)
 	d.mount = func(user, mnt string, opts fusefs.ViewOptions) (mountedView, error) {
 		return d.fs.Mount(user, mnt, opts)

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/shedfs/shedfs/blobs"
 	"github.com/shedfs/shedfs/metadata"
@@ -145,7 +146,18 @@ func openEtcd(loc Location, opts OpenOptions, log *slog.Logger) (*Store, error) 
 // unlinked while open when the last process stopped.
 func (s *Store) recover(opts OpenOptions, log *slog.Logger) (*Store, error) {
 	meta, bl, dir := s.Meta, s.Blobs, s.Where.String()
-	if !meta.WasClean() && !opts.NoRecover {
+	peers, err := meta.Peers()
+	if err != nil {
+		meta.Close()
+		return nil, fmt.Errorf("recover store %s: %w", dir, err)
+	}
+	if len(peers) > 0 && !meta.WasClean() {
+		// The others keep serving: a repair now would race them. The
+		// transactions of a store on etcd leave it whole; what a dead
+		// daemon held goes with its lease (reclaimOrphans).
+		log.Warn("store was not closed cleanly, but other daemons serve it; skipping the recovery check (run shedfs fsck when all are stopped)",
+			"store", dir, "daemons", peers)
+	} else if !meta.WasClean() && !opts.NoRecover {
 		log.Warn("store was not closed cleanly; checking it", "store", dir)
 		rep, err := meta.Check(bl, true, nil)
 		if err != nil {
@@ -204,7 +216,10 @@ func (s *Store) Close() error {
 }
 
 // reclaimOrphans deletes inodes that were unlinked while open when the
-// previous process stopped: nothing can hold them open any more.
+// previous process stopped: nothing can hold them open any more. On a
+// store shared by several daemons it leaves those a live daemon holds open
+// (their open markers), and runs again whenever another daemon stops or
+// dies (FollowDepartures).
 func (s *Store) reclaimOrphans(log *slog.Logger) error {
 	orphans, err := s.Meta.Orphans()
 	if err != nil {
@@ -212,6 +227,9 @@ func (s *Store) reclaimOrphans(log *slog.Logger) error {
 	}
 	for _, ino := range orphans {
 		n, err := s.Meta.Reclaim(ino)
+		if errors.Is(err, metadata.ErrHeld) || errors.Is(err, syscall.ENOENT) {
+			continue // held open by a daemon sharing the store, or gone already
+		}
 		if err != nil {
 			return fmt.Errorf("reclaim orphan %d: %w", ino, err)
 		}

@@ -102,6 +102,13 @@ func (f *FS) acquire(n *metadata.Inode, create bool) (*openInode, syscall.Errno)
 		modes:     make(map[*View]*ioCounts),
 	}
 	f.open[n.Ino] = oi
+	if f.store.Shared() {
+		// Marked open in the store for the other daemons (remote.go),
+		// outside f.mu.
+		f.mu.Unlock()
+		f.hold(n.Ino)
+		f.mu.Lock()
+	}
 	return oi, 0
 }
 
@@ -130,6 +137,7 @@ func (f *FS) release(oi *openInode) {
 
 // closeOpen ends the open state of an inode no handle holds any more.
 func (f *FS) closeOpen(oi *openInode) {
+	f.unhold(oi.ino)
 	f.mu.Lock()
 	orphan := f.orphans[oi.ino]
 	f.mu.Unlock()
@@ -234,6 +242,14 @@ func (n *node) resizeLocked(oi *openInode, op acl.Op, newSize uint64, blocks int
 	}
 	if d.Allowed() && blocks > 0 {
 		d = f.room(blocks, 0)
+	}
+	if d.Allowed() && grows {
+		// Other daemons sharing the store see it reserved (quota).
+		var err error
+		if d, err = f.acct.Cover(oi.holder, metadata.Charge(newSize)-metadata.Charge(oi.size)); err != nil {
+			unlock()
+			return f.errno("quota", err)
+		}
 	}
 	if !d.Allowed() {
 		if unlock != nil {

@@ -106,6 +106,8 @@ type FS struct {
 	stopSweep chan struct{}
 	// orphans are inodes without links that an open handle still holds.
 	orphans map[uint64]bool
+	// holdMu orders the open marks of a shared store (remote.go).
+	holdMu sync.Mutex
 	// dirsOpen counts open directory handles per inode.
 	dirsOpen map[uint64]int
 	// ghosts are reclaimed inodes kept for requests under way.
@@ -260,9 +262,11 @@ func (f *FS) reclaimIfIdle(ino uint64) {
 	}
 	n, err := f.store.Reclaim(ino)
 	if err != nil {
-		if !errors.Is(err, syscall.ENOENT) {
+		if !heldElsewhere(err) {
 			f.log.Error("reclaim inode", "ino", ino, "err", err)
 			// Not reclaimed (linked again): its content stays.
+			f.dropGhost(ino)
+		} else if errors.Is(err, metadata.ErrHeld) {
 			f.dropGhost(ino)
 		}
 		return

@@ -26,10 +26,32 @@ const cacheSlots = 1 << 16
 // checked against what the cache already gave it (see viewTxn). Invalidate
 // drops keys changed by someone else (the change feed of an engine shared
 // by several daemons).
+//
+// On such a shared engine (etcd) the cache may hold a value another daemon
+// has changed and whose invalidation has not arrived yet. A read-only
+// transaction may see it (coherence is within the feed's latency), but a
+// write must never commit on it: the cache keeps each value's engine
+// revision, a write transaction's cache hit is handed to the engine as a
+// read at that revision (revTxn.assume), compared at commit like any
+// other, and a conflicting attempt runs again with the cache bypassed and
+// its hits dropped.
 type cachedKV struct {
 	KV
 	wmu sync.Mutex
 	c   *cache
+}
+
+// revTxn is a transaction of an engine several processes write (etcd):
+// each value has a revision, and a commit compares every key read with the
+// revision it was read at.
+type revTxn interface {
+	// readRev is the revision key was read at (0: absent).
+	readRev(key []byte) int64
+	// assume records a read of key at rev served from elsewhere (the
+	// cache), to be compared at commit like the transaction's own.
+	assume(key []byte, rev int64)
+	// committedRev is the revision of the commit, 0 when unknown.
+	committedRev() int64
 }
 
 // snapshotter is a KV that can hand out a read-only snapshot that stays
@@ -61,15 +83,40 @@ func (k *cachedKV) Size() (lsm, vlog int64) {
 func (k *cachedKV) Update(fn func(tx Txn) error) error {
 	k.wmu.Lock()
 	defer k.wmu.Unlock()
+	w, refused, err := k.update(fn, false)
+	if refused && len(w.hits) > 0 {
+		// On a shared engine, fn may have refused (ENOENT, EEXIST,
+		// EDQUOT) on a cached value another daemon has changed: a
+		// refusal, like a commit, is decided on the engine's latest.
+		k.c.invalidate(w.hits)
+		_, _, err = k.update(fn, true)
+	}
+	return err
+}
+
+// update is one Update under wmu; bypass reads nothing from the cache. It
+// returns the last attempt's transaction, and whether the error is fn's
+// own (refused).
+func (k *cachedKV) update(fn func(tx Txn) error, bypass bool) (w *writeTxn, refused bool, err error) {
 	gen := k.c.generation()
-	var w *writeTxn
 	begun := false
-	err := k.KV.Update(func(tx Txn) error {
-		// A retry (the engine's, which none should need) starts
-		// afresh; the cache then fills nothing, its generation has
-		// moved.
-		w = &writeTxn{tx: tx, c: k.c, gen: gen}
+	err = k.KV.Update(func(tx Txn) error {
+		// A retry starts afresh; the cache then fills nothing, its
+		// generation has moved. On a shared engine a retry follows a
+		// conflict, perhaps with a cached value another daemon changed:
+		// it drops what the attempt took from the cache and reads
+		// everything from the engine.
+		if w != nil {
+			if w.rt != nil {
+				k.c.invalidate(w.hits)
+			}
+			bypass = true
+		}
+		w = &writeTxn{tx: tx, c: k.c, gen: gen, bypass: bypass}
+		w.rt, _ = tx.(revTxn)
+		refused = false
 		if err := fn(w); err != nil {
+			refused = true
 			return err
 		}
 		// Between here and the end of the commit, readers of these
@@ -80,9 +127,16 @@ func (k *cachedKV) Update(fn func(tx Txn) error) error {
 	})
 	if begun {
 		// Of a failed retry, nothing is put back (ok is false).
-		k.c.end(w.writes, err == nil)
+		ok, rev := err == nil, int64(0)
+		if w.rt != nil {
+			// On a shared engine a value is cached only with the
+			// revision it was committed at.
+			rev = w.rt.committedRev()
+			ok = ok && rev != 0
+		}
+		k.c.end(w.writes, ok, rev)
 	}
-	return err
+	return w, refused && err != nil, err
 }
 
 // View runs fn against the cache and, from its first miss on, an engine
@@ -122,31 +176,44 @@ func cacheable(key []byte) bool {
 
 // writeTxn is a read-write transaction under cachedKV.wmu: reads of cached
 // keys it has not written come from the cache (which holds the latest
-// commit, as no other write is under way), its writes are noted.
+// commit of this process, as no other write is under way here), its writes
+// are noted. On a shared engine (rt set) each cache hit is handed to the
+// engine to compare at commit, and noted in hits.
 type writeTxn struct {
 	tx      Txn
+	rt      revTxn
 	c       *cache
 	gen     uint64
+	bypass  bool
 	writes  []cacheWrite
 	written map[string]bool
+	hits    [][]byte
 }
 
 func (t *writeTxn) Get(key []byte) ([]byte, error) {
-	if !cacheable(key) || t.written[string(key)] {
+	if !cacheable(key) || t.written[string(key)] || t.bypass {
 		return t.tx.Get(key)
 	}
-	if v, absent, ok := t.c.get(key); ok {
+	if v, absent, rev, ok := t.c.getRev(key); ok {
+		if t.rt != nil {
+			t.rt.assume(key, rev)
+			t.hits = append(t.hits, key)
+		}
 		if absent {
 			return nil, ErrNotFound
 		}
 		return v, nil
 	}
 	v, err := t.tx.Get(key)
+	var rev int64
+	if t.rt != nil {
+		rev = t.rt.readRev(key)
+	}
 	switch {
 	case err == nil:
-		t.c.fill(t.gen, key, v, false)
+		t.c.fill(t.gen, key, v, false, rev)
 	case errors.Is(err, ErrNotFound):
-		t.c.fill(t.gen, key, nil, true)
+		t.c.fill(t.gen, key, nil, true, rev)
 	}
 	return v, err
 }
@@ -212,11 +279,15 @@ func (t *viewTxn) Get(key []byte) ([]byte, error) {
 	}
 	v, err := t.snap.Get(key)
 	if t.fillOK && cacheable(key) {
+		var rev int64
+		if rt, ok := t.snap.(revTxn); ok {
+			rev = rt.readRev(key)
+		}
 		switch {
 		case err == nil:
-			t.c.fill(t.fillGen, key, v, false)
+			t.c.fill(t.fillGen, key, v, false, rev)
 		case errors.Is(err, ErrNotFound):
-			t.c.fill(t.fillGen, key, nil, true)
+			t.c.fill(t.fillGen, key, nil, true, rev)
 		}
 	}
 	return v, err
@@ -272,7 +343,9 @@ func (t *viewTxn) Scan(prefix, start []byte, fn func(key, value []byte) error) e
 
 // cache holds values by KV key, bounded, evicting by CLOCK over a fixed
 // ring of slots. gen counts the writes begun and ended (and invalidations);
-// inflight is set while a write is between begin and end. A reader that
+// inflight is set while a write is between begin and end; stale holds the
+// keys invalidated meanwhile, which end must not put back (lost: the whole
+// cache was dropped meanwhile). A reader that
 // read from the engine fills in what it read only if gen has not moved
 // since before its snapshot, and no write was under way then, so a fill
 // never puts back a value older than a commit.
@@ -280,15 +353,19 @@ type cache struct {
 	mu       sync.Mutex
 	gen      uint64
 	inflight bool
+	stale    map[string]bool
+	lost     bool
 	index    map[string]int32
 	slots    []cacheSlot
 	hand     int32
 }
 
-// cacheSlot is one cached key: its value, or absent when neg is set.
+// cacheSlot is one cached key: its value, or absent when neg is set, and
+// on a shared engine the revision it was read or committed at.
 type cacheSlot struct {
 	key  string
 	val  []byte
+	rev  int64
 	neg  bool
 	ref  bool
 	used bool
@@ -309,6 +386,19 @@ func newCache(slots int) *cache {
 func (c *cache) get(key []byte) (val []byte, absent, ok bool) {
 	val, absent, _, ok = c.getGen(key)
 	return val, absent, ok
+}
+
+// getRev is get with the revision the value was cached at.
+func (c *cache) getRev(key []byte) (val []byte, absent bool, rev int64, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i, ok := c.index[string(key)]
+	if !ok {
+		return nil, false, 0, false
+	}
+	s := &c.slots[i]
+	s.ref = true
+	return s.val, s.neg, s.rev, true
 }
 
 // getGen returns the cached value of key (absent: known not to exist; ok
@@ -342,13 +432,13 @@ func (c *cache) state() (gen uint64, inflight bool) {
 // fill caches what a reader read from a snapshot opened when the
 // generation was gen (and no write was under way), unless a write or an
 // invalidation has happened since.
-func (c *cache) fill(gen uint64, key, val []byte, absent bool) {
+func (c *cache) fill(gen uint64, key, val []byte, absent bool, rev int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gen != gen || c.inflight {
 		return
 	}
-	c.putLocked(string(key), val, absent)
+	c.putLocked(string(key), val, absent, rev)
 }
 
 // begin drops the keys a write is about to commit.
@@ -362,18 +452,23 @@ func (c *cache) begin(ws []cacheWrite) {
 	}
 }
 
-// end puts the values of a write that committed (ok), or leaves its keys
-// out of the cache if it failed.
-func (c *cache) end(ws []cacheWrite, ok bool) {
+// end puts the values of a write that committed (ok) at rev, or leaves
+// its keys out of the cache if it failed. A key invalidated since begin
+// (another daemon changed it, perhaps after this commit) stays out.
+func (c *cache) end(ws []cacheWrite, ok bool, rev int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
 	c.inflight = false
-	if ok {
+	if ok && !c.lost {
 		for _, w := range ws {
-			c.putLocked(w.key, w.val, w.del)
+			if c.stale[w.key] {
+				continue
+			}
+			c.putLocked(w.key, w.val, w.del, rev)
 		}
 	}
+	c.stale, c.lost = nil, false
 }
 
 // invalidate drops keys that changed outside this process.
@@ -383,17 +478,36 @@ func (c *cache) invalidate(keys [][]byte) {
 	c.gen++
 	for _, k := range keys {
 		c.dropLocked(string(k))
+		if c.inflight {
+			if c.stale == nil {
+				c.stale = make(map[string]bool)
+			}
+			c.stale[string(k)] = true
+		}
+	}
+}
+
+// reset drops everything (the change feed lost track).
+func (c *cache) reset() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	clear(c.slots)
+	clear(c.index)
+	c.hand = 0
+	if c.inflight {
+		c.lost = true
 	}
 }
 
 // putLocked caches val under key (absent: known absent). c.mu is held.
-func (c *cache) putLocked(key string, val []byte, absent bool) {
+func (c *cache) putLocked(key string, val []byte, absent bool, rev int64) {
 	if absent {
 		val = nil
 	}
 	if i, ok := c.index[key]; ok {
 		s := &c.slots[i]
-		s.val, s.neg, s.ref = val, absent, true
+		s.val, s.neg, s.ref, s.rev = val, absent, true, rev
 		return
 	}
 	n := int32(len(c.slots))
@@ -403,7 +517,7 @@ func (c *cache) putLocked(key string, val []byte, absent bool) {
 			if s.used {
 				delete(c.index, s.key)
 			}
-			*s = cacheSlot{key: key, val: val, neg: absent, used: true}
+			*s = cacheSlot{key: key, val: val, rev: rev, neg: absent, used: true}
 			c.index[key] = c.hand
 			c.hand = (c.hand + 1) % n
 			return

@@ -1,7 +1,6 @@
 package metadata
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -52,30 +51,36 @@ func testEtcd(t *testing.T) EtcdConfig {
 	}
 }
 
-// TestEtcdLock: one process at a time has an etcd store open for writing;
-// read-only opens are not refused; Close hands the store on.
-func TestEtcdLock(t *testing.T) {
+// TestEtcdDaemons: several processes have an etcd store open for writing
+// at once, each registered under its own lease; each sees the others as
+// peers, and a registration goes with its Close.
+func TestEtcdDaemons(t *testing.T) {
 	cfg := testEtcd(t)
 	a, err := OpenEtcd(cfg, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := OpenEtcd(cfg, Options{}); !errors.Is(err, ErrLocked) {
-		t.Fatalf("second open for writing: %v, want ErrLocked", err)
+	b, err := OpenEtcd(cfg, Options{})
+	if err != nil {
+		t.Fatalf("second open for writing: %v", err)
+	}
+	if p, err := a.Peers(); err != nil || len(p) != 1 {
+		t.Fatalf("peers of a: %q %v, want b", p, err)
 	}
 	ro, err := OpenEtcd(cfg, Options{ReadOnly: true})
 	if err != nil {
-		t.Fatalf("read-only open beside a writer: %v", err)
+		t.Fatalf("read-only open beside writers: %v", err)
 	}
 	ro.Close()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := a.Peers(); err != nil || len(p) != 0 {
+		t.Fatalf("peers of a after b closed: %q %v", p, err)
+	}
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b, err := OpenEtcd(cfg, Options{})
-	if err != nil {
-		t.Fatalf("open after the holder closed: %v", err)
-	}
-	b.Close()
 }
 
 func TestParseMetaURL(t *testing.T) {

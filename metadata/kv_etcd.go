@@ -3,14 +3,11 @@ package metadata
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -93,34 +90,34 @@ type etcdKV struct {
 	prefix  []byte
 	timeout time.Duration
 	log     *slog.Logger
-	// lease holds the store's lock key while this process has the store
-	// open for writing; 0 for a read-only open.
+	// lease is this process's registration lease (etcd_multi.go): its
+	// registration key, its commit marker and its open markers live
+	// under it, and go with it when the process dies. 0 for a read-only
+	// open.
 	lease   clientv3.LeaseID
 	closing atomic.Bool
+	// id names this process among the daemons of the store.
+	id string
+	// startRev is the store's revision when this process opened it; the
+	// change feed starts after it.
+	startRev int64
 	// commitKey is this process's commit marker (see commit): every
 	// write transaction also puts the next commitSeq there, so that a
 	// commit whose answer was lost (a leader change mid-request) can be
 	// told applied or not. The metadata cache runs a process's write
 	// transactions one at a time, so the marker only grows. It lives
-	// under the lock's lease. Empty for a read-only open.
+	// under the registration lease. Empty for a read-only open.
 	commitKey string
 	commitSeq atomic.Uint64
+	// feed follows the changes of the other processes (etcd_multi.go).
+	feed etcdFeed
 }
 
-// etcdLockTTL is how long the lock of a process that died without closing
-// the store outlives it.
-const etcdLockTTL = 10 // seconds
-
-// etcdLockKey is the key that says which process has the store open for
-// writing. It lies outside the store's prefix, so the schema never sees
-// it.
-func etcdLockKey(prefix string) string { return strings.TrimSuffix(prefix, "/") + "#lock" }
-
 // openEtcd connects to the cluster of cfg and checks that it answers.
-// Unless readOnly, it takes the store's lock: until many daemons can
-// serve one namespace coherently, one process at a time has a store open
-// for writing, as badger's directory lock ensures for an embedded store,
-// and the others reach it through that daemon's admin socket.
+// Unless readOnly, it registers this process among the store's daemons
+// under a lease of its own (register): any number of processes serve one
+// store at once, and what each holds (its registration, commit marker,
+// open markers, quota reservations) expires with its lease when it dies.
 func openEtcd(cfg EtcdConfig, logger *slog.Logger, readOnly bool) (*etcdKV, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -152,68 +149,19 @@ func openEtcd(cfg EtcdConfig, logger *slog.Logger, readOnly bool) (*etcdKV, erro
 	e := &etcdKV{cli: cli, prefix: []byte(cfg.Prefix), timeout: timeout, log: logger}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if _, err := cli.Get(ctx, cfg.Prefix, clientv3.WithCountOnly()); err != nil {
+	resp, err := cli.Get(ctx, cfg.Prefix, clientv3.WithCountOnly())
+	if err != nil {
 		cli.Close()
 		return nil, fmt.Errorf("open etcd store %v: %w", cfg.Endpoints, etcdErr(err))
 	}
+	e.startRev = resp.Header.Revision
 	if !readOnly {
-		if err := e.lock(cfg.Prefix); err != nil {
+		if err := e.register(cfg.Prefix); err != nil {
 			cli.Close()
 			return nil, err
 		}
 	}
 	return e, nil
-}
-
-// lock takes the store's lock key under a lease kept alive until Close.
-func (e *etcdKV) lock(prefix string) error {
-	ctx, cancel := e.ctx()
-	defer cancel()
-	lease, err := e.cli.Grant(ctx, etcdLockTTL)
-	if err != nil {
-		return fmt.Errorf("open etcd store %s: lease: %w", prefix, etcdErr(err))
-	}
-	host, _ := os.Hostname()
-	key := etcdLockKey(prefix)
-	resp, err := e.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, fmt.Sprintf("%s pid %d", host, os.Getpid()), clientv3.WithLease(lease.ID))).
-		Else(clientv3.OpGet(key)).
-		Commit()
-	if err != nil {
-		e.cli.Revoke(ctx, lease.ID)
-		return fmt.Errorf("open etcd store %s: lock: %w", prefix, etcdErr(err))
-	}
-	if !resp.Succeeded {
-		e.cli.Revoke(ctx, lease.ID)
-		holder := "another process"
-		if rs := resp.Responses[0].GetResponseRange(); rs != nil && len(rs.Kvs) == 1 {
-			holder = string(rs.Kvs[0].Value)
-		}
-		return fmt.Errorf("open etcd store %s: held by %s: %w", prefix, holder, ErrLocked)
-	}
-	ch, err := e.cli.KeepAlive(context.Background(), lease.ID)
-	if err != nil {
-		e.cli.Revoke(ctx, lease.ID)
-		return fmt.Errorf("open etcd store %s: keep lock alive: %w", prefix, etcdErr(err))
-	}
-	e.lease = lease.ID
-	var id [8]byte
-	if _, err := rand.Read(id[:]); err != nil {
-		return fmt.Errorf("open etcd store %s: commit marker: %w", prefix, err)
-	}
-	e.commitKey = strings.TrimSuffix(prefix, "/") + "#commit/" + hex.EncodeToString(id[:])
-	go func() {
-		for range ch {
-		}
-		// The channel closes when the client closes, or when the lease
-		// could not be renewed in time (etcd unreachable for longer than
-		// the TTL): another process may take the store then.
-		if !e.closing.Load() {
-			e.log.Warn("etcd store lock lease ended", "store", prefix)
-		}
-	}()
-	return nil
 }
 
 // OpenEtcd opens (creating if empty) the metadata of a store kept on an
@@ -294,9 +242,11 @@ func (e *etcdKV) snapshot() (Txn, func()) { return newEtcdTxn(e, false), func() 
 // members has it on disk.
 func (e *etcdKV) Sync() error { return nil }
 
-// Close releases the lock and closes the client.
+// Close stops the change feed, ends the registration (and with it
+// everything held under its lease) and closes the client.
 func (e *etcdKV) Close() error {
 	e.closing.Store(true)
+	e.feed.stop()
 	if e.lease != 0 {
 		ctx, cancel := e.ctx()
 		e.cli.Revoke(ctx, e.lease)
@@ -330,12 +280,17 @@ type etcdTxn struct {
 	reads    map[string]etcdRead
 	ranges   []etcdRange
 	writes   map[string]etcdWrite
+	// committed is set once the writes are in; rev is then the
+	// revision of the commit (committedRev).
+	committed bool
 }
 
-// etcdWrite is a buffered write: a value, or a delete.
+// etcdWrite is a buffered write: a value, or a delete. leased puts it
+// under this process's lease (setLeased).
 type etcdWrite struct {
-	val []byte
-	del bool
+	val    []byte
+	del    bool
+	leased bool
 }
 
 func newEtcdTxn(e *etcdKV, writable bool) *etcdTxn {
@@ -521,6 +476,8 @@ func (t *etcdTxn) commit() (ok bool, err error) {
 	for k, w := range t.writes {
 		if w.del {
 			ops = append(ops, clientv3.OpDelete(k))
+		} else if w.leased && t.e.lease != 0 {
+			ops = append(ops, clientv3.OpPut(k, string(w.val), clientv3.WithLease(t.e.lease)))
 		} else {
 			ops = append(ops, clientv3.OpPut(k, string(w.val)))
 		}
@@ -532,7 +489,14 @@ func (t *etcdTxn) commit() (ok bool, err error) {
 		seq = t.e.commitSeq.Add(1)
 		ops = append(ops, clientv3.OpPut(t.e.commitKey, strconv.FormatUint(seq, 10), clientv3.WithLease(t.e.lease)))
 	}
+	t.e.feed.committing.RLock()
 	resp, err := t.e.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err == nil && resp.Succeeded {
+		t.rev = resp.Header.Revision
+		t.committed = true
+		t.e.feed.own(t.rev)
+	}
+	t.e.feed.committing.RUnlock()
 	if err == nil {
 		return resp.Succeeded, nil
 	}
@@ -553,6 +517,9 @@ func (t *etcdTxn) commit() (ok bool, err error) {
 		return false, fmt.Errorf("commit: outcome unknown after %v: %w", err, etcdErr(cerr))
 	}
 	if applied {
+		// Applied at a revision no answer told: the cache keeps none
+		// of the values (committedRev 0).
+		t.committed, t.rev = true, 0
 		return true, nil
 	}
 	return false, nil // not applied: run again, as after a conflict

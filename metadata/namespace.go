@@ -482,6 +482,9 @@ func (o *op) unlink(parent uint64, name string, dir bool, unused func(ino uint64
 	if n.Nlink > 0 || unused == nil || !unused(n.Ino) {
 		return n, false, false, nil
 	}
+	if held, err := o.heldOpen(n.Ino); err != nil || held {
+		return n, false, false, err // another daemon holds it (open.go)
+	}
 	if err := o.free(n); err != nil {
 		return nil, false, false, err
 	}
@@ -674,7 +677,8 @@ func (o *op) within(ino, dir uint64) (bool, error) {
 // Reclaim deletes an inode whose Nlink is 0: its record, xattrs and orphan
 // record, and uncharges its holder (one inode and its bytes). It returns the
 // deleted inode so the caller removes its blob. ENOENT if already gone,
-// EBUSY if the inode has links again.
+// EBUSY if the inode has links again, ErrHeld if a daemon sharing the store
+// holds it open.
 func (s *Store) Reclaim(ino uint64) (*Inode, error) {
 	var out *Inode
 	err := s.update(func(o *op) error {
@@ -684,6 +688,11 @@ func (s *Store) Reclaim(ino uint64) (*Inode, error) {
 		}
 		if n.Nlink != 0 {
 			return syscall.EBUSY
+		}
+		if held, err := o.heldOpen(ino); err != nil {
+			return err
+		} else if held {
+			return ErrHeld // open.go
 		}
 		if _, _, err := o.trashOf(ino); err == nil {
 			return syscall.EBUSY // kept in the trash

@@ -44,6 +44,9 @@ type Store struct {
 	inoEnd  uint64
 	inos    *inoPerm // nil only for a read-only open of a store without a key
 
+	// follow hands the changes of other daemons on (feed.go).
+	follow follower
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -92,13 +95,14 @@ func Open(dir string, opts Options) (*Store, error) {
 func openKV(kv KV, dir string, readOnly bool, logger *slog.Logger) (*Store, error) {
 	s := &Store{kv: kv, log: logger, readOnly: readOnly}
 	if _, ok := kv.(snapshotter); ok && !readOnly {
-		// Only an engine this process alone writes is cached: badger's
-		// directory lock, or the etcd engine's lock key, keeps every
-		// other process from writing it while this one has it open.
-		// (Many daemons on one etcd store will need a change feed that
-		// calls Invalidate.) A read-only open is not cached: the writer
-		// may be another process.
+		// badger's directory lock keeps every other process from
+		// writing an embedded store while this one has it open; the
+		// daemons sharing an etcd store follow each other's changes
+		// into the cache (startFeed), and their writes compare what
+		// they read from it (cache.go). A read-only open is not cached:
+		// it follows no feed.
 		s.kv = newCachedKV(kv, cacheSlots)
+		s.startFeed()
 	}
 	var version uint64
 	fresh := false
@@ -208,7 +212,10 @@ func (s *Store) initFresh(inoKey []byte) error {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		var errs []error
-		if !s.readOnly {
+		// Of the daemons sharing a store, the last to close marks it
+		// clean: a stop is clean only if no other is still running.
+		peers, perr := s.Peers()
+		if !s.readOnly && perr == nil && len(peers) == 0 {
 			if err := s.kv.Update(func(tx Txn) error {
 				return tx.Set(stateKey(stateClean), []byte{1})
 			}); err != nil {

@@ -45,6 +45,9 @@ type Accountant struct {
 type holderAcct struct {
 	lock    sync.Mutex // held while a charge is decided and reserved
 	pending int64      // guarded by Accountant.mu
+	// reserved is what this daemon holds reserved in a store other
+	// daemons share (shared.go); guarded by Accountant.mu.
+	reserved int64
 }
 
 // New returns an accountant over the stored usage of ledger.
@@ -111,7 +114,17 @@ func (a *Accountant) Add(h metadata.Holder, delta int64) {
 	if oa != nil {
 		oa.pending += delta
 	}
+	if delta < 0 && ha.reserved > 0 {
+		// Bytes that leave pending (persisted into the stored usage,
+		// or given back) leave the reservation's room too: it was
+		// admitted beside the stored usage they now join (shared.go).
+		ha.reserved = max(ha.reserved+delta, 0)
+	}
+	idle := ha.pending <= 0 && ha.reserved > 0
 	a.mu.Unlock()
+	if idle {
+		a.shrink(h, ha)
+	}
 }
 
 // Usage is what h uses: stored plus pending bytes, and its stored inodes.

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -40,6 +41,11 @@ func runFsck(c *cli.Context) error {
 		return err
 	}
 	defer st.Close()
+	if peers, err := st.Meta.Peers(); err == nil && len(peers) > 0 && !dry {
+		// A repair would race the daemons serving a store on etcd.
+		return cli.Exit(fmt.Sprintf("fsck: %d other daemons serve this store (%s): stop them first, or use --dry-run",
+			len(peers), strings.Join(peers, "; ")), 1)
+	}
 	var progress func(done, total int)
 	if f, ok := c.App.ErrWriter.(*os.File); ok && isTerminal(f) {
 		last := time.Now()

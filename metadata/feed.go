@@ -1,0 +1,114 @@
+package metadata
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// A store on etcd is written by several daemons. Each follows the others'
+// commits (etcdFeed), drops them from its metadata cache at once, and
+// hands them, decoded, to whoever serves views of the store (Follow), so
+// that the kernels of its views drop them too.
+
+// Change is what other daemons changed in one batch of the feed.
+type Change struct {
+	// Inodes are the inodes whose record changed or went.
+	Inodes []uint64
+	// Entries are the directory entries made, changed or removed.
+	Entries []EntryRef
+	// All means the feed lost track: anything may have changed.
+	All bool
+	// At is when the batch arrived.
+	At time.Time
+}
+
+// EntryRef names one directory entry.
+type EntryRef struct {
+	Dir  uint64
+	Name string
+}
+
+// follower is the Store's end of the feed.
+type follower struct {
+	fn   atomic.Pointer[func(Change)]
+	gone atomic.Pointer[func()]
+}
+
+// FollowDepartures makes fn run (on a goroutine of the feed) whenever
+// another daemon serving the store stops or dies, so that the orphans it
+// held open, its markers gone with its lease, are reclaimed. It does
+// nothing on an embedded store.
+func (s *Store) FollowDepartures(fn func()) {
+	s.follow.gone.Store(&fn)
+}
+
+// Follow makes fn receive every change other daemons commit to a shared
+// store from now on, after the metadata cache has dropped it; fn runs on
+// the feed's goroutine, one batch at a time. It does nothing on an
+// embedded store, which no other process writes.
+func (s *Store) Follow(fn func(Change)) {
+	s.follow.fn.Store(&fn)
+}
+
+// Shared reports whether other daemons may serve the store at the same
+// time (a store on etcd).
+func (s *Store) Shared() bool {
+	_, ok := s.engine().(*etcdKV)
+	return ok
+}
+
+// Peers lists the other daemons serving the store (host, pid and start
+// time of each); none for an embedded store.
+func (s *Store) Peers() ([]string, error) {
+	if e, ok := s.engine().(*etcdKV); ok && e.lease != 0 {
+		return e.peers()
+	}
+	return nil, nil
+}
+
+// engine is the KV under the cache.
+func (s *Store) engine() KV {
+	if c, ok := s.kv.(*cachedKV); ok {
+		return c.KV
+	}
+	return s.kv
+}
+
+// startFeed follows the changes of other daemons on a shared store opened
+// for writing: into the cache, then to Follow's fn.
+func (s *Store) startFeed() {
+	e, ok := s.engine().(*etcdKV)
+	if !ok || e.lease == 0 {
+		return
+	}
+	c, _ := s.kv.(*cachedKV)
+	e.follow(func(keys [][]byte, lost bool) {
+		if c != nil {
+			if lost {
+				c.c.reset()
+			} else {
+				c.Invalidate(keys...)
+			}
+		}
+		fn := s.follow.fn.Load()
+		if fn == nil {
+			return
+		}
+		ch := Change{All: lost, At: time.Now()}
+		for _, k := range keys {
+			switch {
+			case len(k) == 9 && k[0] == pInode:
+				ch.Inodes = append(ch.Inodes, keyIno(k))
+			case len(k) >= 9 && k[0] == pEntry:
+				ch.Entries = append(ch.Entries, EntryRef{Dir: keyIno(k), Name: string(k[9:])})
+			}
+		}
+		if ch.All || len(ch.Inodes) > 0 || len(ch.Entries) > 0 {
+			(*fn)(ch)
+		}
+	}, func() {
+		if fn := s.follow.gone.Load(); fn != nil {
+			(*fn)()
+		}
+	})
+}

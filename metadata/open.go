@@ -1,0 +1,114 @@
+package metadata
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// An inode unlinked while open lives on until its last handle closes. With
+// one daemon that daemon alone knows its handles; with many on one etcd
+// store each daemon that has an inode open says so with an open marker,
+// <prefix>#open/<ino>/<daemon>, under its lease (Hold, Unhold). An unlink
+// frees the inode only when no daemon holds it (the markers are read in
+// the unlink's transaction, range and keys compared at commit, so a Hold
+// that races it makes it run again); Reclaim refuses an inode any daemon
+// holds (ErrHeld). The markers of a daemon that dies go with its lease,
+// after which any other daemon reclaims its orphans (the daemon's orphan reclaim, on the feed of departures: FollowDepartures).
+
+// ErrHeld is what Reclaim returns for an inode a daemon holds open.
+var ErrHeld = errors.New("inode held open by a daemon")
+
+// etcdOpenPrefix is where the open markers of ino live.
+func etcdOpenPrefix(prefix string, ino uint64) string {
+	return strings.TrimSuffix(prefix, "/") + "#open/" + fmt.Sprintf("%016x", ino) + "/"
+}
+
+// holdReader is a transaction that can tell whether a daemon holds an
+// inode open (etcdTxn; writeTxn forwards it).
+type holdReader interface {
+	held(ino uint64) (bool, error)
+}
+
+// held reads the open markers of ino at the snapshot and records the range
+// for the commit check, as a Scan does.
+func (t *etcdTxn) held(ino uint64) (bool, error) {
+	from := etcdOpenPrefix(string(t.e.prefix), ino)
+	end := clientv3.GetPrefixRangeEnd(from)
+	resp, err := t.get(from, end, 1)
+	if err != nil {
+		return false, err
+	}
+	for _, kv := range resp.Kvs {
+		t.reads[string(kv.Key)] = etcdRead{mod: kv.ModRevision}
+	}
+	t.ranges = append(t.ranges, etcdRange{from: from, to: end})
+	return len(resp.Kvs) > 0, nil
+}
+
+func (t *writeTxn) held(ino uint64) (bool, error) {
+	if h, ok := t.tx.(holdReader); ok {
+		return h.held(ino)
+	}
+	return false, nil
+}
+
+// heldOpen reports whether a daemon holds ino open, on a shared store;
+// always false on an embedded one (the caller's unused says).
+func (o *op) heldOpen(ino uint64) (bool, error) {
+	if h, ok := o.tx.(holdReader); ok {
+		return h.held(ino)
+	}
+	return false, nil
+}
+
+// Hold marks ino open by this daemon, on a shared store: no other daemon
+// frees it until Unhold (or this daemon's death). A no-op on an embedded
+// store.
+func (s *Store) Hold(ino uint64) error {
+	e, ok := s.engine().(*etcdKV)
+	if !ok || e.lease == 0 {
+		return nil
+	}
+	ctx, cancel := e.ctx()
+	defer cancel()
+	key := etcdOpenPrefix(string(e.prefix), ino) + e.id
+	if _, err := e.cli.Put(ctx, key, strconv.FormatInt(int64(e.lease), 16), clientv3.WithLease(e.lease)); err != nil {
+		return fmt.Errorf("hold inode %d open: %w", ino, etcdErr(err))
+	}
+	return nil
+}
+
+// Unhold takes back Hold. orphan reports whether ino has lost its last
+// link meanwhile (perhaps through another daemon), read from etcd itself,
+// so that the caller reclaims it.
+func (s *Store) Unhold(ino uint64) (orphan bool, err error) {
+	e, ok := s.engine().(*etcdKV)
+	if !ok || e.lease == 0 {
+		return false, nil
+	}
+	ctx, cancel := e.ctx()
+	defer cancel()
+	if _, err := e.cli.Delete(ctx, etcdOpenPrefix(string(e.prefix), ino)+e.id); err != nil {
+		return false, fmt.Errorf("release inode %d: %w", ino, etcdErr(err))
+	}
+	err = e.View(func(tx Txn) error {
+		n, err := getInode(tx, ino)
+		if err != nil {
+			return err
+		}
+		orphan = n.Nlink == 0
+		return nil
+	})
+	if errors.Is(err, syscall.ENOENT) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("release inode %d: %w", ino, err)
+	}
+	return orphan, nil
+}

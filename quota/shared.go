@@ -1,0 +1,111 @@
+package quota
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/shedfs/shedfs/acl"
+	"github.com/shedfs/shedfs/metadata"
+)
+
+// Several daemons may serve one store on etcd, each with its own
+// accountant. What one has pending, the others cannot see, so each covers
+// its pending bytes with a reservation in the store (metadata.Store.Reserve),
+// admitted in one transaction against the stored usage, the limit and the
+// other daemons' reservations. Reservations grow in chunks, so a
+// sequential writer asks etcd once per ReserveChunk, not once per write,
+// and go back to nothing when nothing is pending. Bytes that leave pending
+// (persisted, given back) also leave the room this daemon may use without
+// asking again (holderAcct.reserved), since the stored usage now counts
+// them: a reservation's room is never used twice.
+
+// ReserveChunk is the step by which a daemon's reservation grows.
+const ReserveChunk = 4 << 20
+
+// Reserver is a ledger shared by several daemons: *metadata.Store.
+type Reserver interface {
+	Shared() bool
+	Reserve(h metadata.Holder, total, grow int64, admit func(u metadata.Usage, l metadata.Limit, delta int64) error) error
+}
+
+// denied carries acl's refusal out of a reservation's transaction.
+type denied struct{ d acl.Decision }
+
+func (e denied) Error() string { return fmt.Sprintf("quota: %v", e.d.Errno) }
+
+// shared is the ledger as a Reserver when other daemons may share it.
+func (a *Accountant) shared() Reserver {
+	if r, ok := a.ledger.(Reserver); ok && r.Shared() {
+		return r
+	}
+	return nil
+}
+
+// Cover makes sure that h's pending bytes, grown by n, stay within what
+// this daemon has reserved in a store other daemons share, growing the
+// reservation (by ReserveChunk, or to exactly what is needed when a chunk
+// no longer fits) when they would not. Call it under Lock, after the
+// local admission allowed n and before adding it. On an embedded store it
+// allows everything: the local admission was exact.
+func (a *Accountant) Cover(h metadata.Holder, n int64) (acl.Decision, error) {
+	r := a.shared()
+	if r == nil || n <= 0 {
+		return acl.Decision{}, nil
+	}
+	ha := a.get(h)
+	a.mu.Lock()
+	pending, reserved := ha.pending, ha.reserved
+	a.mu.Unlock()
+	need := pending + n
+	if need <= reserved {
+		return acl.Decision{}, nil
+	}
+	admit := func(u metadata.Usage, l metadata.Limit, delta int64) error {
+		if d := acl.AdmitBytes(u, l, delta); !d.Allowed() {
+			return denied{d}
+		}
+		return nil
+	}
+	var err error
+	for _, total := range []int64{(need + ReserveChunk - 1) / ReserveChunk * ReserveChunk, need} {
+		if err = r.Reserve(h, total, total-pending, admit); err == nil {
+			a.mu.Lock()
+			ha.reserved = total
+			a.mu.Unlock()
+			return acl.Decision{}, nil
+		}
+		var dn denied
+		if !errors.As(err, &dn) {
+			return acl.Decision{}, fmt.Errorf("reserve quota of %s: %w", h, err)
+		}
+	}
+	var dn denied
+	errors.As(err, &dn)
+	return dn.d, nil
+}
+
+// shrink gives back h's reservation once nothing is pending, on a
+// goroutine of its own (Add may run under locks a store transaction
+// needs).
+func (a *Accountant) shrink(h metadata.Holder, ha *holderAcct) {
+	r := a.shared()
+	if r == nil {
+		return
+	}
+	go func() {
+		ha.lock.Lock()
+		defer ha.lock.Unlock()
+		a.mu.Lock()
+		idle := ha.pending <= 0 && ha.reserved > 0
+		a.mu.Unlock()
+		if !idle {
+			return
+		}
+		if err := r.Reserve(h, 0, 0, nil); err != nil {
+			return // it expires with the lease
+		}
+		a.mu.Lock()
+		ha.reserved = 0
+		a.mu.Unlock()
+	}()
+}
