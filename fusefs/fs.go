@@ -86,6 +86,8 @@ type FS struct {
 	notify *notifier
 	// known is which views' kernels hold each shared inode.
 	known *knownInodes
+	// negatives is which views' kernels hold a name as absent.
+	negatives *negativeEntries
 	// versions numbers content changes, for FOPEN_KEEP_CACHE.
 	versions *contentVersions
 	acct     *quota.Accountant
@@ -142,6 +144,7 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
 		ghosts:    make(map[uint64]*ghost),
 		notify:    newNotifier(log),
 		known:     newKnownInodes(),
+		negatives: newNegativeEntries(opts.NegativeTimeout),
 		versions:  newContentVersions(),
 		acct:      opts.Accountant,
 		locks:     newLockTable(),

@@ -145,4 +145,8 @@ type forgetCounter struct {
 func (c *forgetCounter) Forget(nodeid, nlookup uint64) {
 	c.RawFileSystem.Forget(nodeid, nlookup)
 	c.v.fs.known.forget(c.v, nodeid, nlookup)
+	if ino := c.v.storeIno(nodeid); !c.v.fs.known.knows(c.v, ino) {
+		// The kernel dropped the directory, and its negative entries.
+		c.v.fs.negatives.dropDir(c.v, ino)
+	}
 }

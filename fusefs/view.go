@@ -95,6 +95,7 @@ func (f *FS) Mount(user, mountpoint string, opts ViewOptions) (*View, error) {
 	if err := server.WaitMount(); err != nil {
 		server.Unmount()
 		f.known.dropView(v)
+		f.negatives.dropView(v)
 		return nil, fmt.Errorf("mount view of %s at %s: %w", user, mountpoint, err)
 	}
 	f.notify.add(v)
@@ -124,6 +125,7 @@ func (v *View) Unmount() error {
 		return err
 	}
 	v.fs.known.dropView(v)
+	v.fs.negatives.dropView(v)
 	return nil
 }
 
