@@ -38,6 +38,14 @@ const notifyWait = 100 * time.Millisecond
 // syncTargets is how many views a change waits for at most.
 const syncTargets = 8
 
+// paceDelivery is the least time between two deliveries to one view that
+// nobody waits for: the invalidations of a burst of changes to inodes
+// many views hold (a directory in share/ every view looked at) merge
+// meanwhile, so each view is told once per pause rather than once per
+// change. A change after a quiet pause is delivered at once, and one a
+// request waits for never pauses.
+const paceDelivery = 20 * time.Millisecond
+
 // maxQueued bounds what waits in one view's queue. Past it, the queue is
 // dropped and the view's whole shared cache invalidated instead (resync),
 // so a flood never costs unbounded memory nor leaves a stale entry.
@@ -122,6 +130,10 @@ type viewQueue struct {
 	waiters []*waiter
 	resync  bool
 	running bool
+	// last is when the queue was last delivered; wake cuts short the
+	// pause of a drain when a waiter comes.
+	last time.Time
+	wake chan struct{}
 }
 
 // notifier knows the mounted views and runs their deliveries.
@@ -289,6 +301,13 @@ func (n *notifier) enqueue(v *View, items []inval, w *waiter) {
 	}
 	if w != nil {
 		q.waiters = append(q.waiters, w)
+		if q.wake == nil {
+			q.wake = make(chan struct{}, 1)
+		}
+		select {
+		case q.wake <- struct{}{}:
+		default:
+		}
 	}
 	start := !q.running
 	q.running = true
@@ -305,6 +324,22 @@ func (n *notifier) drain(v *View) {
 	q := &v.queue
 	for {
 		q.mu.Lock()
+		if pause := paceDelivery - time.Since(q.last); pause > 0 && len(q.waiters) == 0 && !q.resync && len(q.items) > 0 {
+			// Nobody waits: let what comes in the meantime merge.
+			if q.wake == nil {
+				q.wake = make(chan struct{}, 1)
+			}
+			wake := q.wake
+			q.mu.Unlock()
+			t := time.NewTimer(pause)
+			select {
+			case <-t.C:
+			case <-wake:
+			}
+			t.Stop()
+			q.mu.Lock()
+		}
+		q.last = time.Now()
 		items, waiters, resync := q.items, q.waiters, q.resync
 		q.items, q.waiters, q.resync = nil, nil, false
 		if len(items) == 0 && len(waiters) == 0 && !resync {
