@@ -431,8 +431,12 @@ func (f *FS) holdersOf(except *View, items []inval) map[*View][]inval {
 			if it.was != noneBefore {
 				views = f.known.holders(it.was, except, views)
 			}
-		} else {
+		} else if it.name != "" {
 			views = f.known.holders(it.ino, except, buf[:0])
+		} else {
+			// Of an inode, only the views whose cache of it was not
+			// invalidated since they last asked.
+			views = f.known.claim(it.ino, it.off >= 0, except, buf[:0])
 		}
 		for _, v := range views {
 			if byView == nil {

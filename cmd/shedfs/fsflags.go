@@ -36,6 +36,8 @@ func fsOptions(c *cli.Context) (fusefs.Options, error) {
 	}
 	if limit > 0 && os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(limit)
+		// Each mounted view raises it by its FUSE read buffers.
+		opts.MemoryLimit = limit
 	}
 	if opts.Zones.Symlinks, err = zones.ParseSymlinkPolicy(c.String("symlinks")); err != nil {
 		return opts, fmt.Errorf("--symlinks: %w", err)
