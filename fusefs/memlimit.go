@@ -32,6 +32,9 @@ type memLimit struct {
 	running bool // scavenge runs
 }
 
+// defaultMaxThreads is the Go runtime's default thread limit.
+const defaultMaxThreads = 10000
+
 // scavengeEvery is how often freed memory goes back to the system.
 const scavengeEvery = 5 * time.Second
 
@@ -51,15 +54,26 @@ func perViewReserve() int64 {
 	return readersPerView()*(int64(viewMaxWrite)+headers) + stacks
 }
 
-// mounted counts a view in (+1) or out (-1) and sets the limit.
+// mounted counts a view in (+1) or out (-1). A view mounted raises the
+// limit at once; one unmounted lowers it at the next scavenge, once its
+// buffers are garbage: lowered at once, below a heap that still holds
+// them, the limit would set the collector running without pause while
+// many views stop.
 func (m *memLimit) mounted(delta int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.views += delta
+	if delta > 0 {
+		// Each blocked reader holds a thread: past the Go runtime's
+		// 10,000 (some 3,400 views) the daemon would die.
+		debug.SetMaxThreads(int(max(defaultMaxThreads, 1000+m.views*readersPerView())))
+	}
 	if m.base == 0 {
 		return
 	}
-	debug.SetMemoryLimit(m.base + m.views*perViewReserve())
+	if delta > 0 {
+		debug.SetMemoryLimit(m.base + m.views*perViewReserve())
+	}
 	if m.views > 0 && !m.running {
 		m.running = true
 		go m.scavenge()
@@ -72,6 +86,7 @@ func (m *memLimit) scavenge() {
 	defer t.Stop()
 	for range t.C {
 		m.mu.Lock()
+		debug.SetMemoryLimit(m.base + m.views*perViewReserve())
 		if m.views == 0 {
 			m.running = false
 			m.mu.Unlock()
