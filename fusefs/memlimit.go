@@ -20,8 +20,10 @@ import (
 // A buffer go-fuse allocates anew in memory the heap freed before is
 // zeroed, and so made resident, where one in memory returned to the
 // system is not. Without the collector's pressure little is returned, so
-// every scavengeEvery the freed memory is handed back (a full collection
-// and scavenge, a few milliseconds with 1,000 views).
+// with scavengeViews views or more, every scavengeEvery the freed memory
+// is handed back (a full collection and scavenge): with 1,000 views RSS
+// after creating and writing in share/ stayed at 197 MiB, against 256 MiB
+// with a 5 s period and 730 MiB with none.
 
 // memLimit keeps the process's soft memory limit at a base plus the
 // read buffers of the mounted views.
@@ -36,7 +38,11 @@ type memLimit struct {
 const defaultMaxThreads = 10000
 
 // scavengeEvery is how often freed memory goes back to the system.
-const scavengeEvery = 5 * time.Second
+const scavengeEvery = time.Second
+
+// scavengeViews is how many views it takes for scavenge to run: with few,
+// the buffers are a small part of the heap and the limit does the work.
+const scavengeViews = 64
 
 // readersPerView is how many readers go-fuse keeps per mount at most
 // while idle: its maxReaders (GOMAXPROCS, at least 2, at most 16) plus
@@ -92,8 +98,11 @@ func (m *memLimit) scavenge() {
 			m.mu.Unlock()
 			return
 		}
+		many := m.views >= scavengeViews
 		m.mu.Unlock()
-		debug.FreeOSMemory()
+		if many {
+			debug.FreeOSMemory()
+		}
 	}
 }
 
