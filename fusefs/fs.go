@@ -51,6 +51,10 @@ type Options struct {
 	// kernel (FUSE passthrough, Linux 6.9+, root). Reads then bypass the
 	// daemon and are not counted in the byte metrics.
 	Passthrough bool
+	// MemoryLimit is the soft limit of the daemon's Go heap without the
+	// views' FUSE read buffers, which the FS adds for every mounted view
+	// (memlimit.go); 0: the FS leaves the process's limit alone.
+	MemoryLimit int64
 	// Space admits growth of the store by the room left on its disk
 	// (space.Guard); nil admits everything.
 	Space Space
@@ -88,6 +92,10 @@ type FS struct {
 	known *knownInodes
 	// sessions is what the views know of the open sessions (session.go).
 	sessions sessionTable
+	// negatives is which views' kernels hold a name as absent.
+	negatives *negativeEntries
+	// memLimit keeps the soft memory limit in step with the views.
+	memLimit *memLimit
 	// versions numbers content changes, for FOPEN_KEEP_CACHE.
 	versions *contentVersions
 	acct     *quota.Accountant
@@ -146,6 +154,8 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
 		ghosts:    make(map[uint64]*ghost),
 		notify:    newNotifier(log),
 		known:     newKnownInodes(),
+		negatives: newNegativeEntries(opts.NegativeTimeout),
+		memLimit:  &memLimit{base: opts.MemoryLimit},
 		versions:  newContentVersions(),
 		acct:      opts.Accountant,
 		locks:     newLockTable(),

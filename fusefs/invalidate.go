@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,14 @@ const notifyWait = 100 * time.Millisecond
 // syncTargets is how many views a change waits for at most.
 const syncTargets = 8
 
+// paceDelivery is the least time between two deliveries to one view that
+// nobody waits for: the invalidations of a burst of changes to inodes
+// many views hold (a directory in share/ every view looked at) merge
+// meanwhile, so each view is told once per pause rather than once per
+// change. A change after a quiet pause is delivered at once, and one a
+// request waits for never pauses.
+const paceDelivery = 20 * time.Millisecond
+
 // maxQueued bounds what waits in one view's queue. Past it, the queue is
 // dropped and the view's whole shared cache invalidated instead (resync),
 // so a flood never costs unbounded memory nor leaves a stale entry.
@@ -49,7 +58,15 @@ type inval struct {
 	name string
 	off  int64 // data range for an inode: off < 0 means attributes only
 	len  int64
+	// was is, for a name, the inode it named before the change (noneBefore
+	// for a new name), so that only the views whose kernel holds that
+	// inode or the name as absent are told; 0: every view holding the
+	// directory.
+	was uint64
 }
+
+// noneBefore is inval.was of a name that did not exist.
+const noneBefore = ^uint64(0)
 
 // attrOf invalidates an inode's attributes only.
 func attrOf(ino uint64) inval { return inval{ino: ino, off: -1} }
@@ -62,6 +79,34 @@ func dirOf(dir uint64) inval { return inval{ino: dir, off: 0} }
 
 // nameIn invalidates one name in a directory, positive or negative.
 func nameIn(dir uint64, name string) inval { return inval{ino: dir, name: name} }
+
+// nameWas invalidates a name in a directory that named inode was before
+// the change (noneBefore if it did not exist).
+func nameWas(dir uint64, name string, was uint64) inval {
+	return inval{ino: dir, name: name, was: was}
+}
+
+// invalKey is what one queued invalidation is about: later ones about the
+// same merge into it.
+type invalKey struct {
+	ino  uint64
+	name string
+}
+
+// merge returns one invalidation covering a and b, of the same key.
+func merge(a, b inval) inval {
+	switch {
+	case a.name != "" || b.off < 0:
+		return a
+	case a.off < 0:
+		return b
+	}
+	out := inval{ino: a.ino, off: min(a.off, b.off)}
+	if a.len > 0 && b.len > 0 {
+		out.len = max(a.off+a.len, b.off+b.len) - out.off
+	}
+	return out
+}
 
 // waiter is released when every view it was queued to has delivered what
 // was queued before it.
@@ -76,13 +121,19 @@ func (w *waiter) release() {
 	}
 }
 
-// viewQueue is what is still to be delivered to one view's kernel.
+// viewQueue is what is still to be delivered to one view's kernel. What
+// is queued about one inode or name merges into one invalidation, so a
+// view whose delivery lags behind a burst of changes is told once.
 type viewQueue struct {
 	mu      sync.Mutex
-	items   []inval
+	items   map[invalKey]inval
 	waiters []*waiter
 	resync  bool
 	running bool
+	// last is when the queue was last delivered; wake cuts short the
+	// pause of a drain when a waiter comes.
+	last time.Time
+	wake chan struct{}
 }
 
 // notifier knows the mounted views and runs their deliveries.
@@ -167,15 +218,15 @@ func (n *notifier) post(from *View, byView map[*View][]inval) {
 	}
 	n.waitMu.Unlock()
 	w.left.Store(int32(len(waitFor)))
+	// The views waited for first: their deliveries start before the
+	// others'.
+	for _, v := range waitFor {
+		n.enqueue(v, byView[v], w)
+	}
 	for v, items := range byView {
-		var vw *waiter
-		for _, x := range waitFor {
-			if x == v {
-				vw = w
-				break
-			}
+		if !slices.Contains(waitFor, v) {
+			n.enqueue(v, items, nil)
 		}
-		n.enqueue(v, items, vw)
 	}
 	if len(waitFor) == 0 {
 		return
@@ -236,10 +287,27 @@ func (n *notifier) enqueue(v *View, items []inval, w *waiter) {
 		q.resync = true
 		q.items = nil
 	} else {
-		q.items = append(q.items, items...)
+		if q.items == nil && len(items) > 0 {
+			q.items = make(map[invalKey]inval, len(items))
+		}
+		for _, it := range items {
+			it.was = 0 // routing only
+			k := invalKey{it.ino, it.name}
+			if old, ok := q.items[k]; ok {
+				it = merge(old, it)
+			}
+			q.items[k] = it
+		}
 	}
 	if w != nil {
 		q.waiters = append(q.waiters, w)
+		if q.wake == nil {
+			q.wake = make(chan struct{}, 1)
+		}
+		select {
+		case q.wake <- struct{}{}:
+		default:
+		}
 	}
 	start := !q.running
 	q.running = true
@@ -254,9 +322,24 @@ func (n *notifier) enqueue(v *View, items []inval, w *waiter) {
 func (n *notifier) drain(v *View) {
 	defer n.drains.Done()
 	q := &v.queue
-	seen := make(map[inval]struct{})
 	for {
 		q.mu.Lock()
+		if pause := paceDelivery - time.Since(q.last); pause > 0 && len(q.waiters) == 0 && !q.resync && len(q.items) > 0 {
+			// Nobody waits: let what comes in the meantime merge.
+			if q.wake == nil {
+				q.wake = make(chan struct{}, 1)
+			}
+			wake := q.wake
+			q.mu.Unlock()
+			t := time.NewTimer(pause)
+			select {
+			case <-t.C:
+			case <-wake:
+			}
+			t.Stop()
+			q.mu.Lock()
+		}
+		q.last = time.Now()
 		items, waiters, resync := q.items, q.waiters, q.resync
 		q.items, q.waiters, q.resync = nil, nil, false
 		if len(items) == 0 && len(waiters) == 0 && !resync {
@@ -268,12 +351,7 @@ func (n *notifier) drain(v *View) {
 		if resync {
 			v.resync()
 		}
-		clear(seen)
 		for _, it := range items {
-			if _, dup := seen[it]; dup {
-				continue
-			}
-			seen[it] = struct{}{}
 			v.tell(it)
 		}
 		for _, w := range waiters {
@@ -345,7 +423,22 @@ func (f *FS) holdersOf(except *View, items []inval) map[*View][]inval {
 	var byView map[*View][]inval
 	var buf [16]*View
 	for _, it := range items {
-		for _, v := range f.known.holders(it.ino, except, buf[:0]) {
+		var views []*View
+		if it.name != "" && it.was != 0 {
+			// A name: the views whose kernel holds it, as absent or
+			// as the inode it named.
+			views = f.negatives.take(it.ino, it.name, except, buf[:0])
+			if it.was != noneBefore {
+				views = f.known.holders(it.was, except, views)
+			}
+		} else if it.name != "" {
+			views = f.known.holders(it.ino, except, buf[:0])
+		} else {
+			// Of an inode, only the views whose cache of it was not
+			// invalidated since they last asked.
+			views = f.known.claim(it.ino, it.off >= 0, except, buf[:0])
+		}
+		for _, v := range views {
 			if byView == nil {
 				byView = make(map[*View][]inval)
 			}
@@ -384,7 +477,11 @@ func (f *FS) syncCaches(ctx context.Context, v *View, z metadata.Zone) {
 // change took the name from, once nothing holds it.
 func (f *FS) EntryChanged(dir uint64, name string, replaced *metadata.Inode) {
 	f.changedContent(nil, dir)
-	items := []inval{nameIn(dir, name), dirOf(dir)}
+	was := uint64(noneBefore)
+	if replaced != nil {
+		was = replaced.Ino
+	}
+	items := []inval{nameWas(dir, name, was), dirOf(dir)}
 	if replaced != nil {
 		f.changedContent(nil, replaced.Ino)
 		items = append(items, dataOf(replaced.Ino, 0, 0))

@@ -33,13 +33,24 @@ type knownInodes struct {
 
 type knownShard struct {
 	mu sync.Mutex
-	m  map[uint64]map[*View]uint64
+	m  map[uint64]map[*View]knownCount
+}
+
+// knownCount is what one view's kernel holds of one inode: how many
+// entries, and whether what it caches of the inode was invalidated since
+// the view last asked the daemon about it: its attributes (attrStale),
+// or its attributes and pages or listing (dataStale). What is stale needs
+// no further invalidation: the kernel asks again before it uses it, and
+// any request about the inode makes it fresh again.
+type knownCount struct {
+	n                    uint64
+	attrStale, dataStale bool
 }
 
 func newKnownInodes() *knownInodes {
 	k := &knownInodes{}
 	for i := range k.shards {
-		k.shards[i].m = make(map[uint64]map[*View]uint64)
+		k.shards[i].m = make(map[uint64]map[*View]knownCount)
 	}
 	return k
 }
@@ -52,11 +63,44 @@ func (k *knownInodes) learn(v *View, ino uint64) {
 	s.mu.Lock()
 	views := s.m[ino]
 	if views == nil {
-		views = make(map[*View]uint64, 1)
+		views = make(map[*View]knownCount, 1)
 		s.m[ino] = views
 	}
-	views[v]++
+	views[v] = knownCount{n: views[v].n + 1}
 	s.mu.Unlock()
+}
+
+// touch records that v's kernel is about to be given what it caches of
+// ino anew (attributes, pages or a listing). Like learn, it comes before
+// the store is read.
+func (k *knownInodes) touch(v *View, ino uint64) {
+	s := k.shard(ino)
+	s.mu.Lock()
+	if c, ok := s.m[ino][v]; ok && c.attrStale {
+		c.attrStale, c.dataStale = false, false
+		s.m[ino][v] = c
+	}
+	s.mu.Unlock()
+}
+
+// claim appends to into the views other than except whose kernel holds
+// ino with a cache not invalidated yet (its attributes, or with data its
+// pages or listing too), and marks them stale: they are about to be told.
+func (k *knownInodes) claim(ino uint64, data bool, except *View, into []*View) []*View {
+	s := k.shard(ino)
+	s.mu.Lock()
+	views := s.m[ino]
+	for v, c := range views {
+		if v == except || c.dataStale || (!data && c.attrStale) {
+			continue
+		}
+		into = append(into, v)
+		c.attrStale = true
+		c.dataStale = c.dataStale || data
+		views[v] = c
+	}
+	s.mu.Unlock()
+	return into
 }
 
 // forget takes back n entries of ino that v's kernel dropped.
@@ -69,14 +113,15 @@ func (k *knownInodes) forget(v *View, ino, n uint64) {
 	if !ok {
 		return
 	}
-	if c <= n {
+	if c.n <= n {
 		delete(views, v)
 		if len(views) == 0 {
 			delete(s.m, ino)
 		}
 		return
 	}
-	views[v] = c - n
+	c.n -= n
+	views[v] = c
 }
 
 // holders appends to into the views whose kernel holds ino, except one.
@@ -142,8 +187,93 @@ type forgetCounter struct {
 	v *View
 }
 
+// Each request that may fill the kernel's cache of an inode (its
+// attributes, pages or listing) makes the inode fresh in the view's
+// kernel again: see knownCount.
+
+// GetAttr implements fuse.RawFileSystem.
+func (c *forgetCounter) GetAttr(cancel <-chan struct{}, in *fuse.GetAttrIn, out *fuse.AttrOut) fuse.Status {
+	c.touch(in.NodeId)
+	return c.RawFileSystem.GetAttr(cancel, in, out)
+}
+
+// Statx implements fuse.RawFileSystem.
+func (c *forgetCounter) Statx(cancel <-chan struct{}, in *fuse.StatxIn, out *fuse.StatxOut) fuse.Status {
+	c.touch(in.NodeId)
+	return c.RawFileSystem.Statx(cancel, in, out)
+}
+
+// SetAttr implements fuse.RawFileSystem.
+func (c *forgetCounter) SetAttr(cancel <-chan struct{}, in *fuse.SetAttrIn, out *fuse.AttrOut) fuse.Status {
+	c.touch(in.NodeId)
+	return c.RawFileSystem.SetAttr(cancel, in, out)
+}
+
+// Open implements fuse.RawFileSystem.
+func (c *forgetCounter) Open(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	c.touch(in.NodeId)
+	return c.RawFileSystem.Open(cancel, in, out)
+}
+
+// Read implements fuse.RawFileSystem.
+func (c *forgetCounter) Read(cancel <-chan struct{}, in *fuse.ReadIn, buf []byte) (fuse.ReadResult, fuse.Status) {
+	c.touch(in.NodeId)
+	return c.RawFileSystem.Read(cancel, in, buf)
+}
+
+// Write implements fuse.RawFileSystem.
+func (c *forgetCounter) Write(cancel <-chan struct{}, in *fuse.WriteIn, data []byte) (uint32, fuse.Status) {
+	c.touch(in.NodeId)
+	return c.RawFileSystem.Write(cancel, in, data)
+}
+
+// Writev implements fuse.RawFileSystem.
+func (c *forgetCounter) Writev(cancel <-chan struct{}, in *fuse.WriteIn, data [][]byte) (uint32, fuse.Status) {
+	c.touch(in.NodeId)
+	return c.RawFileSystem.Writev(cancel, in, data)
+}
+
+// CopyFileRange implements fuse.RawFileSystem.
+func (c *forgetCounter) CopyFileRange(cancel <-chan struct{}, in *fuse.CopyFileRangeIn) (uint32, fuse.Status) {
+	c.touch(in.NodeId)
+	c.touch(in.NodeIdOut)
+	return c.RawFileSystem.CopyFileRange(cancel, in)
+}
+
+// Fallocate implements fuse.RawFileSystem.
+func (c *forgetCounter) Fallocate(cancel <-chan struct{}, in *fuse.FallocateIn) fuse.Status {
+	c.touch(in.NodeId)
+	return c.RawFileSystem.Fallocate(cancel, in)
+}
+
+// OpenDir implements fuse.RawFileSystem.
+func (c *forgetCounter) OpenDir(cancel <-chan struct{}, in *fuse.OpenIn, out *fuse.OpenOut) fuse.Status {
+	c.touch(in.NodeId)
+	return c.RawFileSystem.OpenDir(cancel, in, out)
+}
+
+// ReadDir implements fuse.RawFileSystem.
+func (c *forgetCounter) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	c.touch(in.NodeId)
+	return c.RawFileSystem.ReadDir(cancel, in, out)
+}
+
+// ReadDirPlus implements fuse.RawFileSystem.
+func (c *forgetCounter) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
+	c.touch(in.NodeId)
+	return c.RawFileSystem.ReadDirPlus(cancel, in, out)
+}
+
+func (c *forgetCounter) touch(nodeID uint64) {
+	c.v.fs.known.touch(c.v, c.v.storeIno(nodeID))
+}
+
 // Forget implements fuse.RawFileSystem.
 func (c *forgetCounter) Forget(nodeid, nlookup uint64) {
 	c.RawFileSystem.Forget(nodeid, nlookup)
 	c.v.fs.known.forget(c.v, nodeid, nlookup)
+	if ino := c.v.storeIno(nodeid); !c.v.fs.known.knows(c.v, ino) {
+		// The kernel dropped the directory, and its negative entries.
+		c.v.fs.negatives.dropDir(c.v, ino)
+	}
 }

@@ -147,9 +147,15 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *
 		return nil, n.deny(acl.OpLookup, name, d)
 	}
 	f := n.v.fs
+	neg := n.expectAbsent(name)
 	rec, err := f.store.Lookup(n.ino, name)
 	if err != nil {
-		return nil, f.errno("lookup", err)
+		e := f.errno("lookup", err)
+		n.missed(name, neg, e, out)
+		return nil, e
+	}
+	if neg {
+		f.negatives.found(n.v, n.ino, name)
 	}
 	if rec, errno = n.v.sessionOverlay(rec); errno != 0 {
 		return nil, errno
@@ -357,7 +363,7 @@ func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev 
 func (n *node) created(op acl.Op, name string) {
 	n.changed(op.String(), name, 0)
 	n.v.fs.changedContent(n, n.ino)
-	n.v.fs.invalidate(n.v, n.zone, nameIn(n.ino, name), dirOf(n.ino))
+	n.v.fs.invalidate(n.v, n.zone, nameWas(n.ino, name, noneBefore), dirOf(n.ino))
 }
 
 // uncreate takes back a file newChild made whose blob could not be
@@ -612,7 +618,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	f.overlay(rec)
 	n.changed("link", name, 0)
 	f.changedContent(n, n.ino)
-	f.invalidate(n.v, n.zone, nameIn(n.ino, name), dirOf(n.ino), attrOf(t.ino))
+	f.invalidate(n.v, n.zone, nameWas(n.ino, name, noneBefore), dirOf(n.ino), attrOf(t.ino))
 	return n.entry(ctx, rec, out), 0
 }
 
@@ -682,7 +688,7 @@ func (n *node) remove(op acl.Op, name string) syscall.Errno {
 	}
 	n.changed(op.String(), name, 0)
 	f.changedContent(n, n.ino)
-	f.invalidate(n.v, n.zone, nameIn(n.ino, name), dirOf(n.ino), attrOf(out.Ino))
+	f.invalidate(n.v, n.zone, nameWas(n.ino, name, rec.Ino), dirOf(n.ino), attrOf(out.Ino))
 	if !freed && !kept {
 		f.reclaimIfUnused(out)
 	}
@@ -747,7 +753,11 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	n.changedPath("rename", n.pathOf(name)+" -> "+np.pathOf(newName), 0)
 	f.changedContent(n, n.ino)
 	f.changedContent(np, np.ino)
-	items := []inval{nameIn(n.ino, name), nameIn(np.ino, newName), dirOf(n.ino), dirOf(np.ino), attrOf(src.Ino)}
+	dstWas := uint64(noneBefore)
+	if dst != nil {
+		dstWas = dstRec.Ino
+	}
+	items := []inval{nameWas(n.ino, name, src.Ino), nameWas(np.ino, newName, dstWas), dirOf(n.ino), dirOf(np.ino), attrOf(src.Ino)}
 	if replaced != nil {
 		items = append(items, attrOf(replaced.Ino))
 	}

@@ -559,7 +559,11 @@ func (d *trashDir) Rename(ctx context.Context, name string, newParent fs.InodeEm
 	f.trashChanged()
 	np.changedPath("trash_restore", d.path(name)+" -> "+np.pathOf(newName), 0)
 	f.changedContent(np, np.ino)
-	items := []inval{nameIn(np.ino, newName), dirOf(np.ino), attrOf(it.entry.Ino)}
+	was := uint64(noneBefore)
+	if replaced != nil {
+		was = replaced.Ino
+	}
+	items := []inval{nameWas(np.ino, newName, was), dirOf(np.ino), attrOf(it.entry.Ino)}
 	if replaced != nil {
 		items = append(items, attrOf(replaced.Ino))
 	}

@@ -88,6 +88,8 @@ func (f *FS) mount(user string, ss *metadata.Session, mountpoint string, opts Vi
 	v.groups = &groupsDir{v: v}
 	v.groups.refuseCreates = refuseCreates{v.groups.deny}
 	entry, attr, negative := f.opts.EntryTimeout, f.opts.AttrTimeout, f.opts.NegativeTimeout
+	// The view's readers reserve their buffers from the first request on.
+	f.memLimit.mounted(1)
 	fsOpts := &fs.Options{
 		EntryTimeout:    &entry,
 		AttrTimeout:     &attr,
@@ -102,6 +104,7 @@ func (f *FS) mount(user string, ss *metadata.Session, mountpoint string, opts Vi
 	raw := &lockingFS{RawFileSystem: &forgetCounter{RawFileSystem: fs.NewNodeFS(v.root, fsOpts), v: v}, v: v}
 	server, err := fuse.NewServer(raw, mountpoint, &fsOpts.MountOptions)
 	if err != nil {
+		f.memLimit.mounted(-1)
 		return nil, fmt.Errorf("mount view of %s at %s: %w", user, mountpoint, err)
 	}
 	// Set before the first request: an entry handed out from then on
@@ -110,13 +113,16 @@ func (f *FS) mount(user string, ss *metadata.Session, mountpoint string, opts Vi
 	go server.Serve()
 	if err := server.WaitMount(); err != nil {
 		server.Unmount()
+		f.memLimit.mounted(-1)
 		f.known.dropView(v)
+		f.negatives.dropView(v)
 		return nil, fmt.Errorf("mount view of %s at %s: %w", user, mountpoint, err)
 	}
 	f.notify.add(v)
 	go func() {
 		// Whatever the view's processes held goes with the view.
 		server.Wait()
+		f.memLimit.mounted(-1)
 		f.locks.dropView(v.id)
 	}()
 	return v, nil
@@ -140,6 +146,7 @@ func (v *View) Unmount() error {
 		return err
 	}
 	v.fs.known.dropView(v)
+	v.fs.negatives.dropView(v)
 	return nil
 }
 
@@ -151,7 +158,7 @@ func (f *FS) mountOptions(user string, opts ViewOptions) fuse.MountOptions {
 		FsName:      "shedfs:" + user,
 		Name:        "shedfs",
 		Options:     []string{"default_permissions"},
-		MaxWrite:    1 << 20,
+		MaxWrite:    viewMaxWrite,
 		// Sequential reads ask for big chunks ahead of the reader.
 		MaxReadAhead: 1 << 20,
 		// flock, fcntl and OFD locks come to the daemon, which makes
