@@ -73,6 +73,10 @@ type AuditRecord struct {
 	// Session is the session whose view acted (docs/design.md section
 	// 13), empty for a main view.
 	Session string `json:"session,omitempty"`
+	// Host is the daemon that wrote the record ("host pid N") when
+	// several daemons share the store, so that one trail read on any
+	// host tells them apart; empty on an embedded store.
+	Host string `json:"host,omitempty"`
 	// Dropped is, in an OpAuditOverflow record, how many events were lost
 	// since the previous such record.
 	Dropped uint64 `json:"dropped,omitempty"`
@@ -100,6 +104,7 @@ type auditValue struct {
 	SHA256  string `json:"h,omitempty"`
 	Scan    string `json:"s,omitempty"`
 	Session string `json:"e,omitempty"`
+	Host    string `json:"d,omitempty"`
 }
 
 // AuditFilter selects records. Zero fields select everything.
@@ -194,6 +199,7 @@ func decodeAudit(k, v []byte) (AuditRecord, error) {
 		SHA256:  av.SHA256,
 		Scan:    av.Scan,
 		Session: av.Session,
+		Host:    av.Host,
 	}, nil
 }
 
@@ -251,6 +257,7 @@ func (s *Store) appendAudit(records []AuditRecord) error {
 				Result: r.Result, Rule: r.Rule, Bytes: r.Bytes, Dropped: r.Dropped,
 				Link: r.Link, Client: r.Client,
 				SHA256: r.SHA256, Scan: r.Scan, Session: r.Session,
+				Host: s.host,
 			}
 			if r.View != r.User {
 				av.View = r.View
@@ -260,8 +267,9 @@ func (s *Store) appendAudit(records []AuditRecord) error {
 				return fmt.Errorf("encode audit record: %w", err)
 			}
 			// The sequence number keeps two records of one nanosecond
-			// apart without reading the key first: the store has one
-			// process, and the counter only grows.
+			// apart without reading the key first: within a process
+			// the counter only grows, and daemons sharing a store
+			// start theirs at random points.
 			k := auditKey(t.UnixNano(), s.auditSeq.Add(1))
 			if err := o.tx.Set(k, v); err != nil {
 				return err

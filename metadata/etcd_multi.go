@@ -3,6 +3,7 @@ package metadata
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -29,6 +30,25 @@ const etcdLeaseTTL = 10 // seconds
 // outside the store's prefix, so the schema never sees it.
 func etcdDaemonPrefix(prefix string) string { return strings.TrimSuffix(prefix, "/") + "#daemon/" }
 
+// daemonHost names this process among the daemons sharing a store: in
+// their registrations (Peers) and in the audit records they write.
+func daemonHost() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown-host"
+	}
+	return fmt.Sprintf("%s pid %d", host, os.Getpid())
+}
+
+// randomU32 is a random starting point for a per-process counter.
+func randomU32() uint32 {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return uint32(time.Now().UnixNano())
+	}
+	return binary.BigEndian.Uint32(b[:])
+}
+
 // register puts this process's registration key under a lease kept alive
 // until Close.
 func (e *etcdKV) register(prefix string) error {
@@ -43,9 +63,8 @@ func (e *etcdKV) register(prefix string) error {
 	if err != nil {
 		return fmt.Errorf("open etcd store %s: lease: %w", prefix, etcdErr(err))
 	}
-	host, _ := os.Hostname()
 	if _, err := e.cli.Put(ctx, etcdDaemonPrefix(prefix)+e.id,
-		fmt.Sprintf("%s pid %d since %s", host, os.Getpid(), time.Now().UTC().Format(time.RFC3339)),
+		fmt.Sprintf("%s since %s", daemonHost(), time.Now().UTC().Format(time.RFC3339)),
 		clientv3.WithLease(lease.ID)); err != nil {
 		e.cli.Revoke(ctx, lease.ID)
 		return fmt.Errorf("open etcd store %s: register: %w", prefix, etcdErr(err))

@@ -243,3 +243,42 @@ func TestEtcdReservations(t *testing.T) {
 		t.Fatalf("b grows to 90 KiB after a gave back: %v", err)
 	}
 }
+
+// TestEtcdAuditAcrossDaemons: two daemons appending records of the same
+// nanosecond at once keep every record (neither overwrites the other's
+// keys), and each record names the daemon (host and pid) that wrote it.
+func TestEtcdAuditAcrossDaemons(t *testing.T) {
+	a, b := openPair(t)
+	at := time.Unix(1700000000, 0)
+	const n = 50
+	var wg sync.WaitGroup
+	for _, s := range []*Store{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < n; i++ {
+				if err := s.AppendAudit([]AuditRecord{{Time: at, User: "alice", Op: "create", Result: ResultOK}}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	hosts := map[string]int{}
+	total := 0
+	if err := a.QueryAudit(AuditFilter{}, func(r AuditRecord) error {
+		total++
+		hosts[r.Host]++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if total != 2*n {
+		t.Fatalf("%d audit records after %d appends of one nanosecond by two daemons", total, 2*n)
+	}
+	// Both daemons are this test process, so they share one name.
+	if hosts[daemonHost()] != 2*n {
+		t.Fatalf("records by host %v: want every one named %q", hosts, daemonHost())
+	}
+}

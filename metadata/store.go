@@ -33,8 +33,14 @@ type Store struct {
 	wasClean  bool
 	shareRoot uint64
 
-	// auditSeq tells apart audit records of the same nanosecond.
+	// auditSeq tells apart audit records of the same nanosecond (and
+	// orders those of one batch, which share a time). It starts at a
+	// random number in its lower half, so that daemons sharing a store (which
+	// do not coordinate it) practically never pick the same key.
 	auditSeq atomic.Uint32
+	// host names this daemon in the audit records it writes to a store
+	// shared with other daemons; empty on an embedded store.
+	host string
 	// trashClock is the time of the last trash record, unix nanos: each
 	// new one is later, so names made from the times never collide.
 	trashClock atomic.Int64
@@ -94,6 +100,10 @@ func Open(dir string, opts Options) (*Store, error) {
 // initialisation and the dirty marker.
 func openKV(kv KV, dir string, readOnly bool, logger *slog.Logger) (*Store, error) {
 	s := &Store{kv: kv, log: logger, readOnly: readOnly}
+	s.auditSeq.Store(randomU32() >> 1) // 2^31 records before it wraps
+	if _, ok := kv.(*etcdKV); ok {
+		s.host = daemonHost()
+	}
 	if _, ok := kv.(snapshotter); ok && !readOnly {
 		// badger's directory lock keeps every other process from
 		// writing an embedded store while this one has it open; the
