@@ -483,7 +483,7 @@ func (h *handle) Release(ctx context.Context) (errno syscall.Errno) {
 // Getattr implements fs.FileGetattrer so fstat of an unlinked file works.
 func (h *handle) Getattr(ctx context.Context, out *fuse.AttrOut) (errno syscall.Errno) {
 	defer h.node.v.fs.track("getattr", h.node.zone, time.Now(), &errno)
-	return h.node.Getattr(ctx, nil, out)
+	return h.node.attr(out)
 }
 
 // Allocate implements fs.FileAllocater (fallocate(2)). acl decides the

@@ -167,6 +167,12 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *
 // Getattr implements fs.NodeGetattrer.
 func (n *node) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) (errno syscall.Errno) {
 	defer n.v.fs.track("getattr", n.zone, time.Now(), &errno)
+	return n.attr(out)
+}
+
+// attr answers with n's attributes: a GETATTR, and the reply of a SETATTR
+// or of an fstat through a handle, each counted once as its own request.
+func (n *node) attr(out *fuse.AttrOut) syscall.Errno {
 	if e := n.visible(acl.OpRead); e != 0 {
 		return e
 	}
@@ -257,7 +263,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		}
 		f.invalidate(n.v, n.zone, attrOf(n.ino))
 	}
-	return n.Getattr(ctx, fh, out)
+	return n.attr(out)
 }
 
 // caller returns the uid and gid new entries record: the calling process's.

@@ -427,3 +427,35 @@ func checkDeployQueries(t *testing.T, fams families) {
 	}
 	t.Logf("dashboard: %d queries checked against %d families", queries, len(fams))
 }
+
+// TestMetricsSetattrCountedOnce: a chmod is one SETATTR request, and the
+// request counter says so: the attributes its reply carries are not
+// counted as a GETATTR too (they were, which made the untar of the Go tree
+// look like 61,611 GETATTRs where the kernel sent 23,206).
+func TestMetricsSetattrCountedOnce(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	v, addr := startObservedView(t, store)
+	p := v.Path("f")
+	mustWrite(t, p, []byte("x"), 0o644)
+	if _, err := os.Stat(p); err != nil { // the kernel now holds f's attributes
+		t.Fatal(err)
+	}
+	count := func(f families, op string) float64 {
+		return f.value(t, "shedfs_fuse_requests_total", "op="+op, "result=ok", "zone=private")
+	}
+	before := scrape(t, addr)
+	const n = 10
+	for i := range n {
+		if err := os.Chmod(p, os.FileMode(0o600+i%2*0o44)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := scrape(t, addr)
+	if got := count(after, "setattr") - count(before, "setattr"); got != n {
+		t.Errorf("%d chmods counted as %v SETATTRs", n, got)
+	}
+	if got := count(after, "getattr") - count(before, "getattr"); got >= n {
+		t.Errorf("%d chmods also counted %v GETATTRs: each reply's attributes counted as a request", n, got)
+	}
+}
