@@ -414,7 +414,11 @@ func (f *FS) invalidate(from *View, z metadata.Zone, items ...inval) {
 	if !f.sharedIn(z) || len(items) == 0 {
 		return
 	}
-	f.notify.post(from, f.holdersOf(from, items))
+	byView := f.holdersOf(from, items)
+	if !shared(z) {
+		byView = f.tellUserViews(from, z, items, byView)
+	}
+	f.notify.post(from, byView)
 }
 
 // holdersOf sorts items by the views whose kernel holds their inode (or

@@ -173,7 +173,7 @@ func (n *negativeEntries) dropView(v *View) {
 // reads the store, that this view's kernel may be told name is absent. It
 // reports whether it did.
 func (n *node) expectAbsent(name string) bool {
-	if !n.v.fs.sharedIn(n.zone) {
+	if !shared(n.zone) {
 		return false
 	}
 	return n.v.fs.negatives.expect(n.v, n.ino, name, time.Now())
@@ -183,7 +183,7 @@ func (n *node) expectAbsent(name string) bool {
 // directory the table could not record is answered uncached; any other
 // failure takes back what expectAbsent recorded.
 func (n *node) missed(name string, recorded bool, e syscall.Errno, out *fuse.EntryOut) {
-	if !n.v.fs.sharedIn(n.zone) {
+	if !shared(n.zone) {
 		return
 	}
 	if e != syscall.ENOENT {

@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -153,11 +154,49 @@ func (f *FS) sharedIn(z metadata.Zone) bool {
 	if shared(z) {
 		return true
 	}
-	user := z.Principal
+	return f.sessions.multiView(zoneUser(z))
+}
+
+// zoneUser is the user whose views show per-user zone z (her private
+// tree, output/, uploads/, or one of her sessions' scratch).
+func zoneUser(z metadata.Zone) string {
 	if z.Kind == metadata.ZoneSession {
-		user, _ = shedfs.SplitSession(z.Principal)
+		user, _ := shedfs.SplitSession(z.Principal)
+		return user
 	}
-	return f.sessions.multiView(user)
+	return z.Principal
+}
+
+// tellUserViews adds, for a change in a per-user zone of a user who has
+// had a session, every name item to each of her views other than from:
+// her main view and her session views may all hold the name, also as
+// absent (the table of absent names, negatives.go, is kept for share/ and
+// groups/ only). A user has a few views, and a name a kernel does not
+// hold costs it nothing.
+func (f *FS) tellUserViews(from *View, z metadata.Zone, items []inval, byView map[*View][]inval) map[*View][]inval {
+	var names []inval
+	for _, it := range items {
+		if it.name != "" {
+			names = append(names, it)
+		}
+	}
+	if len(names) == 0 {
+		return byView
+	}
+	for _, v := range f.notify.viewsOf(zoneUser(z)) {
+		if v == from {
+			continue
+		}
+		if byView == nil {
+			byView = make(map[*View][]inval)
+		}
+		for _, it := range names {
+			if !slices.Contains(byView[v], it) {
+				byView[v] = append(byView[v], it)
+			}
+		}
+	}
+	return byView
 }
 
 // nestedHolder reports whether h nests in another holder (a session in

@@ -263,8 +263,9 @@ func TestSessionRestart(t *testing.T) {
 
 // TestSessionHomeNegativeEntries: a name alice's main view was told is
 // absent appears there at once when a session view creates it in home/,
-// and the other way round. (Kernels keep absent names for an hour; the
-// views that hold one must be told.)
+// and the other way round — also for a name looked up before her first
+// session opened. (Kernels keep absent names for an hour; the views that
+// hold one must be told.)
 func TestSessionHomeNegativeEntries(t *testing.T) {
 	t.Parallel()
 	store := newStore(t)
@@ -277,14 +278,16 @@ func TestSessionHomeNegativeEntries(t *testing.T) {
 			t.Fatalf("stat %s: %v, want ENOENT", p, err)
 		}
 	}
+	absent(A("before.txt")) // looked up before any session
 	s.sessionOpen(t, "alice", "s1")
 	S1 := func(e ...string) string { return s.In("alice@s1", e...) }
 	absent(A("main.txt"))
 	absent(S1("home", "sess.txt"))
 
+	mustWrite(t, S1("home", "before.txt"), []byte("b"), 0o644)
 	mustWrite(t, S1("home", "main.txt"), []byte("m"), 0o644)
 	mustWrite(t, A("sess.txt"), []byte("s"), 0o644)
-	for p, want := range map[string]string{A("main.txt"): "m", S1("home", "sess.txt"): "s"} {
+	for p, want := range map[string]string{A("before.txt"): "b", A("main.txt"): "m", S1("home", "sess.txt"): "s"} {
 		got, err := os.ReadFile(p)
 		if err != nil || string(got) != want {
 			t.Errorf("%s after a create in the other view: %q, %v", p, got, err)
