@@ -79,6 +79,10 @@ type Daemon struct {
 	sessionCloses atomic.Uint64
 	stopExpiry    chan struct{}
 
+	// usersMu runs one reconciliation of the views with the users
+	// another daemon changed at a time (remote.go).
+	usersMu sync.Mutex
+
 	mu      sync.Mutex
 	views   map[string]*view
 	server  *Server
@@ -125,12 +129,16 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	// Other daemons sharing a store on etcd: their changes reach the
 	// views' kernels, and their orphans are reclaimed when they go.
-	cfg.Store.Meta.Follow(d.fs.Foreign)
+	cfg.Store.Meta.Follow(d.foreign)
 	cfg.Store.Meta.FollowDepartures(func() {
 		log.Info("a daemon sharing the store stopped; reclaiming what it held")
 		if err := cfg.Store.reclaimOrphans(log); err != nil {
 			log.Error("reclaim the orphans of a departed daemon", "err", err)
 		}
+	})
+	cfg.Store.Meta.FollowLease(func() {
+		d.fs.LeaseRenewed()
+		acct.LeaseRenewed()
 	})
 	d.rate = newRequestRate(d.fs.Requests)
 	d.mount = func(user, mnt string, opts fusefs.ViewOptions) (mountedView, error) {

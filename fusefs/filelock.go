@@ -71,7 +71,10 @@ func (h *handle) Getlk(ctx context.Context, owner uint64, lk *fuse.FileLock, fla
 	if e != 0 {
 		return e
 	}
-	l, busy := h.node.v.fs.locks.test(h.oi.ino, req)
+	l, busy, e := h.node.v.fs.locks.test(h.oi.ino, req)
+	if e != 0 {
+		return e
+	}
 	if !busy {
 		*out = fuse.FileLock{Start: lk.Start, End: lk.End, Typ: syscall.F_UNLCK}
 		return 0
@@ -138,7 +141,7 @@ type lockingFS struct {
 // process loses its record locks on the file.
 func (l *lockingFS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 	st := l.RawFileSystem.Flush(cancel, in)
-	l.v.fs.locks.unlockOwner(l.v.storeIno(in.NodeId), lockOwner{l.v.id, in.LockOwner}, kindRecord)
+	l.v.fs.locks.unlockOwner(l.v.storeIno(in.NodeId), lockOwner{view: l.v.id, owner: in.LockOwner}, kindRecord)
 	return st
 }
 
@@ -146,7 +149,7 @@ func (l *lockingFS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status 
 // (the handle's own Release does the same for OFD locks).
 func (l *lockingFS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	if in.ReleaseFlags&fuse.FUSE_RELEASE_FLOCK_UNLOCK != 0 {
-		l.v.fs.locks.unlockOwner(l.v.storeIno(in.NodeId), lockOwner{l.v.id, in.LockOwner}, kindFlock)
+		l.v.fs.locks.unlockOwner(l.v.storeIno(in.NodeId), lockOwner{view: l.v.id, owner: in.LockOwner}, kindFlock)
 	}
 	l.RawFileSystem.Release(cancel, in)
 }

@@ -164,6 +164,7 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
 		f.acct = quota.New(store)
 	}
 	f.acct.SetEvictor(f.evictTrash)
+	f.locks.share(store, log)
 	f.SettingsChanged()
 	go f.sweeper(f.stopSweep)
 	go f.trashSweeper(f.stopSweep, f.trashCap)

@@ -2,9 +2,12 @@ package fusefs
 
 import (
 	"context"
+	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // File locks (flock, fcntl record locks, OFD locks) are kept here, per store
@@ -48,10 +51,13 @@ func (k lockKind) String() string {
 
 // lockOwner is who holds a lock: the owner number the kernel of one view
 // gave (a process's file table, or an open file description). Kernels
-// number owners independently, so the view is part of the owner.
+// number owners independently, so the view is part of the owner, and so
+// is the daemon for a lock another daemon sharing the store holds
+// (locks_shared.go; "" for this one).
 type lockOwner struct {
-	view  uint64
-	owner uint64
+	daemon string
+	view   uint64
+	owner  uint64
 }
 
 // fileLock is a held lock or a request for one. Ranges are inclusive byte
@@ -188,10 +194,15 @@ type lockTable struct {
 	// can take no more and its locks go: that is how OFD locks, which the
 	// kernel never unlocks itself, end with their file description.
 	uses map[lockUse]int
+	// shared is where the locks of the daemons sharing a store on etcd
+	// meet (locks_shared.go); nil when the locks of this daemon are all
+	// there is.
+	shared lockShare
+	log    *slog.Logger
 }
 
 func newLockTable() *lockTable {
-	return &lockTable{inodes: make(map[uint64]*inodeLocks), uses: make(map[lockUse]int)}
+	return &lockTable{inodes: make(map[uint64]*inodeLocks), uses: make(map[lockUse]int), log: slog.New(slog.DiscardHandler)}
 }
 
 // inodeLocked returns the locks of ino, made if needed. t.mu is held.
@@ -211,15 +222,17 @@ func (t *lockTable) tidyLocked(ino uint64, il *inodeLocks) {
 	}
 }
 
-// test returns a held lock that would block req (F_GETLK).
-func (t *lockTable) test(ino uint64, req fileLock) (fileLock, bool) {
+// test returns a held lock, here or in another daemon sharing the store,
+// that would block req (F_GETLK).
+func (t *lockTable) test(ino uint64, req fileLock) (fileLock, bool, syscall.Errno) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	il := t.inodes[ino]
-	if il == nil {
-		return fileLock{}, false
+	if il := t.inodes[ino]; il != nil {
+		if l, busy := il.conflict(&req); busy {
+			return l, true, 0
+		}
 	}
-	return il.conflict(&req)
+	return t.remoteConflict(ino, &req)
 }
 
 // set applies req at once (F_SETLK, flock with LOCK_NB, and every
@@ -230,8 +243,8 @@ func (t *lockTable) set(ino uint64, req fileLock, via *lockRefs) syscall.Errno {
 	defer t.mu.Unlock()
 	il := t.inodeLocked(ino)
 	defer t.tidyLocked(ino, il)
-	if t.tryLocked(ino, il, req, via) {
-		return 0
+	if ok, e := t.tryLocked(ino, il, req, via); e != 0 || ok {
+		return e
 	}
 	return syscall.EAGAIN
 }
@@ -244,10 +257,10 @@ func (t *lockTable) wait(ctx context.Context, ino uint64, req fileLock, via *loc
 	for {
 		t.mu.Lock()
 		il := t.inodeLocked(ino)
-		if t.tryLocked(ino, il, req, via) {
+		if ok, e := t.tryLocked(ino, il, req, via); e != 0 || ok {
 			t.tidyLocked(ino, il)
 			t.mu.Unlock()
-			return 0
+			return e
 		}
 		if il.changed == nil {
 			il.changed = make(chan struct{})
@@ -256,9 +269,17 @@ func (t *lockTable) wait(ctx context.Context, ino uint64, req fileLock, via *loc
 		il.waiters++
 		t.mu.Unlock()
 
+		// Another daemon's lock going wakes the waiter through the
+		// store's watch (remoteChanged); the poll only covers a watch
+		// that was cut.
+		var poll <-chan time.Time
+		if t.shared != nil {
+			poll = time.After(sharedLockPoll)
+		}
 		var e syscall.Errno
 		select {
 		case <-changed:
+		case <-poll:
 		case <-ctx.Done():
 			e = syscall.EINTR
 		}
@@ -272,29 +293,43 @@ func (t *lockTable) wait(ctx context.Context, ino uint64, req fileLock, via *loc
 	}
 }
 
-// tryLocked applies req if nothing is in its way. A flock conversion
-// (shared to exclusive or back) first lets go of the old lock, as Linux
-// does, so that two holders converting at once cannot deadlock. t.mu is
-// held.
-func (t *lockTable) tryLocked(ino uint64, il *inodeLocks, req fileLock, via *lockRefs) bool {
+// tryLocked applies req if nothing is in its way, here or in another
+// daemon sharing the store (where the new state is then published). A
+// flock conversion (shared to exclusive or back) first lets go of the old
+// lock, as Linux does, so that two holders converting at once cannot
+// deadlock. t.mu is held.
+func (t *lockTable) tryLocked(ino uint64, il *inodeLocks, req fileLock, via *lockRefs) (bool, syscall.Errno) {
+	converted := false
 	if req.kind == kindFlock && req.typ != syscall.F_UNLCK {
 		for i := range il.held {
 			l := &il.held[i]
 			if l.owner == req.owner && l.kind == kindFlock {
 				if l.typ == req.typ {
-					return true
+					return true, 0
 				}
 				il.drop(req.owner, kindFlock)
+				converted = true
 				break
 			}
 		}
 	}
 	if req.typ != syscall.F_UNLCK {
 		if _, busy := il.conflict(&req); busy {
-			return false
+			if converted {
+				t.syncLocked(ino, il)
+			}
+			return false, 0
 		}
 	}
+	base := slices.Clone(il.held)
 	il.apply(req)
+	if ok, e := t.publishLocked(ino, il, &req); e != 0 || !ok {
+		il.held = base
+		if converted {
+			t.syncLocked(ino, il)
+		}
+		return false, e
+	}
 	if via != nil && req.typ != syscall.F_UNLCK && !via.owners[req.owner] {
 		if via.owners == nil {
 			via.owners = make(map[lockOwner]bool)
@@ -302,7 +337,7 @@ func (t *lockTable) tryLocked(ino uint64, il *inodeLocks, req fileLock, via *loc
 		via.owners[req.owner] = true
 		t.uses[lockUse{ino, req.owner}]++
 	}
-	return true
+	return true, 0
 }
 
 // unlockOwner releases every lock of kind that owner holds on ino: a
@@ -312,7 +347,9 @@ func (t *lockTable) unlockOwner(ino uint64, owner lockOwner, kind lockKind) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if il := t.inodes[ino]; il != nil {
-		il.drop(owner, kind)
+		if il.drop(owner, kind) {
+			t.syncLocked(ino, il)
+		}
 		t.tidyLocked(ino, il)
 	}
 }
@@ -330,8 +367,10 @@ func (t *lockTable) closed(ino uint64, via *lockRefs) {
 		}
 		delete(t.uses, u)
 		if il := t.inodes[ino]; il != nil {
-			il.drop(owner, kindRecord)
-			il.drop(owner, kindFlock)
+			record := il.drop(owner, kindRecord)
+			if il.drop(owner, kindFlock) || record {
+				t.syncLocked(ino, il)
+			}
 			t.tidyLocked(ino, il)
 		}
 	}
@@ -353,6 +392,7 @@ func (t *lockTable) dropView(view uint64) {
 			clear(il.held[len(out):])
 			il.held = out
 			il.wake()
+			t.syncLocked(ino, il)
 		}
 		t.tidyLocked(ino, il)
 	}

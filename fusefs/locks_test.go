@@ -19,11 +19,11 @@ const (
 // rec and fl build requests: owner o of view v, a type and an inclusive
 // range.
 func rec(v, o uint64, typ uint32, start, end uint64) fileLock {
-	return fileLock{owner: lockOwner{v, o}, kind: kindRecord, typ: typ, start: start, end: end}
+	return fileLock{owner: lockOwner{view: v, owner: o}, kind: kindRecord, typ: typ, start: start, end: end}
 }
 
 func fl(v, o uint64, typ uint32) fileLock {
-	return fileLock{owner: lockOwner{v, o}, kind: kindFlock, typ: typ, start: 0, end: maxOffset}
+	return fileLock{owner: lockOwner{view: v, owner: o}, kind: kindFlock, typ: typ, start: 0, end: maxOffset}
 }
 
 // state renders the locks of ino as "view/owner kind type start-end", sorted.
@@ -128,16 +128,16 @@ func TestLockTableTest(t *testing.T) {
 	if e := lt.set(1, rec(1, 1, wr, 100, 199), nil); e != 0 {
 		t.Fatal(e)
 	}
-	if l, ok := lt.test(1, rec(2, 1, rd, 0, 150)); !ok || l.typ != wr || l.start != 100 || l.end != 199 || l.owner != (lockOwner{1, 1}) {
+	if l, ok, _ := lt.test(1, rec(2, 1, rd, 0, 150)); !ok || l.typ != wr || l.start != 100 || l.end != 199 || l.owner != (lockOwner{view: 1, owner: 1}) {
 		t.Errorf("test from another owner: %+v %v, want the write lock 100-199", l, ok)
 	}
-	if _, ok := lt.test(1, rec(2, 1, rd, 0, 99)); ok {
+	if _, ok, _ := lt.test(1, rec(2, 1, rd, 0, 99)); ok {
 		t.Error("test of a free range reports a conflict")
 	}
-	if _, ok := lt.test(1, rec(1, 1, wr, 0, maxOffset)); ok {
+	if _, ok, _ := lt.test(1, rec(1, 1, wr, 0, maxOffset)); ok {
 		t.Error("test by the holder itself reports a conflict")
 	}
-	if _, ok := lt.test(2, rec(2, 1, wr, 0, maxOffset)); ok {
+	if _, ok, _ := lt.test(2, rec(2, 1, wr, 0, maxOffset)); ok {
 		t.Error("test on another inode reports a conflict")
 	}
 }
@@ -182,7 +182,7 @@ func TestLockTableWakeups(t *testing.T) {
 	}{
 		{"unlock", func(lt *lockTable, via *lockRefs) { lt.set(1, rec(1, 1, un, 0, maxOffset), via) }},
 		{"downgrade", func(lt *lockTable, via *lockRefs) { lt.set(1, rec(1, 1, rd, 0, maxOffset), via) }},
-		{"close of the owner", func(lt *lockTable, via *lockRefs) { lt.unlockOwner(1, lockOwner{1, 1}, kindRecord) }},
+		{"close of the owner", func(lt *lockTable, via *lockRefs) { lt.unlockOwner(1, lockOwner{view: 1, owner: 1}, kindRecord) }},
 		{"release of the handle", func(lt *lockTable, via *lockRefs) { lt.closed(1, via) }},
 		{"end of the view", func(lt *lockTable, via *lockRefs) { lt.dropView(1) }},
 	}
@@ -226,7 +226,7 @@ func TestLockTableWaitersQueue(t *testing.T) {
 			}
 		}()
 	}
-	holder := lockOwner{1, 1}
+	holder := lockOwner{view: 1, owner: 1}
 	for range 3 {
 		select {
 		case o := <-grants:
@@ -278,8 +278,8 @@ func TestLockTableCancel(t *testing.T) {
 func TestLockTableOwnersAndHandles(t *testing.T) {
 	lt := newLockTable()
 	var h1, h2, h3 lockRefs
-	proc := lockOwner{1, 100} // a process: its locks come through h1 and h2
-	ofd := lockOwner{1, 200}  // an open file description: only h3
+	proc := lockOwner{view: 1, owner: 100} // a process: its locks come through h1 and h2
+	ofd := lockOwner{view: 1, owner: 200}  // an open file description: only h3
 	must := func(e syscall.Errno) {
 		t.Helper()
 		if e != 0 {
@@ -299,8 +299,8 @@ func TestLockTableOwnersAndHandles(t *testing.T) {
 	if got, want := state(lt, 1), "1/100 posix W 0-9, 1/100 posix W 20-29"; got != want {
 		t.Errorf("after h3's release:\n got %s\nwant %s", got, want)
 	}
-	lt.unlockOwner(1, lockOwner{1, 999}, kindRecord)
-	lt.unlockOwner(1, lockOwner{2, 100}, kindRecord)
+	lt.unlockOwner(1, lockOwner{view: 1, owner: 999}, kindRecord)
+	lt.unlockOwner(1, lockOwner{view: 2, owner: 100}, kindRecord)
 	if got, want := state(lt, 1), "1/100 posix W 0-9, 1/100 posix W 20-29"; got != want {
 		t.Errorf("a close by another owner released something:\n got %s\nwant %s", got, want)
 	}

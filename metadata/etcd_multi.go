@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -76,17 +77,7 @@ func (e *etcdKV) register(prefix string) error {
 	}
 	e.lease = lease.ID
 	e.commitKey = strings.TrimSuffix(prefix, "/") + "#commit/" + e.id
-	go func() {
-		for range ch {
-		}
-		// The channel closes when the client closes, or when the lease
-		// could not be renewed in time (etcd unreachable for longer than
-		// the TTL): the others then take this daemon for dead, and its
-		// open markers no longer keep its unlinked files.
-		if !e.closing.Load() {
-			e.log.Error("etcd lease of this daemon ended; restart it", "store", prefix)
-		}
-	}()
+	go e.keepLease(prefix, ch)
 	return nil
 }
 
@@ -125,6 +116,9 @@ type etcdFeed struct {
 	lastMine   bool
 	cancel     context.CancelFunc
 	done       chan struct{}
+	// renewed runs once this daemon's lease, lost, is granted again
+	// (lease.go).
+	renewed atomic.Pointer[func()]
 }
 
 // own notes the revision of one of this process's commits.
@@ -159,8 +153,10 @@ func (f *etcdFeed) mine(rev int64) bool {
 // that other processes changed, in revision order, or lost when changes
 // may have been missed (the watched revision was compacted away), after
 // which anything may have changed. gone is called when another daemon's
-// registration ends (it closed, or died and its lease expired).
-func (e *etcdKV) follow(on func(keys [][]byte, lost bool), gone func()) {
+// registration ends (it closed, or died and its lease expired). locked is
+// called with the inode whose lock records another daemon changed (0:
+// any, after lost changes).
+func (e *etcdKV) follow(on func(keys [][]byte, lost bool), gone func(), locked func(ino uint64)) {
 	f := &e.feed
 	ctx, cancel := context.WithCancel(context.Background())
 	f.mu.Lock()
@@ -168,7 +164,7 @@ func (e *etcdKV) follow(on func(keys [][]byte, lost bool), gone func()) {
 	f.cancel, f.done = cancel, make(chan struct{})
 	f.mu.Unlock()
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		e.watch(ctx, string(e.prefix), func(resp clientv3.WatchResponse) {
@@ -191,12 +187,29 @@ func (e *etcdKV) follow(on func(keys [][]byte, lost bool), gone func()) {
 		defer wg.Done()
 		e.watch(ctx, etcdDaemonPrefix(string(e.prefix)), func(resp clientv3.WatchResponse) {
 			for _, ev := range resp.Events {
-				if ev.Type == clientv3.EventTypeDelete {
+				// This daemon's own registration goes when its lease
+				// was lost (lease.go): what it held open is its own
+				// to put back, not to reclaim.
+				if ev.Type == clientv3.EventTypeDelete && string(ev.Kv.Key) != etcdDaemonPrefix(string(e.prefix))+e.id {
 					gone()
 					return
 				}
 			}
 		}, gone)
+	}()
+	go func() {
+		defer wg.Done()
+		root := etcdLockRoot(string(e.prefix))
+		e.watch(ctx, root, func(resp clientv3.WatchResponse) {
+			for _, ev := range resp.Events {
+				k := string(ev.Kv.Key)
+				if !strings.HasSuffix(k, "/"+e.id) {
+					if ino := lockIno(k, root); ino != 0 {
+						locked(ino)
+					}
+				}
+			}
+		}, func() { locked(0) })
 	}()
 	go func() {
 		wg.Wait()

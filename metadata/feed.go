@@ -16,6 +16,9 @@ type Change struct {
 	Inodes []uint64
 	// Entries are the directory entries made, changed or removed.
 	Entries []EntryRef
+	// Users and Groups are the principals added, changed or removed
+	// (a group's members live in its record).
+	Users, Groups []string
 	// All means the feed lost track: anything may have changed.
 	All bool
 	// At is when the batch arrived.
@@ -32,6 +35,9 @@ type EntryRef struct {
 type follower struct {
 	fn   atomic.Pointer[func(Change)]
 	gone atomic.Pointer[func()]
+	// locks and renewed are FollowLocks's and FollowLease's fn.
+	locks   atomic.Pointer[func(uint64)]
+	renewed atomic.Pointer[func()]
 }
 
 // FollowDepartures makes fn run (on a goroutine of the feed) whenever
@@ -101,14 +107,22 @@ func (s *Store) startFeed() {
 				ch.Inodes = append(ch.Inodes, keyIno(k))
 			case len(k) >= 9 && k[0] == pEntry:
 				ch.Entries = append(ch.Entries, EntryRef{Dir: keyIno(k), Name: string(k[9:])})
+			case len(k) > 1 && k[0] == pUser:
+				ch.Users = append(ch.Users, string(k[1:]))
+			case len(k) > 1 && k[0] == pGroup:
+				ch.Groups = append(ch.Groups, string(k[1:]))
 			}
 		}
-		if ch.All || len(ch.Inodes) > 0 || len(ch.Entries) > 0 {
+		if ch.All || len(ch.Inodes) > 0 || len(ch.Entries) > 0 || len(ch.Users) > 0 || len(ch.Groups) > 0 {
 			(*fn)(ch)
 		}
 	}, func() {
 		if fn := s.follow.gone.Load(); fn != nil {
 			(*fn)()
+		}
+	}, func(ino uint64) {
+		if fn := s.follow.locks.Load(); fn != nil {
+			(*fn)(ino)
 		}
 	})
 }

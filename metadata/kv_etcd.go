@@ -189,7 +189,8 @@ func OpenEtcd(cfg EtcdConfig, opts Options) (*Store, error) {
 // down) into EIO, which a FUSE callback hands to the caller as is.
 func etcdErr(err error) error {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, rpctypes.ErrTimeout) ||
-		errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) {
+		errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail) ||
+		errors.Is(err, rpctypes.ErrLeaseNotFound) { // this daemon's lease lost (lease.go)
 		return fmt.Errorf("etcd: %v: %w", err, syscall.EIO)
 	}
 	return fmt.Errorf("etcd: %w", err)
@@ -503,7 +504,9 @@ func (t *etcdTxn) commit() (ok bool, err error) {
 	if errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrRequestTooLarge) {
 		return false, fmt.Errorf("commit: %w: %v", errEtcdTooBig, err)
 	}
-	if seq == 0 {
+	if seq == 0 || errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		// Not applied; with the lease lost (lease.go), not until it
+		// is renewed.
 		return false, fmt.Errorf("commit: %w", etcdErr(err))
 	}
 	// The answer was lost (a leader change, a connection cut): the

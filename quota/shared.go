@@ -109,3 +109,49 @@ func (a *Accountant) shrink(h metadata.Holder, ha *holderAcct) {
 		a.mu.Unlock()
 	}()
 }
+
+// LeaseRenewed puts back this daemon's reservations after its lease, and
+// with it every reservation, was lost and granted again
+// (metadata.Store.FollowLease). Each is admitted again as it was; one that
+// no longer fits (the other daemons used the room meanwhile) shrinks to
+// the bytes already pending here, put back unadmitted: they were
+// acknowledged to writers and are charged at close whatever happens, so
+// the others must see them. Further writes then ask for room anew.
+func (a *Accountant) LeaseRenewed() {
+	r := a.shared()
+	if r == nil {
+		return
+	}
+	a.mu.Lock()
+	held := make(map[metadata.Holder]*holderAcct)
+	for h, ha := range a.holders {
+		if ha.reserved > 0 {
+			held[h] = ha
+		}
+	}
+	a.mu.Unlock()
+	admit := func(u metadata.Usage, l metadata.Limit, delta int64) error {
+		if d := acl.AdmitBytes(u, l, delta); !d.Allowed() {
+			return denied{d}
+		}
+		return nil
+	}
+	for h, ha := range held {
+		ha.lock.Lock()
+		a.mu.Lock()
+		pending, reserved := ha.pending, ha.reserved
+		a.mu.Unlock()
+		err := r.Reserve(h, reserved, reserved, admit)
+		if errors.As(err, new(denied)) {
+			reserved = max(pending, 0)
+			err = r.Reserve(h, reserved, 0, nil)
+		}
+		if err != nil {
+			reserved = 0 // the next write asks for room again
+		}
+		a.mu.Lock()
+		ha.reserved = reserved
+		a.mu.Unlock()
+		ha.lock.Unlock()
+	}
+}
