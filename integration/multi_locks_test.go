@@ -137,7 +137,9 @@ func TestEtcdLocksAcrossHosts(t *testing.T) {
 	}
 
 	// Users and groups changed through A's admin socket reach B.
-	adminA := func(args ...string) { adminOK(t, append(args, append([]string{"--admin-socket", sockA}, s.args...)...)...) }
+	adminA := func(args ...string) {
+		adminOK(t, append(args, append([]string{"--admin-socket", sockA}, s.args...)...)...)
+	}
 	adminA("user", "add", "carol")
 	a.waitView("carol")
 	b.waitView("carol")
