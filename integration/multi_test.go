@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/shedfs/shedfs/internal/etcdtest"
 )
 
@@ -74,7 +76,8 @@ func within(limit time.Duration, cond func() bool) (time.Duration, bool) {
 // once, content at the next open); an inode one host holds open survives
 // an unlink on the other; 8 writers spread over both never pass the
 // group's quota; kill -9 of one leaves the other serving, and once its
-// lease has expired its orphan is reclaimed and fsck is clean.
+// lease has expired its orphan is reclaimed, the lock it held is free on
+// the other, and fsck is clean.
 func TestEtcdTwoDaemons(t *testing.T) {
 	c := etcdtest.Start(t, 3)
 	s := newEtcdStore(t, c)
@@ -215,9 +218,18 @@ func TestEtcdTwoDaemons(t *testing.T) {
 
 	// kill -9 of B: A keeps serving; B's lease expires, its open marker
 	// with it, and A reclaims the file B held; fsck is clean.
+	// ... and a lock taken on B (in alice's home: the group is full),
+	// which stops a lock on A until B's lease expires.
+	mustWrite(t, a.In("alice", "locked"), []byte("x"), 0o644)
+	if _, ok := within(2*time.Second, func() bool { _, err := os.Stat(b.In("alice", "locked")); return err == nil }); !ok {
+		t.Fatal("locked from A not seen on B")
+	}
+	holder := startLocker(t, "alice's writer on B", "flock", true, false, b.In("alice", "locked"))
+	holder.expect("locked", 5*time.Second)
+	wantErrno(t, "a lock on A of a file locked on B", tryLock(t, "flock", true, a.In("alice", "locked")), unix.EAGAIN)
 	blobDir := filepath.Dir(s.args[3])
 	before := len(blobFiles(t, blobDir)) // held's among them
-	b.Kill()                             // with bob's handle on held still open
+	b.Kill()                             // with bob's handle on held still open, and his lock
 	fd.Close()
 	for _, m := range mounts() {
 		if strings.HasPrefix(m.point, b.Root+"/") {
@@ -237,6 +249,9 @@ func TestEtcdTwoDaemons(t *testing.T) {
 		t.Errorf("held, open on B when it was killed, not reclaimed %v after", took)
 	} else {
 		t.Logf("held reclaimed by A %v after kill -9 of B (its lease expired)", took.Round(100*time.Millisecond))
+	}
+	if err := tryLock(t, "flock", true, a.In("alice", "locked")); err != nil {
+		t.Errorf("alice's lock on A once B's lease expired: %v", err)
 	}
 	out, errOut, code := runCLI(t, append([]string{"fsck", "--dry-run"}, s.args...)...)
 	if code != 0 || !hasCleanLine(out+errOut) {
