@@ -35,9 +35,8 @@ type EntryRef struct {
 type follower struct {
 	fn   atomic.Pointer[func(Change)]
 	gone atomic.Pointer[func()]
-	// locks and renewed are FollowLocks's and FollowLease's fn.
-	locks   atomic.Pointer[func(uint64)]
-	renewed atomic.Pointer[func()]
+	// locks is FollowLocks's fn.
+	locks atomic.Pointer[func(uint64)]
 }
 
 // FollowDepartures makes fn run (on a goroutine of the feed) whenever
