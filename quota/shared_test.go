@@ -87,3 +87,40 @@ func TestCoverShared(t *testing.T) {
 		t.Fatalf("stored %d + pending %d + others %d past the 10 MiB limit", u.Bytes, a.Pending(h), l.others)
 	}
 }
+
+// TestLeaseRenewedShared: after the lease was lost (mine gone from the
+// ledger), a reservation that still fits is put back whole; one that no
+// longer fits (the others took the room) shrinks to the bytes pending,
+// put back unadmitted, and the next write asks again.
+func TestLeaseRenewedShared(t *testing.T) {
+	l := &sharedLedger{ledger: newLedger(), others: 1 << 20}
+	h := metadata.Holder("group:g")
+	l.limits[h] = metadata.Limit{Bytes: 10 << 20}
+	a := New(l)
+	unlock := a.Lock(h)
+	if d, err := a.Cover(h, 1<<20); err != nil || !d.Allowed() {
+		t.Fatal(d, err)
+	}
+	a.Add(h, 1<<20)
+	unlock()
+	if l.mine != ReserveChunk {
+		t.Fatalf("reservation %d, want a chunk", l.mine)
+	}
+	l.mine = 0 // the lease went, and the reservation with it
+	a.LeaseRenewed()
+	if l.mine != ReserveChunk {
+		t.Errorf("renewed with room left: reservation %d, want the chunk back", l.mine)
+	}
+	l.mine, l.others = 0, 9<<20+512<<10 // the others used the room meanwhile
+	a.LeaseRenewed()
+	if l.mine != 1<<20 {
+		t.Errorf("renewed without room: reservation %d, want the 1 MiB pending", l.mine)
+	}
+	asks := l.asks
+	unlock = a.Lock(h)
+	d, err := a.Cover(h, 1)
+	unlock()
+	if err != nil || d.Allowed() || l.asks == asks {
+		t.Errorf("a write after the shrunk renewal: %v %v after %d new asks, want EDQUOT after asking", d, err, l.asks-asks)
+	}
+}
