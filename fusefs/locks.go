@@ -323,12 +323,15 @@ func (t *lockTable) tryLocked(ino uint64, il *inodeLocks, req fileLock, via *loc
 	}
 	base := slices.Clone(il.held)
 	il.apply(req)
-	if ok, e := t.publishLocked(ino, il, &req); e != 0 || !ok {
-		il.held = base
-		if converted {
-			t.syncLocked(ino, il)
+	// An unlock of nothing has nothing to tell the other daemons.
+	if req.typ != syscall.F_UNLCK || !slices.Equal(base, il.held) {
+		if ok, e := t.publishLocked(ino, il, &req); e != 0 || !ok {
+			il.held = base
+			if converted {
+				t.syncLocked(ino, il)
+			}
+			return false, e
 		}
-		return false, e
 	}
 	if via != nil && req.typ != syscall.F_UNLCK && !via.owners[req.owner] {
 		if via.owners == nil {

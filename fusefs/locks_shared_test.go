@@ -18,6 +18,7 @@ type fakeShare struct {
 	others    map[uint64][]metadata.DaemonLocks
 	published map[uint64][]metadata.LockRecord
 	fail      error
+	publishes int
 }
 
 func newFakeShare() *fakeShare {
@@ -39,6 +40,7 @@ func (s *fakeShare) PublishLocks(ino uint64, mine []metadata.LockRecord, admit f
 	if admit != nil && !admit(s.others[ino]) {
 		return false, nil
 	}
+	s.publishes++
 	s.published[ino] = mine
 	return true, nil
 }
@@ -100,6 +102,12 @@ func TestLockTableShared(t *testing.T) {
 	lt.unlockOwner(1, lockOwner{view: 1, owner: 1}, kindFlock)
 	if got := share.mine(1); len(got) != 0 {
 		t.Errorf("after the close published %+v, want nothing", got)
+	}
+	n := share.publishes
+	lt.set(1, rec(1, 1, un, 0, maxOffset), nil)
+	lt.unlockOwner(1, lockOwner{view: 1, owner: 1}, kindRecord)
+	if share.publishes != n {
+		t.Errorf("unlocks of nothing published %d times, want none", share.publishes-n)
 	}
 
 	share.fail = errors.New("etcd: lease not found")
