@@ -118,9 +118,6 @@ func (f *FS) mount(user string, ss *metadata.Session, mountpoint string, opts Vi
 		f.negatives.dropView(v)
 		return nil, fmt.Errorf("mount view of %s at %s: %w", user, mountpoint, err)
 	}
-	if err := setReadAhead(mountpoint); err != nil {
-		f.log.Warn("view reads ahead 128 KiB only", "user", user, "err", err)
-	}
 	f.notify.add(v)
 	go func() {
 		// Whatever the view's processes held goes with the view.
