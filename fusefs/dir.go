@@ -16,6 +16,9 @@ type dirHandle struct {
 	entries []fuse.DirEntry
 	loaded  bool
 	pos     int
+	// batch holds the records read ahead for a READDIRPLUS request
+	// (readdirplus.go).
+	batch entryBatch
 }
 
 var (

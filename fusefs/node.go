@@ -137,6 +137,13 @@ func (v *View) learn(rec *metadata.Inode) *metadata.Inode {
 // Lookup implements fs.NodeLookuper.
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
 	defer n.v.fs.track("lookup", n.zone, time.Now(), &errno)
+	return n.resolve(ctx, name, nil, out)
+}
+
+// resolve answers for name in n: a LOOKUP, or one entry of a READDIRPLUS
+// reply. known, when not nil, is name's record as a batch just read it
+// (readdirplus.go); otherwise the store is asked.
+func (n *node) resolve(ctx context.Context, name string, known *metadata.Inode, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if ch := n.v.lookupReserved(ctx, n, name, out); ch != nil {
 		return ch, 0
 	}
@@ -148,7 +155,10 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *
 	}
 	f := n.v.fs
 	neg := n.expectAbsent(name)
-	rec, err := f.store.Lookup(n.ino, name)
+	rec, err := known, error(nil)
+	if rec == nil {
+		rec, err = f.store.Lookup(n.ino, name)
+	}
 	if err != nil {
 		e := f.errno("lookup", err)
 		n.missed(name, neg, e, out)
@@ -157,7 +167,8 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *
 	if neg {
 		f.negatives.found(n.v, n.ino, name)
 	}
-	if rec, errno = n.v.sessionOverlay(rec); errno != 0 {
+	rec, errno := n.v.sessionOverlay(rec)
+	if errno != 0 {
 		return nil, errno
 	}
 	f.overlay(rec)

@@ -20,8 +20,8 @@ const cacheSlots = 1 << 16
 // It is written through. Read-write transactions run one at a time (wmu),
 // so the cache follows the commits in their order: a transaction's reads of
 // cached keys come from the cache, it records the keys it sets and deletes,
-// drops them from the cache just before the commit and puts the new values
-// after it. A read-only transaction is served from the cache while it hits,
+// hides them from readers just before the commit and puts the new values
+// in their slots after it. A read-only transaction is served from the cache while it hits,
 // and opens an engine snapshot at its first miss or scan, which is then
 // checked against what the cache already gave it (see viewTxn). Invalidate
 // drops keys changed by someone else (the change feed of an engine shared
@@ -361,7 +361,10 @@ type cache struct {
 }
 
 // cacheSlot is one cached key: its value, or absent when neg is set, and
-// on a shared engine the revision it was read or committed at.
+// on a shared engine the revision it was read or committed at. busy: a
+// write of the key is being committed; readers miss until it ends, and
+// the key keeps its slot, so that a rewrite does not push other records
+// out of the cache.
 type cacheSlot struct {
 	key  string
 	val  []byte
@@ -369,6 +372,7 @@ type cacheSlot struct {
 	neg  bool
 	ref  bool
 	used bool
+	busy bool
 }
 
 // cacheWrite is one key a transaction set (or deleted: del), or one value
@@ -393,7 +397,7 @@ func (c *cache) getRev(key []byte) (val []byte, absent bool, rev int64, ok bool)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	i, ok := c.index[string(key)]
-	if !ok {
+	if !ok || c.slots[i].busy {
 		return nil, false, 0, false
 	}
 	s := &c.slots[i]
@@ -407,7 +411,7 @@ func (c *cache) getGen(key []byte) (val []byte, absent bool, gen uint64, ok bool
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	i, ok := c.index[string(key)]
-	if !ok {
+	if !ok || c.slots[i].busy {
 		return nil, false, c.gen, false
 	}
 	s := &c.slots[i]
@@ -441,14 +445,16 @@ func (c *cache) fill(gen uint64, key, val []byte, absent bool, rev int64) {
 	c.putLocked(string(key), val, absent, rev)
 }
 
-// begin drops the keys a write is about to commit.
+// begin hides the keys a write is about to commit from readers (busy).
 func (c *cache) begin(ws []cacheWrite) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
 	c.inflight = true
 	for _, w := range ws {
-		c.dropLocked(w.key)
+		if i, ok := c.index[w.key]; ok {
+			c.slots[i].busy = true
+		}
 	}
 }
 
@@ -460,13 +466,12 @@ func (c *cache) end(ws []cacheWrite, ok bool, rev int64) {
 	defer c.mu.Unlock()
 	c.gen++
 	c.inflight = false
-	if ok && !c.lost {
-		for _, w := range ws {
-			if c.stale[w.key] {
-				continue
-			}
-			c.putLocked(w.key, w.val, w.del, rev)
+	for _, w := range ws {
+		if !ok || c.lost || c.stale[w.key] {
+			c.dropLocked(w.key)
+			continue
 		}
+		c.putLocked(w.key, w.val, w.del, rev)
 	}
 	c.stale, c.lost = nil, false
 }
@@ -507,7 +512,7 @@ func (c *cache) putLocked(key string, val []byte, absent bool, rev int64) {
 	}
 	if i, ok := c.index[key]; ok {
 		s := &c.slots[i]
-		s.val, s.neg, s.ref, s.rev = val, absent, true, rev
+		s.val, s.neg, s.ref, s.rev, s.busy = val, absent, true, rev, false
 		return
 	}
 	n := int32(len(c.slots))
