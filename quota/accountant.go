@@ -48,6 +48,9 @@ type holderAcct struct {
 	// reserved is what this daemon holds reserved in a store other
 	// daemons share (shared.go); guarded by Accountant.mu.
 	reserved int64
+	// shrinking is set while a check whether to give the reservation
+	// back is due (shrink); guarded by Accountant.mu.
+	shrinking bool
 }
 
 // New returns an accountant over the stored usage of ledger.
