@@ -200,6 +200,7 @@ func (s *Store) create(parent uint64, name string, tmpl *Inode, admit func(Usage
 		}
 		if held {
 			o.holdNew(n.Ino)
+			o.newContent(n.Ino)
 		}
 		created = n
 		return nil

@@ -94,6 +94,22 @@ func (o *op) holdNew(ino uint64) {
 	}
 }
 
+// absentNoter is a transaction that can be told a key does not exist
+// (writeTxn, for the metadata cache).
+type absentNoter interface {
+	absent(key []byte)
+}
+
+// newContent tells the metadata cache that a new inode has no content
+// records yet, so that the persist of its first write and its checksum
+// find that out without a read (a round trip on etcd).
+func (o *op) newContent(ino uint64) {
+	if a, ok := o.tx.(absentNoter); ok {
+		a.absent(pendingKey(ino))
+		a.absent(contentKey(ino))
+	}
+}
+
 // CreateOpen is Create (CreateTmp when name is empty) for a regular file
 // its caller opens at once: on a shared store the new file's open marker
 // is put by the create's own transaction, which saves the round trip of a
