@@ -14,8 +14,8 @@ import (
 
 // TestEtcdRoundTrips counts the etcd requests (shedfs_etcd_requests_total)
 // that file operations cost a view on an etcd store, per file, background
-// work they cause included (audit batches, checksum records), and holds
-// them to a budget: on etcd every write request is a raft round with a WAL
+// work they cause included (checksum records; the audit trail is off, as
+// its batches come at the recorder's pace), and holds them to a budget: on etcd every write request is a raft round with a WAL
 // fsync on a quorum, so round trips are what an operation costs. Before
 // this test a create, write and close cost 19.5 requests, a truncate 10.6.
 func TestEtcdRoundTrips(t *testing.T) {
@@ -24,7 +24,7 @@ func TestEtcdRoundTrips(t *testing.T) {
 	s.cli(t, "user", "add", "alice")
 	s.cli(t, "quota", "set", "user:alice", "--bytes", "1GiB")
 	addr := freeAddr(t)
-	v := s.mount(t, "alice", "--metrics", addr)
+	v := s.mount(t, "alice", "--metrics", addr, "--no-audit")
 	waitMetrics(t, addr)
 	sc := &etcdScraper{addr: addr}
 	mustMkdir(t, v.Path("d"), 0o755)
@@ -45,15 +45,17 @@ func TestEtcdRoundTrips(t *testing.T) {
 		// entry, usage, open marker), the first write (nothing: the
 		// quota reservation has room), FLUSH (a Txn: size, content
 		// pending), RELEASE (a Txn: the marker goes, the record is
-		// read); then in the background the checksum record and an
-		// audit batch (a Txn each; batches hold several events).
-		{"create+write+close", 6, func(p string) error { return os.WriteFile(p, data, 0o644) }},
+		// read); then in the background the checksum record (a Txn).
+		// Once per phase, not per file: the quota reservation taken at
+		// the first write and given back a second after the last (3
+		// requests, 0.15 a file).
+		{"create+write+close", 5.15, func(p string) error { return os.WriteFile(p, data, 0o644) }},
 		{"stat", 0, func(p string) error { _, err := os.Stat(p); return err }},
-		{"chmod", 1.5, func(p string) error { return os.Chmod(p, 0o600) }},
+		{"chmod", 1, func(p string) error { return os.Chmod(p, 0o600) }},
 		// The file is opened for the truncate: marker put (a Put) and
-		// taken back (a Txn) around the size's Txn; checksum, audit.
-		{"truncate", 5, func(p string) error { return os.Truncate(p, 100) }},
-		{"unlink", 1.5, func(p string) error { return os.Remove(p) }},
+		// taken back (a Txn) around the size's Txn; the checksum.
+		{"truncate", 4, func(p string) error { return os.Truncate(p, 100) }},
+		{"unlink", 1, func(p string) error { return os.Remove(p) }},
 	}
 	var report []string
 	for _, ph := range phases {
@@ -84,7 +86,9 @@ func TestEtcdRoundTrips(t *testing.T) {
 		}
 		sort.Strings(parts)
 		report = append(report, fmt.Sprintf("%s: %.2f per file (%s)", ph.name, total, strings.Join(parts, ", ")))
-		if total > ph.budget {
+		// A little slack: a commit that met a concurrent one (the
+		// checksum's) runs again.
+		if total > ph.budget+0.25 {
 			t.Errorf("%s: %.2f etcd requests per file (%s), want at most %v", ph.name, total, strings.Join(parts, ", "), ph.budget)
 		}
 	}
