@@ -71,7 +71,7 @@ func (a *Accountant) Cover(h metadata.Holder, n int64) (acl.Decision, error) {
 	for _, total := range []int64{(need + ReserveChunk - 1) / ReserveChunk * ReserveChunk, need} {
 		if err = r.Reserve(h, total, total-pending, admit); err == nil {
 			a.mu.Lock()
-			ha.reserved = total
+			ha.reserved, ha.stored = total, total
 			a.mu.Unlock()
 			return acl.Decision{}, nil
 		}
@@ -112,7 +112,7 @@ func (a *Accountant) shrink(h metadata.Holder, ha *holderAcct) {
 		defer ha.lock.Unlock()
 		a.mu.Lock()
 		ha.shrinking = false
-		idle := ha.pending <= 0 && ha.reserved > 0
+		idle := ha.pending <= 0 && ha.stored > 0
 		a.mu.Unlock()
 		if !idle {
 			return // busy again: the next Add that idles it looks again
@@ -121,7 +121,7 @@ func (a *Accountant) shrink(h metadata.Holder, ha *holderAcct) {
 			return // it expires with the lease
 		}
 		a.mu.Lock()
-		ha.reserved = 0
+		ha.reserved, ha.stored = 0, 0
 		a.mu.Unlock()
 	})
 }
