@@ -67,7 +67,8 @@ func (f *FS) setSizeLocked(oi *openInode, size uint64) {
 // acquire returns the open state of n, opening the blob on first use.
 // The blob is opened outside f.mu, so that opens of different files run
 // in parallel; of two first opens of one file, the second closes its
-// descriptor and shares the first's.
+// descriptor and shares the first's. create says n was just made by
+// newChild for openNew (a new blob; marked open in a shared store).
 func (f *FS) acquire(n *metadata.Inode, create bool) (*openInode, syscall.Errno) {
 	f.mu.Lock()
 	if oi := f.open[n.Ino]; oi != nil {
@@ -80,6 +81,11 @@ func (f *FS) acquire(n *metadata.Inode, create bool) (*openInode, syscall.Errno)
 	f.mu.Unlock()
 	blob, err := f.blobs.OpenFile(n.Ino, !isGhost)
 	if err != nil {
+		if create {
+			// Its create marked it open (newChild): take that back
+			// before uncreate frees it.
+			f.unhold(n.Ino)
+		}
 		return nil, f.errno("open blob", err)
 	}
 	f.mu.Lock()
@@ -102,9 +108,9 @@ func (f *FS) acquire(n *metadata.Inode, create bool) (*openInode, syscall.Errno)
 		modes:     make(map[*View]*ioCounts),
 	}
 	f.open[n.Ino] = oi
-	if f.store.Shared() {
+	if f.store.Shared() && !create {
 		// Marked open in the store for the other daemons (remote.go),
-		// outside f.mu.
+		// outside f.mu; a file just created was marked by its create.
 		f.mu.Unlock()
 		f.hold(n.Ino)
 		f.mu.Lock()

@@ -114,8 +114,9 @@ type FS struct {
 	stopSweep chan struct{}
 	// orphans are inodes without links that an open handle still holds.
 	orphans map[uint64]bool
-	// holdMu orders the open marks of a shared store (remote.go).
-	holdMu sync.Mutex
+	// holdMu orders the open marks of a shared store, per inode: a
+	// stripe of holdStripes (remote.go).
+	holdMu [holdStripes]sync.Mutex
 	// dirsOpen counts open directory handles per inode.
 	dirsOpen map[uint64]int
 	// ghosts are reclaimed inodes kept for requests under way.

@@ -130,7 +130,7 @@ type StoreCollector struct {
 	fs         *FS
 	maxHolders int
 
-	views, openFiles, quotaBytes, quotaInodes, lsm, vlog *prometheus.Desc
+	views, openFiles, quotaBytes, quotaInodes, lsm, vlog, engineRequests *prometheus.Desc
 }
 
 // NewStoreCollector returns a collector for f; register it once.
@@ -144,12 +144,14 @@ func NewStoreCollector(f *FS, maxHolders int) *StoreCollector {
 		quotaInodes: prometheus.NewDesc("shedfs_quota_inodes", "Inodes charged to a quota holder (kind used, of which trash: kept files) and its limit (0: unlimited).", []string{"holder", "kind"}, nil),
 		lsm:         prometheus.NewDesc("shedfs_badger_lsm_bytes", "Size of badger's LSM tree on disk.", nil, nil),
 		vlog:        prometheus.NewDesc("shedfs_badger_vlog_bytes", "Size of badger's value log on disk.", nil, nil),
+		// What a FUSE operation costs on etcd is mostly its round trips.
+		engineRequests: prometheus.NewDesc("shedfs_etcd_requests_total", "Requests sent to etcd (round trips), by kind: Range, Txn, Put, DeleteRange, Lease...", []string{"kind"}, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *StoreCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.views, c.openFiles, c.quotaBytes, c.quotaInodes, c.lsm, c.vlog} {
+	for _, d := range []*prometheus.Desc{c.views, c.openFiles, c.quotaBytes, c.quotaInodes, c.lsm, c.vlog, c.engineRequests} {
 		ch <- d
 	}
 }
@@ -162,6 +164,9 @@ func (c *StoreCollector) Collect(ch chan<- prometheus.Metric) {
 	lsm, vlog := f.store.EngineSize()
 	ch <- prometheus.MustNewConstMetric(c.lsm, prometheus.GaugeValue, float64(lsm))
 	ch <- prometheus.MustNewConstMetric(c.vlog, prometheus.GaugeValue, float64(vlog))
+	for kind, n := range f.store.EngineRequests() {
+		ch <- prometheus.MustNewConstMetric(c.engineRequests, prometheus.CounterValue, float64(n), kind)
+	}
 	holders, err := f.store.Holders()
 	if err != nil {
 		f.log.Error("metrics: list holders", "err", err)

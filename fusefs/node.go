@@ -287,8 +287,10 @@ func caller(ctx context.Context) (uint32, uint32) {
 
 // newChild creates an entry of any type below n with the zone, owner and
 // default ownership mode a new entry gets, after acl admitted it. An empty
-// name makes an O_TMPFILE file, which no directory names yet.
-func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev uint32, target string) (*metadata.Inode, syscall.Errno) {
+// name makes an O_TMPFILE file, which no directory names yet. open says
+// the caller opens it at once (openNew), which marks it open in a shared
+// store from its create on.
+func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev uint32, target string, open bool) (*metadata.Inode, syscall.Errno) {
 	f := n.v.fs
 	parent, e := n.load()
 	if e != 0 {
@@ -351,9 +353,13 @@ func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev 
 	var rec *metadata.Inode
 	for try := 0; try < 2; try++ {
 		refused = acl.Decision{}
-		if name == "" {
+		switch {
+		case open:
+			// Opened at once (openNew): marked open by its create.
+			rec, err = f.store.CreateOpen(n.ino, name, tmpl, admit)
+		case name == "":
 			rec, err = f.store.CreateTmp(n.ino, tmpl, admit)
-		} else {
+		default:
 			rec, err = f.store.Create(n.ino, name, tmpl, admit)
 		}
 		if refused.Errno != syscall.EDQUOT || !f.acct.MakeRoom(h, 0, 1) {
@@ -434,7 +440,7 @@ func (v *View) depth(dir *metadata.Inode) int {
 // Create implements fs.NodeCreater.
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (_ *fs.Inode, _ fs.FileHandle, _ uint32, errno syscall.Errno) {
 	defer n.v.fs.track("create", n.zone, time.Now(), &errno)
-	rec, e := n.newChild(ctx, acl.OpCreate, name, syscall.S_IFREG|mode&07777, 0, "")
+	rec, e := n.newChild(ctx, acl.OpCreate, name, syscall.S_IFREG|mode&07777, 0, "", true)
 	if e != 0 {
 		return nil, nil, 0, e
 	}
@@ -448,7 +454,7 @@ var _ fs.NodeTmpfiler = (*node)(nil)
 // and charged like a create.
 func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse.EntryOut) (_ *fs.Inode, _ fs.FileHandle, _ uint32, errno syscall.Errno) {
 	defer n.v.fs.track("tmpfile", n.zone, time.Now(), &errno)
-	rec, e := n.newChild(ctx, acl.OpCreate, "", syscall.S_IFREG|mode&07777, 0, "")
+	rec, e := n.newChild(ctx, acl.OpCreate, "", syscall.S_IFREG|mode&07777, 0, "", true)
 	if e != 0 {
 		return nil, nil, 0, e
 	}
@@ -526,7 +532,7 @@ func (n *node) keepCache(fh fs.FileHandle) uint32 {
 // Mkdir implements fs.NodeMkdirer.
 func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
 	defer n.v.fs.track("mkdir", n.zone, time.Now(), &errno)
-	rec, e := n.newChild(ctx, acl.OpCreate, name, syscall.S_IFDIR|mode&07777, 0, "")
+	rec, e := n.newChild(ctx, acl.OpCreate, name, syscall.S_IFDIR|mode&07777, 0, "", false)
 	if e != 0 {
 		return nil, e
 	}
@@ -539,7 +545,7 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 // device number is ever stored.
 func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
 	defer n.v.fs.track("mknod", n.zone, time.Now(), &errno)
-	rec, e := n.newChild(ctx, acl.OpCreate, name, mode, 0, "")
+	rec, e := n.newChild(ctx, acl.OpCreate, name, mode, 0, "", false)
 	if e != 0 {
 		return nil, e
 	}
@@ -550,7 +556,7 @@ func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, 
 // Symlink implements fs.NodeSymlinker.
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
 	defer n.v.fs.track("symlink", n.zone, time.Now(), &errno)
-	rec, e := n.newChild(ctx, acl.OpSymlink, name, syscall.S_IFLNK|0o777, 0, target)
+	rec, e := n.newChild(ctx, acl.OpSymlink, name, syscall.S_IFLNK|0o777, 0, target, false)
 	if e != 0 {
 		return nil, e
 	}

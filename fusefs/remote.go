@@ -66,13 +66,20 @@ func (f *FS) tellRemote(ino uint64, rec *metadata.Inode, items []inval) {
 	f.notify.post(nil, byView)
 }
 
+// holdStripes is how many locks order the open marks: those of one inode
+// must not pass each other (an unhold's delete after a new hold's put),
+// those of different inodes may, so that the mark of one file's last
+// release (a round trip) does not hold up the next file's open.
+const holdStripes = 64
+
 // hold marks ino open by this daemon in a store other daemons share.
 func (f *FS) hold(ino uint64) {
 	if !f.store.Shared() {
 		return
 	}
-	f.holdMu.Lock()
-	defer f.holdMu.Unlock()
+	mu := &f.holdMu[ino%holdStripes]
+	mu.Lock()
+	defer mu.Unlock()
 	if err := f.store.Hold(ino); err != nil {
 		f.log.Error("mark inode open in the store", "ino", ino, "err", err)
 	}
@@ -85,8 +92,9 @@ func (f *FS) unhold(ino uint64) {
 	if !f.store.Shared() {
 		return
 	}
-	f.holdMu.Lock()
-	defer f.holdMu.Unlock()
+	mu := &f.holdMu[ino%holdStripes]
+	mu.Lock()
+	defer mu.Unlock()
 	f.mu.Lock()
 	again := f.open[ino] != nil
 	f.mu.Unlock()

@@ -162,13 +162,19 @@ func (k *cachedKV) View(fn func(tx Txn) error) error {
 var errViewMoved = errors.New("metadata changed under a cached read")
 
 // cacheable reports whether records under key are cached: the ones every
-// lookup, getattr and admission reads.
+// lookup, getattr and admission reads, a file's content records, which
+// every persist of a write and every checksum reads, and the audit
+// trail's count, which every batch of records reads (on etcd each read the
+// cache cannot serve is a round trip).
 func cacheable(key []byte) bool {
 	if len(key) == 0 {
 		return false
 	}
+	if len(key) == 1 && key[0] == pAudit {
+		return true
+	}
 	switch key[0] {
-	case pInode, pEntry, pUsage, pLimit:
+	case pInode, pEntry, pUsage, pLimit, pPending, pContent:
 		return true
 	}
 	return false
@@ -229,6 +235,15 @@ func (t *writeTxn) note(key, val []byte, del bool) {
 	t.writes = append(t.writes, cacheWrite{key: string(key), val: val, del: del})
 }
 
+// absent tells the cache that key does not exist, as of this transaction
+// (the records of an inode it creates), without asking the engine.
+func (t *writeTxn) absent(key []byte) {
+	if t.written[string(key)] {
+		return
+	}
+	t.note(key, nil, true)
+}
+
 func (t *writeTxn) Set(key, value []byte) error {
 	t.note(key, value, false)
 	return t.tx.Set(key, value)
@@ -257,16 +272,24 @@ type viewTxn struct {
 	hitGen  uint64
 	snap    Txn
 	discard func()
-	// fillGen: what the snapshot reads may be cached under (fillOK).
+	// fillGen is the generation when the snapshot was opened: what the
+	// snapshot reads is cached under it (fill).
 	fillGen uint64
-	fillOK  bool
 }
 
 func (t *viewTxn) Get(key []byte) ([]byte, error) {
 	if t.snap == nil && cacheable(key) {
-		v, absent, gen, ok := t.c.getGen(key)
-		if ok && (len(t.hits) == 0 || gen == t.hitGen) {
-			t.hitGen = gen
+		// Every hit is of the moment of the first: a key no write has
+		// touched since holds the value it had then.
+		since := t.hitGen
+		if len(t.hits) == 0 {
+			since = 0
+		}
+		v, absent, gen, ok := t.c.getSince(key, since, len(t.hits) == 0)
+		if ok {
+			if len(t.hits) == 0 {
+				t.hitGen = gen
+			}
 			t.hits = append(t.hits, cacheWrite{key: string(key), val: v, del: absent})
 			if absent {
 				return nil, ErrNotFound
@@ -277,8 +300,18 @@ func (t *viewTxn) Get(key []byte) ([]byte, error) {
 	if err := t.open(); err != nil {
 		return nil, err
 	}
+	if cacheable(key) {
+		// A key no write has touched since the snapshot was opened
+		// holds in the cache what the snapshot holds: no round trip.
+		if v, absent, _, ok := t.c.getSince(key, t.fillGen, false); ok {
+			if absent {
+				return nil, ErrNotFound
+			}
+			return v, nil
+		}
+	}
 	v, err := t.snap.Get(key)
-	if t.fillOK && cacheable(key) {
+	if cacheable(key) {
 		var rev int64
 		if rt, ok := t.snap.(revTxn); ok {
 			rev = rt.readRev(key)
@@ -293,18 +326,21 @@ func (t *viewTxn) Get(key []byte) ([]byte, error) {
 	return v, err
 }
 
-// open opens the engine snapshot once and checks it against the hits.
+// open opens the engine snapshot once and checks it against the hits
+// whose keys a write has touched since they were served.
 func (t *viewTxn) open() error {
 	if t.snap != nil {
 		return nil
 	}
-	gen, inflight := t.c.state()
+	t.fillGen = t.c.generation()
 	t.snap, t.discard = t.sn.snapshot()
-	t.fillGen, t.fillOK = gen, !inflight
-	if len(t.hits) == 0 || gen == t.hitGen {
+	if len(t.hits) == 0 {
 		return nil
 	}
 	for _, h := range t.hits {
+		if t.c.unchanged(h.key, t.hitGen) {
+			continue
+		}
 		v, err := t.snap.Get([]byte(h.key))
 		switch {
 		case errors.Is(err, ErrNotFound):
@@ -343,28 +379,39 @@ func (t *viewTxn) Scan(prefix, start []byte, fn func(key, value []byte) error) e
 
 // cache holds values by KV key, bounded, evicting by CLOCK over a fixed
 // ring of slots. gen counts the writes begun and ended (and invalidations);
-// inflight is set while a write is between begin and end; stale holds the
+// busy holds the keys of a write between begin and end; stale holds the
 // keys invalidated meanwhile, which end must not put back (lost: the whole
-// cache was dropped meanwhile). A reader that
-// read from the engine fills in what it read only if gen has not moved
-// since before its snapshot, and no write was under way then, so a fill
-// never puts back a value older than a commit.
+// cache was dropped meanwhile). touched says, per key, the generation at
+// which a write or an invalidation last touched it, down to floor (older
+// touches are forgotten, and whatever asks about a generation before floor
+// is told "changed").
+//
+// A reader that read a key from the engine fills in what it read only if
+// no write has touched that key since before its snapshot, and none is
+// under way, so a fill never puts back a value older than a commit; and a
+// key untouched since a generation holds in the cache what it held then
+// (getSince, unchanged). Keeping this per key, not for the whole cache,
+// matters on etcd, where some write (an audit batch, a checksum) is under
+// way most of the time and each read the cache cannot serve is a round trip.
 type cache struct {
-	mu       sync.Mutex
-	gen      uint64
-	inflight bool
-	stale    map[string]bool
-	lost     bool
-	index    map[string]int32
-	slots    []cacheSlot
-	hand     int32
+	mu      sync.Mutex
+	gen     uint64
+	busy    map[string]int
+	touched map[string]uint64
+	floor   uint64
+	stale   map[string]bool
+	lost    bool
+	index   map[string]int32
+	slots   []cacheSlot
+	hand    int32
 }
 
+// cacheTouchedMax bounds the generations remembered per key: past it they
+// are forgotten at once and floor moves up to the present.
+const cacheTouchedMax = 1 << 14
+
 // cacheSlot is one cached key: its value, or absent when neg is set, and
-// on a shared engine the revision it was read or committed at. busy: a
-// write of the key is being committed; readers miss until it ends, and
-// the key keeps its slot, so that a rewrite does not push other records
-// out of the cache.
+// on a shared engine the revision it was read or committed at.
 type cacheSlot struct {
 	key  string
 	val  []byte
@@ -372,7 +419,6 @@ type cacheSlot struct {
 	neg  bool
 	ref  bool
 	used bool
-	busy bool
 }
 
 // cacheWrite is one key a transaction set (or deleted: del), or one value
@@ -384,7 +430,49 @@ type cacheWrite struct {
 }
 
 func newCache(slots int) *cache {
-	return &cache{index: make(map[string]int32, slots), slots: make([]cacheSlot, slots)}
+	return &cache{index: make(map[string]int32, slots), slots: make([]cacheSlot, slots),
+		busy: make(map[string]int), touched: make(map[string]uint64)}
+}
+
+// touchLocked notes that key changes at the current generation. c.mu is
+// held.
+func (c *cache) touchLocked(key string) {
+	if len(c.touched) >= cacheTouchedMax {
+		clear(c.touched)
+		c.floor = c.gen
+	}
+	c.touched[key] = c.gen
+}
+
+// unchangedLocked reports whether no write or invalidation has touched key
+// since generation gen, and none is under way. c.mu is held.
+func (c *cache) unchangedLocked(key string, gen uint64) bool {
+	if gen < c.floor || c.busy[key] > 0 {
+		return false
+	}
+	return c.touched[key] <= gen
+}
+
+// unchanged is unchangedLocked for a caller without c.mu.
+func (c *cache) unchanged(key string, gen uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.unchangedLocked(key, gen)
+}
+
+// getSince returns the cached value of key if it is the one key had at
+// generation since (any cached value when any is set), and the present
+// generation.
+func (c *cache) getSince(key []byte, since uint64, any bool) (val []byte, absent bool, gen uint64, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i, ok := c.index[string(key)]
+	if !ok || c.busy[string(key)] > 0 || (!any && !c.unchangedLocked(string(key), since)) {
+		return nil, false, c.gen, false
+	}
+	s := &c.slots[i]
+	s.ref = true
+	return s.val, s.neg, c.gen, true
 }
 
 func (c *cache) get(key []byte) (val []byte, absent, ok bool) {
@@ -397,7 +485,7 @@ func (c *cache) getRev(key []byte) (val []byte, absent bool, rev int64, ok bool)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	i, ok := c.index[string(key)]
-	if !ok || c.slots[i].busy {
+	if !ok || c.busy[string(key)] > 0 {
 		return nil, false, 0, false
 	}
 	s := &c.slots[i]
@@ -411,7 +499,7 @@ func (c *cache) getGen(key []byte) (val []byte, absent bool, gen uint64, ok bool
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	i, ok := c.index[string(key)]
-	if !ok || c.slots[i].busy {
+	if !ok || c.busy[string(key)] > 0 {
 		return nil, false, c.gen, false
 	}
 	s := &c.slots[i]
@@ -426,52 +514,57 @@ func (c *cache) generation() uint64 {
 	return c.gen
 }
 
-// state is the generation and whether a write is under way.
-func (c *cache) state() (gen uint64, inflight bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.gen, c.inflight
-}
-
 // fill caches what a reader read from a snapshot opened when the
-// generation was gen (and no write was under way), unless a write or an
-// invalidation has happened since.
+// generation was gen, unless a write or an invalidation has touched key
+// since (or is under way).
 func (c *cache) fill(gen uint64, key, val []byte, absent bool, rev int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.gen != gen || c.inflight {
+	if !c.unchangedLocked(string(key), gen) {
 		return
 	}
 	c.putLocked(string(key), val, absent, rev)
 }
 
-// begin hides the keys a write is about to commit from readers (busy).
+// begin hides the keys a write is about to commit from readers (busy):
+// they miss until end, but the keys keep their slots, so that a rewrite
+// does not push other records out of the cache.
 func (c *cache) begin(ws []cacheWrite) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
-	c.inflight = true
 	for _, w := range ws {
-		if i, ok := c.index[w.key]; ok {
-			c.slots[i].busy = true
-		}
+		c.busy[w.key]++
+		c.touchLocked(w.key)
 	}
 }
 
-// end puts the values of a write that committed (ok) at rev, or leaves
-// its keys out of the cache if it failed. A key invalidated since begin
-// (another daemon changed it, perhaps after this commit) stays out.
+// end puts the values of a write that committed (ok) at rev in their
+// slots, or drops its keys from the cache if it failed. A key invalidated
+// since begin (another daemon changed it, perhaps after this commit) is
+// dropped too.
 func (c *cache) end(ws []cacheWrite, ok bool, rev int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
-	c.inflight = false
+	for _, w := range ws {
+		c.touchLocked(w.key)
+		if c.busy[w.key]--; c.busy[w.key] <= 0 {
+			delete(c.busy, w.key)
+		}
+	}
 	for _, w := range ws {
 		if !ok || c.lost || c.stale[w.key] {
 			c.dropLocked(w.key)
 			continue
 		}
-		c.putLocked(w.key, w.val, w.del, rev)
+		// A deleted key is absent, whose revision etcd compares as 0,
+		// whatever revision deleted it.
+		r := rev
+		if w.del {
+			r = 0
+		}
+		c.putLocked(w.key, w.val, w.del, r)
 	}
 	c.stale, c.lost = nil, false
 }
@@ -483,7 +576,8 @@ func (c *cache) invalidate(keys [][]byte) {
 	c.gen++
 	for _, k := range keys {
 		c.dropLocked(string(k))
-		if c.inflight {
+		c.touchLocked(string(k))
+		if len(c.busy) > 0 {
 			if c.stale == nil {
 				c.stale = make(map[string]bool)
 			}
@@ -499,8 +593,10 @@ func (c *cache) reset() {
 	c.gen++
 	clear(c.slots)
 	clear(c.index)
+	clear(c.touched)
+	c.floor = c.gen
 	c.hand = 0
-	if c.inflight {
+	if len(c.busy) > 0 {
 		c.lost = true
 	}
 }
@@ -512,7 +608,7 @@ func (c *cache) putLocked(key string, val []byte, absent bool, rev int64) {
 	}
 	if i, ok := c.index[key]; ok {
 		s := &c.slots[i]
-		s.val, s.neg, s.ref, s.rev, s.busy = val, absent, true, rev, false
+		s.val, s.neg, s.ref, s.rev = val, absent, true, rev
 		return
 	}
 	n := int32(len(c.slots))

@@ -18,6 +18,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 )
 
 // The etcd engine holds a store's schema on an etcd cluster, under a key
@@ -111,6 +112,8 @@ type etcdKV struct {
 	commitSeq atomic.Uint64
 	// feed follows the changes of the other processes (etcd_multi.go).
 	feed etcdFeed
+	// requests counts the requests sent (etcd_requests.go).
+	requests *etcdRequests
 }
 
 // openEtcd connects to the cluster of cfg and checks that it answers.
@@ -129,6 +132,7 @@ func openEtcd(cfg EtcdConfig, logger *slog.Logger, readOnly bool) (*etcdKV, erro
 	if cfg.Prefix == "" || !strings.HasSuffix(cfg.Prefix, "/") {
 		return nil, fmt.Errorf("open etcd store: prefix %q must be non-empty and end in /", cfg.Prefix)
 	}
+	reqs := &etcdRequests{}
 	cli, err := clientv3.New(clientv3.Config{
 		Endpoints:          cfg.Endpoints,
 		DialTimeout:        timeout,
@@ -141,12 +145,13 @@ func openEtcd(cfg EtcdConfig, logger *slog.Logger, readOnly bool) (*etcdKV, erro
 		// The client's own retries are noise in the daemon's log: a
 		// request that fails for good comes back as an error, which the
 		// callers log or turn into EIO.
-		Logger: zap.NewNop(),
+		Logger:      zap.NewNop(),
+		DialOptions: []grpc.DialOption{grpc.WithChainUnaryInterceptor(reqs.interceptor)},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open etcd store %v: %w", cfg.Endpoints, err)
 	}
-	e := &etcdKV{cli: cli, prefix: []byte(cfg.Prefix), timeout: timeout, log: logger}
+	e := &etcdKV{cli: cli, prefix: []byte(cfg.Prefix), timeout: timeout, log: logger, requests: reqs}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	resp, err := cli.Get(ctx, cfg.Prefix, clientv3.WithCountOnly())

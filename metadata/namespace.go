@@ -108,7 +108,7 @@ func (s *Store) Create(parent uint64, name string, tmpl *Inode, admit func(Usage
 	if err := ValidName(name); err != nil {
 		return nil, err
 	}
-	return s.create(parent, name, tmpl, admit)
+	return s.create(parent, name, tmpl, admit, false)
 }
 
 // CreateTmp creates a regular file in directory parent's zone that no
@@ -116,14 +116,19 @@ func (s *Store) Create(parent uint64, name string, tmpl *Inode, admit func(Usage
 // start, so it vanishes with its last user unless Link gives it a name.
 // Charged and admitted like Create.
 func (s *Store) CreateTmp(parent uint64, tmpl *Inode, admit func(Usage, Limit) error) (*Inode, error) {
+	return s.createTmp(parent, tmpl, admit, false)
+}
+
+func (s *Store) createTmp(parent uint64, tmpl *Inode, admit func(Usage, Limit) error, held bool) (*Inode, error) {
 	if tmpl == nil || tmpl.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return nil, fmt.Errorf("create tmpfile: not a regular file: %w", syscall.EINVAL)
 	}
-	return s.create(parent, "", tmpl, admit)
+	return s.create(parent, "", tmpl, admit, held)
 }
 
-// create is Create, or CreateTmp when name is empty.
-func (s *Store) create(parent uint64, name string, tmpl *Inode, admit func(Usage, Limit) error) (*Inode, error) {
+// create is Create, or CreateTmp when name is empty; held puts the open
+// marker of the new file in the same transaction (CreateOpen).
+func (s *Store) create(parent uint64, name string, tmpl *Inode, admit func(Usage, Limit) error, held bool) (*Inode, error) {
 	if tmpl == nil {
 		return nil, fmt.Errorf("create %q: no template: %w", name, syscall.EINVAL)
 	}
@@ -192,6 +197,10 @@ func (s *Store) create(parent uint64, name string, tmpl *Inode, admit func(Usage
 		}
 		if err := o.setBirth(n.Ino, o.now); err != nil {
 			return err
+		}
+		if held {
+			o.holdNew(n.Ino)
+			o.newContent(n.Ino)
 		}
 		created = n
 		return nil

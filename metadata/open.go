@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"syscall"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -66,6 +65,65 @@ func (o *op) heldOpen(ino uint64) (bool, error) {
 	return false, nil
 }
 
+// holdWriter is a transaction that can put an open marker of this daemon
+// (etcdTxn; writeTxn forwards it).
+type holdWriter interface {
+	putHold(ino uint64)
+}
+
+// putHold buffers this daemon's open marker of ino, under its lease.
+func (t *etcdTxn) putHold(ino uint64) {
+	if t.e.lease == 0 {
+		return
+	}
+	k := etcdOpenPrefix(string(t.e.prefix), ino) + t.e.id
+	t.writes[k] = etcdWrite{val: []byte(strconv.FormatInt(int64(t.e.lease), 16)), leased: true}
+}
+
+func (t *writeTxn) putHold(ino uint64) {
+	if h, ok := t.tx.(holdWriter); ok {
+		h.putHold(ino)
+	}
+}
+
+// holdNew marks the inode being created open by this daemon, on a shared
+// store, as Hold does; nothing on an embedded one.
+func (o *op) holdNew(ino uint64) {
+	if h, ok := o.tx.(holdWriter); ok {
+		h.putHold(ino)
+	}
+}
+
+// absentNoter is a transaction that can be told a key does not exist
+// (writeTxn, for the metadata cache).
+type absentNoter interface {
+	absent(key []byte)
+}
+
+// newContent tells the metadata cache that a new inode has no content
+// records yet, so that the persist of its first write and its checksum
+// find that out without a read (a round trip on etcd).
+func (o *op) newContent(ino uint64) {
+	if a, ok := o.tx.(absentNoter); ok {
+		a.absent(pendingKey(ino))
+		a.absent(contentKey(ino))
+	}
+}
+
+// CreateOpen is Create (CreateTmp when name is empty) for a regular file
+// its caller opens at once: on a shared store the new file's open marker
+// is put by the create's own transaction, which saves the round trip of a
+// Hold. The caller takes it back with Unhold, as after Hold.
+func (s *Store) CreateOpen(parent uint64, name string, tmpl *Inode, admit func(Usage, Limit) error) (*Inode, error) {
+	if name == "" {
+		return s.createTmp(parent, tmpl, admit, true)
+	}
+	if err := ValidName(name); err != nil {
+		return nil, err
+	}
+	return s.create(parent, name, tmpl, admit, true)
+}
+
 // Hold marks ino open by this daemon, on a shared store: no other daemon
 // frees it until Unhold (or this daemon's death). A no-op on an embedded
 // store.
@@ -93,22 +151,23 @@ func (s *Store) Unhold(ino uint64) (orphan bool, err error) {
 	}
 	ctx, cancel := e.ctx()
 	defer cancel()
-	if _, err := e.cli.Delete(ctx, etcdOpenPrefix(string(e.prefix), ino)+e.id); err != nil {
+	// One request: the marker goes and the record is read after it, so
+	// that an unlink on another daemon either saw the marker (and left
+	// the orphan to us) or is in the record read here.
+	resp, err := e.cli.Txn(ctx).Then(
+		clientv3.OpDelete(etcdOpenPrefix(string(e.prefix), ino)+e.id),
+		clientv3.OpGet(string(e.prefix)+string(inodeKey(ino))),
+	).Commit()
+	if err != nil {
 		return false, fmt.Errorf("release inode %d: %w", ino, etcdErr(err))
 	}
-	err = e.View(func(tx Txn) error {
-		n, err := getInode(tx, ino)
-		if err != nil {
-			return err
-		}
-		orphan = n.Nlink == 0
-		return nil
-	})
-	if errors.Is(err, syscall.ENOENT) {
+	kvs := resp.Responses[1].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
 		return false, nil
 	}
+	n, err := decodeInode(ino, kvs[0].Value)
 	if err != nil {
 		return false, fmt.Errorf("release inode %d: %w", ino, err)
 	}
-	return orphan, nil
+	return n.Nlink == 0, nil
 }

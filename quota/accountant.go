@@ -48,6 +48,13 @@ type holderAcct struct {
 	// reserved is what this daemon holds reserved in a store other
 	// daemons share (shared.go); guarded by Accountant.mu.
 	reserved int64
+	// stored is the reservation as the store has it (reserved is what
+	// is left of its room here), 0 once given back; guarded by
+	// Accountant.mu.
+	stored int64
+	// shrinking is set while a check whether to give the reservation
+	// back is due (shrink); guarded by Accountant.mu.
+	shrinking bool
 }
 
 // New returns an accountant over the stored usage of ledger.
@@ -120,7 +127,7 @@ func (a *Accountant) Add(h metadata.Holder, delta int64) {
 		// admitted beside the stored usage they now join (shared.go).
 		ha.reserved = max(ha.reserved+delta, 0)
 	}
-	idle := ha.pending <= 0 && ha.reserved > 0
+	idle := ha.pending <= 0 && ha.stored > 0
 	a.mu.Unlock()
 	if idle {
 		a.shrink(h, ha)

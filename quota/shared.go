@@ -3,6 +3,7 @@ package quota
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/metadata"
@@ -14,7 +15,7 @@ import (
 // admitted in one transaction against the stored usage, the limit and the
 // other daemons' reservations. Reservations grow in chunks, so a
 // sequential writer asks etcd once per ReserveChunk, not once per write,
-// and go back to nothing when nothing is pending. Bytes that leave pending
+// and go back to nothing when nothing has been pending for ReserveIdle. Bytes that leave pending
 // (persisted, given back) also leave the room this daemon may use without
 // asking again (holderAcct.reserved), since the stored usage now counts
 // them: a reservation's room is never used twice.
@@ -70,7 +71,7 @@ func (a *Accountant) Cover(h metadata.Holder, n int64) (acl.Decision, error) {
 	for _, total := range []int64{(need + ReserveChunk - 1) / ReserveChunk * ReserveChunk, need} {
 		if err = r.Reserve(h, total, total-pending, admit); err == nil {
 			a.mu.Lock()
-			ha.reserved = total
+			ha.reserved, ha.stored = total, total
 			a.mu.Unlock()
 			return acl.Decision{}, nil
 		}
@@ -84,30 +85,45 @@ func (a *Accountant) Cover(h metadata.Holder, n int64) (acl.Decision, error) {
 	return dn.d, nil
 }
 
-// shrink gives back h's reservation once nothing is pending, on a
-// goroutine of its own (Add may run under locks a store transaction
-// needs).
+// ReserveIdle is how long a reservation stays after nothing is pending
+// any more. A writer of many small files (each persisted at its close)
+// then finds the room the last file left and asks etcd nothing, where
+// giving the reservation back at once cost two transactions per file
+// (taken at the first write, given back after the close). Meanwhile the
+// other daemons see it as used: at most one chunk, for this long.
+const ReserveIdle = time.Second
+
+// shrink gives back h's reservation once nothing has been pending for
+// ReserveIdle, on a goroutine of its own (Add may run under locks a store
+// transaction needs).
 func (a *Accountant) shrink(h metadata.Holder, ha *holderAcct) {
 	r := a.shared()
 	if r == nil {
 		return
 	}
-	go func() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if ha.shrinking {
+		return // a check is due; it looks again if pending came back
+	}
+	ha.shrinking = true
+	time.AfterFunc(ReserveIdle, func() {
 		ha.lock.Lock()
 		defer ha.lock.Unlock()
 		a.mu.Lock()
-		idle := ha.pending <= 0 && ha.reserved > 0
+		ha.shrinking = false
+		idle := ha.pending <= 0 && ha.stored > 0
 		a.mu.Unlock()
 		if !idle {
-			return
+			return // busy again: the next Add that idles it looks again
 		}
 		if err := r.Reserve(h, 0, 0, nil); err != nil {
 			return // it expires with the lease
 		}
 		a.mu.Lock()
-		ha.reserved = 0
+		ha.reserved, ha.stored = 0, 0
 		a.mu.Unlock()
-	}()
+	})
 }
 
 // LeaseRenewed puts back this daemon's reservations after its lease, and

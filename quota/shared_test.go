@@ -3,6 +3,7 @@ package quota
 import (
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/shedfs/shedfs/metadata"
 )
@@ -122,5 +123,45 @@ func TestLeaseRenewedShared(t *testing.T) {
 	unlock()
 	if err != nil || d.Allowed() || l.asks == asks {
 		t.Errorf("a write after the shrunk renewal: %v %v after %d new asks, want EDQUOT after asking", d, err, l.asks-asks)
+	}
+}
+
+// TestReservationGivenBackWhenIdle: once nothing is pending, the
+// reservation stays for ReserveIdle (the next small file asks nothing)
+// and then goes, also when persisting used up all of its room here (an
+// exact reservation near the limit, which used to stay in the store).
+func TestReservationGivenBackWhenIdle(t *testing.T) {
+	for _, limit := range []int64{1 << 30, 100 << 10} {
+		l := &sharedLedger{ledger: newLedger()}
+		h := metadata.Holder("group:g")
+		l.limits[h] = metadata.Limit{Bytes: limit}
+		a := New(l)
+		unlock := a.Lock(h)
+		if d, err := a.Cover(h, 64<<10); err != nil || !d.Allowed() {
+			t.Fatalf("limit %d: cover 64 KiB: %v %v", limit, d, err)
+		}
+		a.Add(h, 64<<10)
+		unlock()
+		// The file is persisted: its bytes move into the stored usage.
+		l.charge(h, 64<<10)
+		a.Add(h, -64<<10)
+		unlock = a.Lock(h)
+		if l.mine == 0 {
+			t.Fatalf("limit %d: reservation given back at once", limit)
+		}
+		unlock()
+		deadline := time.Now().Add(ReserveIdle + 2*time.Second)
+		for {
+			unlock = a.Lock(h)
+			mine := l.mine
+			unlock()
+			if mine == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("limit %d: reservation of %d still stored %v after nothing was pending", limit, mine, ReserveIdle+2*time.Second)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 }

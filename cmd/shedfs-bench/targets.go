@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/shedfs/shedfs/internal/etcdtest"
 )
 
 // target is one place the workloads run in: a plain directory, a loopback
@@ -64,8 +66,15 @@ func allTargets() []target {
 var shedfsMetricsFlags = []string{"--metrics", "127.0.0.1:0"}
 
 // defaultTargets are measured unless -targets says otherwise: the three
-// columns docs/design.md section 8 compares. The others are opt-in.
-func defaultTargets() []string { return []string{"native", "loopback", "shedfs"} }
+// columns docs/design.md section 8 compares, and shedfs-etcd beside shedfs
+// where Debian's etcd-server is installed (issue 13's target: metadata
+// work within 2x of badger). The others are opt-in.
+func defaultTargets() []string {
+	if etcdtest.Available() {
+		return []string{"native", "loopback", "shedfs", "shedfs-etcd"}
+	}
+	return []string{"native", "loopback", "shedfs"}
+}
 
 // targetNames lists the names of ts in order.
 func targetNames(ts []target) []string {
