@@ -224,7 +224,6 @@ func (s *Service) Known(z shedfs.Zone, size uint64, sum []byte) (shedfs.Content,
 	if s.scanned(z, size) {
 		return shedfs.Content{}, false
 	}
-	s.opts.Metrics.hashed(size)
 	return shedfs.Content{SHA256: hex.EncodeToString(sum), State: shedfs.ScanUnscanned}, true
 }
 
