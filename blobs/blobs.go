@@ -44,11 +44,12 @@ type Store interface {
 	Size(ino uint64) (int64, error)
 }
 
-// Dir is a Store in a local directory: blobs/ab/cd/<ino>, where ab and cd
-// are the low bytes of the inode number in hex, so no directory grows past
-// 256 entries of directories and inodes spread evenly.
+// Dir is a Store in a local directory: blobs/ab/cd/<ino>, where the shard
+// directory ab/cd is chosen by the store's Placement, so no directory of
+// directories grows past 256 entries.
 type Dir struct {
-	root string
+	root  string
+	place Placement
 	// made remembers shard directories known to exist, so a create costs
 	// one open(2) and not a mkdir each time.
 	made sync.Map
@@ -56,8 +57,16 @@ type Dir struct {
 
 var _ Store = (*Dir)(nil)
 
-// OpenDir opens (creating if needed) the blob directory root.
+// OpenDir opens (creating if needed) the blob directory root, with the
+// shard directories of the inode-number placement.
 func OpenDir(root string) (*Dir, error) {
+	return OpenDirPlaced(root, Placement{})
+}
+
+// OpenDirPlaced opens (creating if needed) the blob directory root, whose
+// blobs lie where p puts them: a store's placement is fixed when the store
+// is made (metadata.Store.BlobPlacement).
+func OpenDirPlaced(root string, p Placement) (*Dir, error) {
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("blob directory: %w", err)
 	}
@@ -68,11 +77,18 @@ func OpenDir(root string) (*Dir, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("blob directory %s: not a directory", root)
 	}
-	return &Dir{root: root}, nil
+	return &Dir{root: root, place: p}, nil
 }
 
 func (d *Dir) shard(ino uint64) string {
-	return filepath.Join(d.root, fmt.Sprintf("%02x/%02x", ino&0xff, (ino>>8)&0xff))
+	s := d.place.shard(ino)
+	return filepath.Join(d.root, hexByte(s>>8), hexByte(s&0xff))
+}
+
+// hexByte is b (< 256) as two lower-case hex digits.
+func hexByte(b uint16) string {
+	const digits = "0123456789abcdef"
+	return string([]byte{digits[b>>4&0xf], digits[b&0xf]})
 }
 
 // Path is where the blob of ino lives on the host. It is built from the

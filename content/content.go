@@ -210,6 +210,23 @@ func (s *Service) Content(ino uint64, z shedfs.Zone) (shedfs.Content, error) {
 	return c, nil
 }
 
+// scanned reports whether a file of zone z and this size is scanned.
+func (s *Service) scanned(z shedfs.Zone, size uint64) bool {
+	return s.scans(z) && size <= s.opts.MaxSize
+}
+
+// Known is the content of a file of zone z whose size bytes the writer
+// hashed as they were written (sum, the SHA-256), when that is all there
+// is to know: no scan applies. The daemon then records it with the size it
+// persists, and the worker never reads the file back. false: the file
+// must be queued (Changed).
+func (s *Service) Known(z shedfs.Zone, size uint64, sum []byte) (shedfs.Content, bool) {
+	if s.scanned(z, size) {
+		return shedfs.Content{}, false
+	}
+	return shedfs.Content{SHA256: hex.EncodeToString(sum), State: shedfs.ScanUnscanned}, true
+}
+
 // scans reports whether files of zone z are scanned.
 func (s *Service) scans(z shedfs.Zone) bool {
 	return s.opts.Scanner != nil && (s.opts.ScanZone == nil || s.opts.ScanZone(z))
@@ -351,7 +368,7 @@ var errUnreachable = errors.New("scanner unreachable")
 // clamd gave no verdict; the digest is still returned.
 func (s *Service) Examine(ctx context.Context, f io.Reader, size uint64, z shedfs.Zone) (shedfs.Content, error) {
 	h := sha256.New()
-	if !s.scans(z) || size > s.opts.MaxSize {
+	if !s.scanned(z, size) {
 		if _, err := io.Copy(h, f); err != nil {
 			return shedfs.Content{}, fmt.Errorf("read content: %w", err)
 		}

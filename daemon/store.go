@@ -100,7 +100,7 @@ func Open(loc Location, opts OpenOptions) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
-	bl, err := blobs.OpenDir(loc.BlobDir())
+	bl, err := openBlobs(loc.BlobDir(), meta)
 	if err != nil {
 		meta.Close()
 		return nil, fmt.Errorf("store %s: %w", dir, err)
@@ -123,7 +123,7 @@ func openEtcd(loc Location, opts OpenOptions, log *slog.Logger) (*Store, error) 
 			return nil, fmt.Errorf("store %s: blobs: %w", loc, err)
 		}
 	}
-	bl, err := blobs.OpenDir(loc.BlobDir())
+	bl, err := openBlobs(loc.BlobDir(), meta)
 	if err != nil {
 		meta.Close()
 		return nil, fmt.Errorf("store %s: %w", loc, err)
@@ -187,7 +187,7 @@ func openReadOnly(dir string, log *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
-	bl, err := blobs.OpenDir(blobDir)
+	bl, err := openBlobs(blobDir, meta)
 	if err != nil {
 		meta.Close()
 		return nil, fmt.Errorf("store %s: %w", dir, err)

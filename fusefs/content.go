@@ -15,9 +15,10 @@ import (
 // computed xattrs user.shedfs.sha256 and user.shedfs.scan are read.
 
 // contentChanged is told that the content of n changed and its new size
-// is persisted (with its pending mark). write, for a close after writes,
-// records the write-close in the audit trail once the digest is known.
-func (f *FS) contentChanged(n *node, ino uint64, write bool, bytes int64) {
+// is persisted, with its pending mark or, when known is set, with its
+// digest and verdict. write, for a close after writes, records the
+// write-close in the audit trail once the digest is known.
+func (f *FS) contentChanged(n *node, ino uint64, write bool, bytes int64, known *shedfs.Content) {
 	svc := f.opts.Content
 	if svc == nil {
 		if write {
@@ -34,7 +35,12 @@ func (f *FS) contentChanged(n *node, ino uint64, write bool, bytes int64) {
 			f.record(ev)
 		}
 	}
-	svc.Changed(ino, closed)
+	switch {
+	case known == nil:
+		svc.Changed(ino, closed)
+	case closed != nil:
+		closed(*known)
+	}
 }
 
 // admitContent decides an open of n by its scan state (acl.OpenContent),

@@ -11,6 +11,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/metadata"
 )
@@ -50,6 +51,11 @@ type openInode struct {
 	// to the content service; writer is the view's user that changed it.
 	changed bool
 	writer  string
+	// digest hashes the content while it is written in order (digest.go);
+	// known is the content the last persist recorded with its digest, nil
+	// when it left the file pending for the content worker.
+	digest *runningDigest
+	known  *shedfs.Content
 	// retired are blob descriptors replaced while open (a version kept
 	// in the trash), closed with the last handle.
 	retired []*os.File
@@ -154,7 +160,9 @@ func (f *FS) closeOpen(oi *openInode) {
 		oi.pendingCharge = 0
 	} else if f.persistLocked(oi) == 0 && oi.changed && f.opts.Content != nil {
 		oi.changed = false
-		f.opts.Content.Changed(oi.ino, nil)
+		if oi.known == nil {
+			f.opts.Content.Changed(oi.ino, nil)
+		}
 	}
 	oi.blob.Close()
 	for _, b := range oi.retired {
@@ -173,12 +181,12 @@ func (f *FS) persistLocked(oi *openInode) syscall.Errno {
 	size, mtime := oi.size, oi.mtime
 	unlock := f.acct.Lock(oi.holder)
 	defer unlock()
-	_, err := f.store.UpdateWritten(oi.ino, oi.writer, func(n *metadata.Inode) error {
+	err := f.persistWritten(oi, func(n *metadata.Inode) error {
 		n.Size = size
 		n.Mtime = mtime
 		n.Ctime = mtime
 		return nil
-	}, nil)
+	})
 	if err != nil {
 		return f.errno("persist size", err)
 	}
@@ -276,6 +284,9 @@ func (n *node) resizeLocked(oi *openInode, op acl.Op, newSize uint64, blocks int
 	}
 	if err != nil {
 		return f.errno(op.String(), err)
+	}
+	if op != acl.OpWrite {
+		f.resizedLocked(oi, got)
 	}
 	oi.mtime = time.Now()
 	oi.dirty = true
@@ -416,6 +427,9 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, e
 		written = n
 		return max(uint64(off)+uint64(n), old), err
 	})
+	if written > 0 {
+		h.node.v.fs.wroteLocked(oi, off, old, data[:written])
+	}
 	if e != 0 && written > 0 && oi.writeErr == 0 {
 		oi.writeErr = e
 	}
@@ -443,7 +457,7 @@ func (h *handle) Flush(ctx context.Context) (errno syscall.Errno) {
 	}
 	if oi.changed {
 		oi.changed = false
-		h.node.v.fs.contentChanged(h.node, oi.ino, true, int64(oi.size))
+		h.node.v.fs.contentChanged(h.node, oi.ino, true, int64(oi.size), oi.known)
 	}
 	e := oi.writeErr
 	oi.writeErr = 0
@@ -553,6 +567,7 @@ func (n *node) truncate(rec *metadata.Inode, size uint64) syscall.Errno {
 	if e == 0 {
 		e = f.persistLocked(oi)
 	}
+	known := oi.known
 	if e == 0 {
 		oi.changed = false
 	}
@@ -561,7 +576,7 @@ func (n *node) truncate(rec *metadata.Inode, size uint64) syscall.Errno {
 		return e
 	}
 	n.changed("truncate", "", int64(size))
-	f.contentChanged(n, oi.ino, false, 0)
+	f.contentChanged(n, oi.ino, false, 0, known)
 	f.changedContent(n, oi.ino)
 	f.invalidate(n.v, n.zone, dataOf(oi.ino, int64(size), 0))
 	return 0

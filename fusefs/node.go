@@ -234,6 +234,9 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 		if d := acl.Setattr(n.v.actor(), acl.EntryOf(rec), timesOnly); !d.Allowed() {
 			return n.deny(acl.OpSetattr, "", d)
 		}
+		if !setAtime && !setMtime && attrsUnchanged(rec, mode, setMode, uid, setUID, gid, setGID) {
+			return n.attr(out)
+		}
 		now := time.Now()
 		_, err := f.store.Update(n.ino, func(rec *metadata.Inode) error {
 			if setMode {

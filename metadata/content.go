@@ -72,6 +72,33 @@ func (s *Store) UpdateWritten(ino uint64, writer string, fn func(n *Inode) error
 	return s.updateInode(ino, fn, admit, func(o *op) error { return o.markPending(ino, writer) })
 }
 
+// UpdateWrittenKnown is UpdateWritten for a change whose digest and
+// verdict c are known as it is persisted (a file hashed as it was written,
+// in a zone no scanner examines): the same transaction records them in
+// place of the pending mark, so that nothing needs to read the file back,
+// and a pending mark of an earlier change goes (its verdict, if the worker
+// still finds one, is then stale and not stored).
+func (s *Store) UpdateWrittenKnown(ino uint64, c Content, fn func(n *Inode) error, admit func(u Usage, l Limit, delta int64) error) (*Inode, error) {
+	return s.updateInode(ino, fn, admit, func(o *op) error { return o.setKnown(ino, c) })
+}
+
+// setKnown stores c as the verdict of a new change of ino's content.
+func (o *op) setKnown(ino uint64, c Content) error {
+	var p pendingRecord
+	hasP, err := getRecord(o.tx, pendingKey(ino), "pending record", &p)
+	if err != nil {
+		return err
+	}
+	gen := max(p.Gen+1, uint64(o.now.UnixNano()))
+	if err := o.putContent(ino, contentRecord{Gen: gen, SHA256: c.SHA256, State: c.State, Detail: c.Detail}); err != nil {
+		return err
+	}
+	if !hasP {
+		return nil
+	}
+	return o.tx.Delete(pendingKey(ino))
+}
+
 // MarkPending marks ino's content pending on its own, for a content
 // change made outside a view (an import's replaced content).
 func (s *Store) MarkPending(ino uint64, writer string) error {

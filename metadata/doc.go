@@ -35,6 +35,7 @@
 //	'S' "shareroot"              inode of the share root, u64 BE
 //	'S' "settings"               Settings (default limits, max file size), JSON
 //	'S' "inokey"                 16 random bytes: the key of the inode number permutation
+//	'S' "bloblayout"             1 byte: where blobs lie (placement.go); absent in stores made before it: by inode number
 //	'L' id                       share-by-link record (Link: user, inode, created, expires, downloads), JSON
 //	'H' ino                      content: digest, scan state and detail, the pending mark it was made for; JSON
 //	'P' ino                      content changed, awaiting digest and scan: mark generation, writer; JSON

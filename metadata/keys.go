@@ -31,6 +31,8 @@ const (
 	stateShareRoot = "shareroot"
 	stateSettings  = "settings"
 	stateInoKey    = "inokey"
+	// stateBlobLayout is the store's blob placement (placement.go).
+	stateBlobLayout = "bloblayout"
 )
 
 func inoKey(prefix byte, ino uint64) []byte {

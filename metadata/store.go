@@ -203,6 +203,9 @@ func (s *Store) initFresh(inoKey []byte) error {
 		if err := tx.Set(stateKey(stateInoKey), inoKey); err != nil {
 			return err
 		}
+		if err := tx.Set(stateKey(stateBlobLayout), []byte{blobLayoutOrder}); err != nil {
+			return err
+		}
 		if err := tx.Set(inodeKey(ino), encodeInode(root)); err != nil {
 			return err
 		}

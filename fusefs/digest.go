@@ -1,0 +1,79 @@
+package fusefs
+
+import (
+	"crypto/sha256"
+	"hash"
+
+	"github.com/shedfs/shedfs"
+	"github.com/shedfs/shedfs/metadata"
+)
+
+// runningDigest is the SHA-256 of an open file's content while it is
+// written in order from its first byte (tar, cp, a compiler, git): at
+// close the daemon then knows the file's digest without reading it back,
+// and records it with the size it persists (docs/design.md section 11).
+// Any other change (a write elsewhere, a truncate but to zero, fallocate)
+// drops it, and the file goes to the content worker as before.
+type runningDigest struct {
+	h hash.Hash
+	n uint64 // the content's first n bytes are hashed
+}
+
+// wroteLocked follows a write of data at off to oi, whose size was old
+// before it. oi.mu must be held.
+func (f *FS) wroteLocked(oi *openInode, off int64, old uint64, data []byte) {
+	d := oi.digest
+	switch {
+	case len(data) == 0:
+		return
+	case d != nil && d.n == old && uint64(off) == old:
+	case off == 0 && old == 0 && f.opts.Content != nil && !f.store.Shared():
+		// Another daemon may write the same blob; only a file this
+		// daemon alone writes is hashed here.
+		d = &runningDigest{h: sha256.New()}
+	default:
+		oi.digest = nil
+		return
+	}
+	d.h.Write(data)
+	d.n += uint64(len(data))
+	oi.digest = d
+}
+
+// resizedLocked follows a size change of oi other than a write: only an
+// empty file keeps a digest (of nothing). oi.mu must be held.
+func (f *FS) resizedLocked(oi *openInode, size uint64) {
+	oi.digest = nil
+	if size == 0 && f.opts.Content != nil && !f.store.Shared() {
+		oi.digest = &runningDigest{h: sha256.New()}
+	}
+}
+
+// knownLocked is the content of oi as the writes hashed it, when the
+// content service needs nothing more (content.Service.Known). oi.mu must
+// be held.
+func (f *FS) knownLocked(oi *openInode) (shedfs.Content, bool) {
+	d := oi.digest
+	if d == nil || d.n != oi.size || f.opts.Content == nil {
+		return shedfs.Content{}, false
+	}
+	return f.opts.Content.Known(oi.entry.Zone, oi.size, d.h.Sum(nil))
+}
+
+// persistWritten stores a change of oi's content with fn: with its known
+// digest and verdict in the same transaction when there is one (then
+// oi.known is set and the content worker is not asked), else with a
+// pending mark for the worker. oi.mu must be held.
+func (f *FS) persistWritten(oi *openInode, fn func(n *metadata.Inode) error) error {
+	c, ok := f.knownLocked(oi)
+	if !ok {
+		oi.known = nil
+		_, err := f.store.UpdateWritten(oi.ino, oi.writer, fn, nil)
+		return err
+	}
+	if _, err := f.store.UpdateWrittenKnown(oi.ino, c, fn, nil); err != nil {
+		return err
+	}
+	oi.known = &c
+	return nil
+}
