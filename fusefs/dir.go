@@ -55,17 +55,25 @@ func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 }
 
 // Seekdir implements fs.FileSeekdirer. Offset 0 is a rewind and reads the
-// directory afresh, as rewinddir(3) promises.
+// directory afresh, as rewinddir(3) promises. Any other offset may come
+// to a handle that has read nothing yet: the kernel serves a listing from
+// its readdir cache, filled through another handle, and when that cache
+// is dropped midway (an invalidation, memory pressure) it asks this
+// handle for the rest, from where the cache left off. So the handle reads
+// the directory then, and an offset past its end (the directory shrank)
+// is the end, not an error (du failed with EINVAL).
 func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	if off == 0 {
 		d.loaded = false
 		d.pos = 0
 		return 0
 	}
-	if off > uint64(len(d.entries)) {
-		return syscall.EINVAL
+	if !d.loaded {
+		if e := d.load(ctx); e != 0 {
+			return e
+		}
 	}
-	d.pos = int(off)
+	d.pos = int(min(off, uint64(len(d.entries))))
 	return 0
 }
 
