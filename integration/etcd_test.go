@@ -35,6 +35,18 @@ func newEtcdStore(t *testing.T, c *etcdtest.Cluster) *etcdStore {
 	}
 }
 
+// newEtcdTeam is newEtcdStore with users alice and bob, both in group
+// team-alpha: the cast of the multi-host tests.
+func newEtcdTeam(t *testing.T, c *etcdtest.Cluster) *etcdStore {
+	t.Helper()
+	s := newEtcdStore(t, c)
+	s.cli(t, "user", "add", "alice")
+	s.cli(t, "user", "add", "bob")
+	s.cli(t, "group", "add", "team-alpha")
+	s.cli(t, "group", "add-member", "team-alpha", "alice", "bob")
+	return s
+}
+
 func (s *etcdStore) cli(t *testing.T, args ...string) string {
 	t.Helper()
 	return adminOK(t, append(args, s.args...)...)
@@ -58,11 +70,7 @@ func (s *etcdStore) mount(t *testing.T, user string, extra ...string) *View {
 // by itself when the members return.
 func TestEtcdStore(t *testing.T) {
 	c := etcdtest.Start(t, 3)
-	s := newEtcdStore(t, c)
-	s.cli(t, "user", "add", "alice")
-	s.cli(t, "user", "add", "bob")
-	s.cli(t, "group", "add", "team-alpha")
-	s.cli(t, "group", "add-member", "team-alpha", "alice", "bob")
+	s := newEtcdTeam(t, c)
 	s.cli(t, "quota", "set", "user:alice", "--bytes", "1MiB")
 
 	v := s.mount(t, "alice", "--meta-timeout", "2s")

@@ -79,11 +79,7 @@ func keysUnder(t *testing.T, cli *clientv3.Client, p string) []string {
 // refused, and A still writes.
 func TestEtcdLocksAcrossHosts(t *testing.T) {
 	c := etcdtest.Start(t, 3)
-	s := newEtcdStore(t, c)
-	s.cli(t, "user", "add", "alice")
-	s.cli(t, "user", "add", "bob")
-	s.cli(t, "group", "add", "team-alpha")
-	s.cli(t, "group", "add-member", "team-alpha", "alice", "bob")
+	s := newEtcdTeam(t, c)
 	a, sockA := startEtcdServe(t, s, "alice", "bob")
 	b, _ := startEtcdServe(t, s, "alice", "bob")
 	cli := etcdClient(t, s)

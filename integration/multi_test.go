@@ -80,11 +80,7 @@ func within(limit time.Duration, cond func() bool) (time.Duration, bool) {
 // the other, and fsck is clean.
 func TestEtcdTwoDaemons(t *testing.T) {
 	c := etcdtest.Start(t, 3)
-	s := newEtcdStore(t, c)
-	s.cli(t, "user", "add", "alice")
-	s.cli(t, "user", "add", "bob")
-	s.cli(t, "group", "add", "team-alpha")
-	s.cli(t, "group", "add-member", "team-alpha", "alice", "bob")
+	s := newEtcdTeam(t, c)
 	const limit = 2 << 20
 	s.cli(t, "quota", "set", "group:team-alpha", "--bytes", "2MiB")
 	s.cli(t, "trash", "retention", "0") // a removed file goes, or waits for its last handle
