@@ -356,13 +356,11 @@ func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev 
 	var rec *metadata.Inode
 	for try := 0; try < 2; try++ {
 		refused = acl.Decision{}
-		switch {
-		case open:
-			// Opened at once (openNew): marked open by its create.
+		if open {
+			// Opened at once (openNew; every O_TMPFILE file is):
+			// marked open by its create.
 			rec, err = f.store.CreateOpen(n.ino, name, tmpl, admit)
-		case name == "":
-			rec, err = f.store.CreateTmp(n.ino, tmpl, admit)
-		default:
+		} else {
 			rec, err = f.store.Create(n.ino, name, tmpl, admit)
 		}
 		if refused.Errno != syscall.EDQUOT || !f.acct.MakeRoom(h, 0, 1) {
