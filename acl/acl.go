@@ -163,6 +163,7 @@ func Reasons() []string {
 		ReasonScanPending, ReasonInfected,
 		ReasonTrashReadonly,
 		ReasonSessionReadonly,
+		ReasonLockLost,
 	}
 }
 

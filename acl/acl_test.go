@@ -496,7 +496,7 @@ func TestDecisionAndOp(t *testing.T) {
 			}
 		}
 	}
-	if len(rs) != 28 {
+	if len(rs) != 29 {
 		t.Errorf("%d reasons", len(rs))
 	}
 }

@@ -394,6 +394,9 @@ func (h *handle) closeHandle() {
 // Read implements fs.FileReader.
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadResult, errno syscall.Errno) {
 	defer h.node.v.fs.track("read", h.node.zone, time.Now(), &errno)
+	if e := h.lockLost(acl.OpRead, false); e != 0 {
+		return nil, e
+	}
 	oi := h.oi
 	oi.mu.Lock()
 	entry, size, blob := oi.entry, oi.size, oi.blob
@@ -414,6 +417,9 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadR
 // Write implements fs.FileWriter.
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, errno syscall.Errno) {
 	defer h.node.v.fs.track("write", h.node.zone, time.Now(), &errno)
+	if e := h.lockLost(acl.OpWrite, false); e != 0 {
+		return 0, e
+	}
 	oi := h.oi
 	oi.mu.Lock()
 	if h.flags&syscall.O_APPEND != 0 {
@@ -511,6 +517,9 @@ func (h *handle) Getattr(ctx context.Context, out *fuse.AttrOut) (errno syscall.
 // truncate, and allocating blocks needs room on the store's disk.
 func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) (errno syscall.Errno) {
 	defer h.node.v.fs.track("fallocate", h.node.zone, time.Now(), &errno)
+	if e := h.lockLost(acl.OpTruncate, false); e != 0 {
+		return e
+	}
 	oi := h.oi
 	oi.mu.Lock()
 	old := oi.size

@@ -71,6 +71,9 @@ func (h *handle) Getlk(ctx context.Context, owner uint64, lk *fuse.FileLock, fla
 	if e != 0 {
 		return e
 	}
+	if e := h.lockLost(acl.OpLock, false); e != 0 {
+		return e
+	}
 	l, busy, e := h.node.v.fs.locks.test(h.oi.ino, req)
 	if e != 0 {
 		return e
@@ -103,6 +106,9 @@ func (h *handle) Setlkw(ctx context.Context, owner uint64, lk *fuse.FileLock, fl
 func (h *handle) setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32, wait bool) syscall.Errno {
 	req, e := h.lockRequest(owner, lk, flags)
 	if e != 0 {
+		return e
+	}
+	if e := h.lockLost(acl.OpLock, req.typ == syscall.F_UNLCK); e != 0 {
 		return e
 	}
 	if e := h.admitLock(&req); e != 0 {

@@ -4,8 +4,8 @@ package fusefs
 // share after its lease was lost and granted again (metadata.Store.
 // FollowLease): the open marks of every inode open here, so that no other
 // daemon reclaims them from now on, and every lock, so that they block the
-// other daemons again (a lock another daemon took meanwhile wins: locks
-// renewed). While the lease was lost the store refused this daemon's
+// other daemons again (a lock another daemon took meanwhile wins, and I/O
+// through the descriptions that held it fails: locks_lost.go). While the lease was lost the store refused this daemon's
 // writes (EIO); an inode another daemon reclaimed meanwhile stays gone.
 func (f *FS) LeaseRenewed() {
 	if !f.store.Shared() {
@@ -20,7 +20,7 @@ func (f *FS) LeaseRenewed() {
 	for _, ino := range inos {
 		f.holdAgain(ino)
 	}
-	f.locks.renewed()
+	f.locksLost(f.locks.renewed())
 }
 
 // holdAgain puts back the open mark of ino if it is still open here,

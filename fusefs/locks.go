@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -179,9 +180,12 @@ type lockUse struct {
 }
 
 // lockRefs are the owners that took locks through one open handle. The
-// table guards it.
+// table guards owners.
 type lockRefs struct {
 	owners map[lockOwner]bool
+	// lost is set when a lock taken through the handle was lost
+	// (locks_lost.go): its I/O fails from then on.
+	lost atomic.Bool
 }
 
 // lockTable is every lock held through the views of one FS. Its mutex is
@@ -189,11 +193,12 @@ type lockRefs struct {
 type lockTable struct {
 	mu     sync.Mutex
 	inodes map[uint64]*inodeLocks
-	// uses counts, per inode and owner, the open handles through which
-	// the owner took locks. When the last of them is released the owner
-	// can take no more and its locks go: that is how OFD locks, which the
-	// kernel never unlocks itself, end with their file description.
-	uses map[lockUse]int
+	// uses are, per inode and owner, the open handles through which the
+	// owner took locks. When the last of them is released the owner can
+	// take no more and its locks go: that is how OFD locks, which the
+	// kernel never unlocks itself, end with their file description. A
+	// lost lock marks them (locks_lost.go).
+	uses map[lockUse]map[*lockRefs]bool
 	// shared is where the locks of the daemons sharing a store on etcd
 	// meet (locks_shared.go); nil when the locks of this daemon are all
 	// there is.
@@ -202,7 +207,7 @@ type lockTable struct {
 }
 
 func newLockTable() *lockTable {
-	return &lockTable{inodes: make(map[uint64]*inodeLocks), uses: make(map[lockUse]int), log: slog.New(slog.DiscardHandler)}
+	return &lockTable{inodes: make(map[uint64]*inodeLocks), uses: make(map[lockUse]map[*lockRefs]bool), log: slog.New(slog.DiscardHandler)}
 }
 
 // inodeLocked returns the locks of ino, made if needed. t.mu is held.
@@ -338,7 +343,11 @@ func (t *lockTable) tryLocked(ino uint64, il *inodeLocks, req fileLock, via *loc
 			via.owners = make(map[lockOwner]bool)
 		}
 		via.owners[req.owner] = true
-		t.uses[lockUse{ino, req.owner}]++
+		u := lockUse{ino, req.owner}
+		if t.uses[u] == nil {
+			t.uses[u] = make(map[*lockRefs]bool)
+		}
+		t.uses[u][via] = true
 	}
 	return true, 0
 }
@@ -365,7 +374,7 @@ func (t *lockTable) closed(ino uint64, via *lockRefs) {
 	defer t.mu.Unlock()
 	for owner := range via.owners {
 		u := lockUse{ino, owner}
-		if t.uses[u]--; t.uses[u] > 0 {
+		if delete(t.uses[u], via); len(t.uses[u]) > 0 {
 			continue
 		}
 		delete(t.uses, u)

@@ -17,8 +17,8 @@ import (
 // FollowLocks). The table still decides among its own views alone; the
 // store only adds the other daemons' locks. A daemon that dies takes its
 // locks with its lease; one whose lease was lost and renewed publishes its
-// locks again, and loses (with an error in the log) those another daemon
-// took meanwhile (renewed).
+// locks again, and loses those another daemon took meanwhile (renewed;
+// I/O through the descriptions that held them then fails: locks_lost.go).
 
 // sharedLockPoll is how often a waiter for a lock held in another daemon
 // looks again without being woken, should the watch have missed a change.
@@ -151,11 +151,13 @@ func (t *lockTable) remoteChanged(ino uint64) {
 // renewed publishes every lock of the table again after the daemon's
 // lease, and with it every record, was lost and renewed. A lock that
 // another daemon's lock now conflicts with was taken from its holder
-// meanwhile: it goes here too, logged as lost.
-func (t *lockTable) renewed() {
+// meanwhile: it goes here too, logged, and the handles it was taken
+// through are marked lost (locks_lost.go). It returns the lost locks.
+func (t *lockTable) renewed() []heldLock {
 	if t.shared == nil {
-		return
+		return nil
 	}
+	var gone []heldLock
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for ino, il := range t.inodes {
@@ -189,13 +191,18 @@ func (t *lockTable) renewed() {
 			clear(il.held[len(kept):])
 			il.held = kept
 			for _, l := range lost {
-				t.log.Error("lock lost with the lease: another daemon took a conflicting lock meanwhile",
+				t.log.Error("lock lost with the lease: another daemon took a conflicting lock meanwhile; I/O through the descriptions that held it fails with EIO",
 					"ino", ino, "path", l.path, "user", l.user, "pid", l.pid, "kind", l.kind.String())
+				for via := range t.uses[lockUse{ino, l.owner}] {
+					via.lost.Store(true)
+				}
+				gone = append(gone, heldLock{ino, l})
 			}
 			il.wake()
 		}
 		t.tidyLocked(ino, il)
 	}
+	return gone
 }
 
 // containsLock reports whether ls holds l.

@@ -144,15 +144,44 @@ func TestLockTableShared(t *testing.T) {
 
 	// The lease was lost and renewed; meanwhile the other daemon took
 	// a lock over one of ours: ours goes, the other stays published.
-	if e := lt.set(1, rec(3, 1, rd, 500, 599), nil); e != 0 {
+	// The handles the lost lock was taken through are marked lost (their
+	// I/O then fails); the kept lock's handle is not.
+	var keptVia, lostVia lockRefs
+	if e := lt.set(1, rec(3, 1, rd, 500, 599), &keptVia); e != 0 {
 		t.Fatal(e)
 	}
 	share.set(1, metadata.LockRecord{View: 9, Owner: 9, Write: true, Start: 0, End: 5})
-	lt.renewed()
+	lost := lt.renewed()
 	if got := state(lt, 1); got != "3/1 posix R 500-599" {
 		t.Errorf("after the renewal held %q, want only the lock nobody took", got)
 	}
 	if got := share.mine(1); len(got) != 1 || got[0].Start != 500 {
 		t.Errorf("after the renewal published %+v", got)
+	}
+	if len(lost) != 1 || lost[0].ino != 1 || lost[0].owner != (lockOwner{view: 2, owner: 1}) {
+		t.Errorf("renewal reported lost %+v, want the waiter's lock on inode 1", lost)
+	}
+	if keptVia.lost.Load() {
+		t.Error("the handle of a lock that stayed is marked lost")
+	}
+
+	share.set(1)
+	if e := lt.set(2, fl(4, 1, wr), &lostVia); e != 0 {
+		t.Fatal(e)
+	}
+	share.set(2, metadata.LockRecord{View: 9, Owner: 9, Flock: true})
+	if lost := lt.renewed(); len(lost) != 1 || lost[0].kind != kindFlock {
+		t.Errorf("renewal reported lost %+v, want the flock", lost)
+	}
+	if !lostVia.lost.Load() {
+		t.Error("the handle the lost flock was taken through is not marked lost")
+	}
+	if keptVia.lost.Load() {
+		t.Error("a handle of another inode is marked lost")
+	}
+	lt.closed(2, &lostVia)
+	lt.closed(1, &keptVia)
+	if len(lt.uses) != 0 {
+		t.Errorf("handles closed, uses left: %v", lt.uses)
 	}
 }

@@ -23,6 +23,8 @@ type Metrics struct {
 	denials      *prometheus.CounterVec
 	// trashFreed counts kept files that went for good (trash.go).
 	trashFreed *prometheus.CounterVec
+	// locksLost counts locks lost with the lease (locks_lost.go).
+	locksLost prometheus.Counter
 }
 
 // NewMetrics creates the callback-path families and registers them.
@@ -61,7 +63,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		m.bytesWritten.WithLabelValues(k.String())
 	}
 	m.trashFreed = newTrashFreed()
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.bytesRead, m.bytesWritten, m.denials, m.trashFreed} {
+	m.locksLost = newLocksLost()
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.bytesRead, m.bytesWritten, m.denials, m.trashFreed, m.locksLost} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
