@@ -211,6 +211,9 @@ type LockInfo struct {
 	// PID is the process that took the lock, in the daemon's PID
 	// namespace.
 	PID uint32 `json:"pid"`
+	// Daemon is, on a store several daemons share, the one that holds
+	// the lock: "HOST pid PID" (locks_shared.go).
+	Daemon string `json:"daemon,omitempty"`
 }
 
 // CheckInfo is the record of the last fsck kept in the store.

@@ -488,16 +488,22 @@ func (d *Daemon) fillStatus(st *Status) {
 	st.Requests = d.rate.current()
 }
 
-// Locks lists the file locks held through the views.
+// Locks lists the file locks held through the views and, on a store
+// several daemons share, those the other daemons hold: a lock that blocks
+// a file may be held on any host. A store that cannot say is logged, and
+// this daemon's are listed.
 func (d *Daemon) Locks() []LockInfo {
-	held := d.fs.Locks()
+	held, err := d.fs.PeerLocks()
+	if err != nil {
+		d.log.Error("list the locks of the other daemons", "err", err)
+	}
 	out := make([]LockInfo, 0, len(held))
 	for _, l := range held {
 		typ := "read"
 		if l.Write {
 			typ = "write"
 		}
-		out = append(out, LockInfo{User: l.User, Path: l.Path, Ino: l.Ino, Kind: l.Kind, Type: typ, Start: l.Start, Len: l.Len, PID: l.Pid})
+		out = append(out, LockInfo{User: l.User, Path: l.Path, Ino: l.Ino, Kind: l.Kind, Type: typ, Start: l.Start, Len: l.Len, PID: l.Pid, Daemon: l.Daemon})
 	}
 	return out
 }

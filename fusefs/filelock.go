@@ -177,6 +177,9 @@ type LockInfo struct {
 	Start, Len uint64
 	// Pid is the process that took the lock, as the daemon sees it.
 	Pid uint32
+	// Daemon is, on a store several daemons share, the one that holds
+	// the lock ("HOST pid PID"; PeerLocks).
+	Daemon string
 }
 
 // Locks lists every lock held through the views, by inode.
@@ -184,12 +187,17 @@ func (f *FS) Locks() []LockInfo {
 	held := f.locks.list()
 	out := make([]LockInfo, 0, len(held))
 	for _, l := range held {
-		li := LockInfo{User: l.user, Ino: l.ino, Path: l.path, Kind: l.kind.String(),
-			Write: l.typ == syscall.F_WRLCK, Start: l.start, Pid: l.pid}
-		if l.end != maxOffset {
-			li.Len = l.end - l.start + 1
-		}
-		out = append(out, li)
+		out = append(out, lockInfo(l.ino, &l.fileLock))
 	}
 	return out
+}
+
+// lockInfo is l, held on ino, as status lists it.
+func lockInfo(ino uint64, l *fileLock) LockInfo {
+	li := LockInfo{User: l.user, Ino: ino, Path: l.path, Kind: l.kind.String(),
+		Write: l.typ == syscall.F_WRLCK, Start: l.start, Pid: l.pid}
+	if l.end != maxOffset {
+		li.Len = l.end - l.start + 1
+	}
+	return li
 }

@@ -1,7 +1,9 @@
 package fusefs
 
 import (
+	"fmt"
 	"log/slog"
+	"sort"
 	"syscall"
 	"time"
 
@@ -213,4 +215,32 @@ func containsLock(ls []fileLock, l *fileLock) bool {
 		}
 	}
 	return false
+}
+
+// PeerLocks lists, on a store several daemons share, every daemon's
+// locks: this one's (Locks) and the others' as the store keeps them, each
+// with the daemon that holds it, by inode. Locks alone on a store no
+// other daemon shares.
+func (f *FS) PeerLocks() ([]LockInfo, error) {
+	own := f.Locks()
+	if f.locks.shared == nil {
+		return own, nil
+	}
+	me := f.store.DaemonName()
+	for i := range own {
+		own[i].Daemon = me
+	}
+	peers, err := f.store.PeerLocks()
+	if err != nil {
+		return own, fmt.Errorf("locks of the other daemons: %w", err)
+	}
+	for i := range peers {
+		p := &peers[i]
+		l := lockOfRecord(p.Daemon, &p.LockRecord)
+		li := lockInfo(p.Ino, &l)
+		li.Daemon = p.Daemon
+		own = append(own, li)
+	}
+	sort.SliceStable(own, func(i, j int) bool { return own[i].Ino < own[j].Ino })
+	return own, nil
 }

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -22,10 +23,11 @@ import (
 // descriptors fail with EIO (her unlock and close work), the loss is in
 // A's log and audit trail, and a fresh open on A reads and writes (its
 // lock is refused while bob holds one, and granted once he lets go).
+// Meanwhile `shedfs status` asked of A lists bob's locks, held on B.
 func TestEtcdLockLost(t *testing.T) {
 	c := etcdtest.Start(t, 3)
 	s := newEtcdTeam(t, c)
-	a, _ := startEtcdServe(t, s, "alice", "bob")
+	a, sockA := startEtcdServe(t, s, "alice", "bob")
 	b, _ := startEtcdServe(t, s, "alice", "bob")
 	cli := etcdClient(t, s)
 
@@ -33,7 +35,7 @@ func TestEtcdLockLost(t *testing.T) {
 	// (it looks every third of the 10 s TTL; bob needs tens of
 	// milliseconds): then the attempt proves nothing and runs again.
 	for attempt := range 3 {
-		if lockLostAttempt(t, s, a, b, cli, attempt) {
+		if lockLostAttempt(t, s, a, b, sockA, cli, attempt) {
 			return
 		}
 		t.Logf("attempt %d: A renewed its lease before bob locked; again", attempt)
@@ -43,7 +45,7 @@ func TestEtcdLockLost(t *testing.T) {
 
 // lockLostAttempt is one round of TestEtcdLockLost on fresh files; false
 // when bob could not lock before A had its lease again.
-func lockLostAttempt(t *testing.T, s *etcdStore, a, b *serveDaemon, cli *clientv3.Client, attempt int) bool {
+func lockLostAttempt(t *testing.T, s *etcdStore, a, b *serveDaemon, sockA string, cli *clientv3.Client, attempt int) bool {
 	name := func(kind string) string { return fmt.Sprintf("lost-%d-%s", attempt, kind) }
 	mine := map[string]*os.File{}   // alice's on A, locked
 	theirs := map[string]*os.File{} // bob's on B, locked after the revoke
@@ -103,6 +105,36 @@ func lockLostAttempt(t *testing.T, s *etcdStore, a, b *serveDaemon, cli *clientv
 		return strings.Count(a.Stderr(), "lock lost with the lease") >= len(lockKinds)*(attempt+1)
 	}); !ok {
 		t.Fatalf("A did not log its %d locks lost\nstderr:\n%s", len(lockKinds), a.Stderr())
+	}
+
+	// Status on A lists the locks bob holds on B, with B as their
+	// holder.
+	var st struct {
+		Locks []struct {
+			User   string `json:"user"`
+			Path   string `json:"path"`
+			Kind   string `json:"kind"`
+			Type   string `json:"type"`
+			Daemon string `json:"daemon"`
+		} `json:"locks"`
+	}
+	out := adminOK(t, append([]string{"status", "--json", "--admin-socket", sockA}, s.args...)...)
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	onB := fmt.Sprintf(" pid %d", b.cmd.Process.Pid)
+	for _, kind := range lockKinds {
+		found := false
+		for _, l := range st.Locks {
+			found = found || l.User == "bob" && l.Path == "/groups/team-alpha/"+name(kind) &&
+				l.Type == "write" && strings.HasSuffix(l.Daemon, onB)
+		}
+		if !found {
+			t.Errorf("status on A does not list bob's %s lock on B (daemon ...%s):\n%s", kind, onB, out)
+		}
+	}
+	if text := adminOK(t, append([]string{"status", "--admin-socket", sockA}, s.args...)...); !strings.Contains(text, "DAEMON") || !strings.Contains(text, onB) {
+		t.Errorf("status on A does not name B as the holder of bob's locks:\n%s", text)
 	}
 
 	buf := make([]byte, 6)

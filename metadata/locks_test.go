@@ -35,6 +35,15 @@ func TestEtcdLocks(t *testing.T) {
 	if mine := must[[]DaemonLocks](t)(a.OtherLocks(5)); len(mine) != 0 {
 		t.Errorf("a sees its own locks as another's: %+v", mine)
 	}
+	// Status on b lists a's lock with a's name; a lists none of its own
+	// (its table has them).
+	peers := must[[]PeerLock](t)(b.PeerLocks())
+	if len(peers) != 1 || peers[0].Ino != 5 || peers[0].LockRecord != w || peers[0].Daemon != a.DaemonName() {
+		t.Errorf("b's PeerLocks %+v, want a's lock on inode 5 held by %q", peers, a.DaemonName())
+	}
+	if mine := must[[]PeerLock](t)(a.PeerLocks()); len(mine) != 0 {
+		t.Errorf("a's PeerLocks lists its own: %+v", mine)
+	}
 	var seen []DaemonLocks
 	ok, err := b.PublishLocks(5, []LockRecord{{View: 1, Owner: 7}}, func(o []DaemonLocks) bool { seen = o; return false })
 	if ok || err != nil || len(seen) != 1 {
@@ -78,6 +87,9 @@ func TestEtcdLocks(t *testing.T) {
 	}
 	if got := must[[]DaemonLocks](t)(e.OtherLocks(5)); len(got) != 0 {
 		t.Errorf("embedded store keeps locks: %+v", got)
+	}
+	if got := must[[]PeerLock](t)(e.PeerLocks()); len(got) != 0 {
+		t.Errorf("embedded store lists peer locks: %+v", got)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -144,7 +145,13 @@ func printLocks(w io.Writer, locks []daemon.LockInfo) error {
 	}
 	fmt.Fprintln(w, "locks held:")
 	tw := table(w)
-	fmt.Fprintln(tw, "  USER\tPATH\tINODE\tKIND\tTYPE\tRANGE\tPID")
+	// On a store several daemons share, each lock names its daemon.
+	shared := slices.ContainsFunc(locks, func(l daemon.LockInfo) bool { return l.Daemon != "" })
+	head := "  USER\tPATH\tINODE\tKIND\tTYPE\tRANGE\tPID"
+	if shared {
+		head += "\tDAEMON"
+	}
+	fmt.Fprintln(tw, head)
 	for _, l := range locks {
 		rng := fmt.Sprintf("%d-EOF", l.Start)
 		if l.Len > 0 {
@@ -155,7 +162,11 @@ func printLocks(w io.Writer, locks []daemon.LockInfo) error {
 			// A name with a newline must not forge a row.
 			path = strconv.Quote(path)
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%d\n", l.User, path, l.Ino, l.Kind, l.Type, rng, l.PID)
+		row := fmt.Sprintf("  %s\t%s\t%d\t%s\t%s\t%s\t%d", l.User, path, l.Ino, l.Kind, l.Type, rng, l.PID)
+		if shared {
+			row += "\t" + l.Daemon
+		}
+		fmt.Fprintln(tw, row)
 	}
 	return tw.Flush()
 }
