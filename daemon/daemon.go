@@ -53,6 +53,10 @@ type view struct {
 	// them.
 	managed bool
 	mv      mountedView
+	// opts is how a managed view presents entries (its owner): a
+	// change of the user's uid/gid by another daemon remounts it
+	// (remote.go).
+	opts fusefs.ViewOptions
 	// closing is set when the daemon itself unmounts the view.
 	closing atomic.Bool
 	// done closes once the view stops serving, whoever unmounted it.
@@ -285,7 +289,8 @@ func (d *Daemon) mountManaged(u *metadata.User) error {
 	if err != nil || mounted {
 		return err
 	}
-	mv, err := d.mount(u.Name, mnt, d.viewOptions(u))
+	opts := d.viewOptions(u)
+	mv, err := d.mount(u.Name, mnt, opts)
 	if err != nil {
 		return err
 	}
@@ -298,8 +303,8 @@ func (d *Daemon) mountManaged(u *metadata.User) error {
 		}
 		return err
 	}
-	d.watchLocked(u.Name, mnt, mv, true)
-	d.log.Info("view mounted", "user", u.Name, "mountpoint", mnt, "force_owner", d.viewOptions(u).ForceOwner)
+	d.watchLocked(u.Name, mnt, mv, true).opts = opts
+	d.log.Info("view mounted", "user", u.Name, "mountpoint", mnt, "force_owner", opts.ForceOwner)
 	return nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/shedfs/shedfs/metadata"
@@ -16,7 +17,11 @@ import (
 // (fusefs.FS.Foreign) and hands the daemon the users and groups another
 // daemon changed, so that its set of views follows the users (a view
 // mounted for a new user, unmounted for a removed one) and its views'
-// groups follow the memberships, without a restart.
+// groups follow the memberships, without a restart. A user whose uid/gid
+// another daemon changed (`user add --uid` writes the user, then its
+// owner; a user removed and added again) has its view remounted with the
+// new owner, as the daemon that made the change mounts its own; a view in
+// use is left as it is and tried again a few seconds later.
 
 // foreign takes a batch of changes another daemon made to the store.
 func (d *Daemon) foreign(c metadata.Change) {
@@ -49,10 +54,19 @@ func (d *Daemon) syncUsers() {
 	}
 	d.mu.Lock()
 	stopped := d.stopped
-	var gone []*view
+	var gone, stale []*view
+	var owners []*metadata.User
 	for name, v := range d.views {
-		if v.managed && !hasUser(users, name) {
+		if !v.managed {
+			continue
+		}
+		i := slices.IndexFunc(users, func(u metadata.User) bool { return u.Name == name })
+		switch {
+		case i < 0:
 			gone = append(gone, v)
+		case v.opts != d.viewOptions(&users[i]):
+			stale = append(stale, v)
+			owners = append(owners, &users[i])
 		}
 	}
 	d.mu.Unlock()
@@ -79,14 +93,30 @@ func (d *Daemon) syncUsers() {
 			d.log.Warn("remove mountpoint", "path", v.mountpoint, "err", err)
 		}
 	}
+	for i, v := range stale {
+		d.remount(v, owners[i])
+	}
 }
 
-// hasUser reports whether users holds name.
-func hasUser(users []metadata.User, name string) bool {
-	for i := range users {
-		if users[i].Name == name {
-			return true
-		}
+// remountRetry is how long a view in use waits before its remount for a
+// new owner is tried again.
+const remountRetry = 5 * time.Second
+
+// remount mounts v again with u's owner, which another daemon changed. A
+// view in use is not pulled from under its processes: it keeps the old
+// owner, and the remount is tried again after remountRetry.
+func (d *Daemon) remount(v *view, u *metadata.User) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	err := d.unmount(ctx, v, false)
+	cancel()
+	if err != nil {
+		d.log.Warn("remount the view of a user whose uid/gid another daemon changed: in use; trying again", "user", u.Name, "err", err)
+		time.AfterFunc(remountRetry, d.syncUsers)
+		return
 	}
-	return false
+	if err := d.mountManaged(u); err != nil {
+		d.log.Error("remount the view of a user whose uid/gid another daemon changed", "user", u.Name, "err", err)
+		return
+	}
+	d.log.Info("view remounted: its user's uid/gid changed on another daemon", "user", u.Name, "uid", u.Uid, "gid", u.Gid)
 }

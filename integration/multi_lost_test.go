@@ -23,7 +23,9 @@ import (
 // descriptors fail with EIO (her unlock and close work), the loss is in
 // A's log and audit trail, and a fresh open on A reads and writes (its
 // lock is refused while bob holds one, and granted once he lets go).
-// Meanwhile `shedfs status` asked of A lists bob's locks, held on B.
+// Meanwhile `shedfs status` asked of A lists bob's locks, held on B. Last,
+// a user added through A with an owner (uid/gid), and added again with
+// another, has a view on B that presents it.
 func TestEtcdLockLost(t *testing.T) {
 	c := etcdtest.Start(t, 3)
 	s := newEtcdTeam(t, c)
@@ -34,13 +36,40 @@ func TestEtcdLockLost(t *testing.T) {
 	// A's keep-alive may notice the revoke and renew before bob locks
 	// (it looks every third of the 10 s TTL; bob needs tens of
 	// milliseconds): then the attempt proves nothing and runs again.
+	lost := false
 	for attempt := range 3 {
-		if lockLostAttempt(t, s, a, b, sockA, cli, attempt) {
-			return
+		if lost = lockLostAttempt(t, s, a, b, sockA, cli, attempt); lost {
+			break
 		}
 		t.Logf("attempt %d: A renewed its lease before bob locked; again", attempt)
 	}
-	t.Fatal("A always renewed its lease before bob could lock")
+	if !lost {
+		t.Fatal("A always renewed its lease before bob could lock")
+	}
+
+	// A user's owner (uid/gid) set through A reaches dave's view on B,
+	// also when he is removed and added again with another at once.
+	adminA := func(args ...string) {
+		adminOK(t, append(args, append([]string{"--admin-socket", sockA}, s.args...)...)...)
+	}
+	owner := func(uid uint32) {
+		t.Helper()
+		var st unix.Stat_t
+		took, ok := within(10*time.Second, func() bool {
+			return unix.Stat(b.In("dave"), &st) == nil && st.Uid == uid && st.Gid == uid+1
+		})
+		if !ok {
+			t.Errorf("dave's view on B presents %d:%d, want %d:%d set through A\nB's stderr:\n%s", st.Uid, st.Gid, uid, uid+1, b.Stderr())
+			return
+		}
+		t.Logf("dave's owner %d set through A presented on B after %v", uid, took)
+	}
+	adminA("user", "add", "dave", "--uid", "4242", "--gid", "4243")
+	b.waitView("dave")
+	owner(4242)
+	adminA("user", "remove", "dave", "--force")
+	adminA("user", "add", "dave", "--uid", "5252", "--gid", "5253")
+	owner(5252)
 }
 
 // lockLostAttempt is one round of TestEtcdLockLost on fresh files; false
