@@ -243,7 +243,7 @@ func (s *Store) updateInode(ino uint64, fn func(n *Inode) error, admit func(u Us
 		if delta := chargeOf(n) - chargeOf(&before); n.Size != before.Size && n.IsRegular() {
 			h := HolderOf(n.Zone)
 			if admit != nil {
-				u, l, err := o.quota(h)
+				u, l, err := o.admission(h)
 				if err != nil {
 					return err
 				}
@@ -384,7 +384,7 @@ func (s *Store) Publish(ino, parent uint64, name string, size uint64, mtime time
 			replaced = old
 		}
 		if admit != nil {
-			u, l, err := o.quota(h)
+			u, l, err := o.admission(h)
 			if err != nil {
 				return err
 			}

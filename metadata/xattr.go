@@ -116,7 +116,7 @@ func (o *op) xattrCosts(ino uint64, name string) (total, named int64, err error)
 func (o *op) admitXattr(n *Inode, before, after int64, admit func(XattrChange) error) error {
 	h := HolderOf(n.Zone)
 	if admit != nil {
-		u, l, err := o.quota(h)
+		u, l, err := o.admission(h)
 		if err != nil {
 			return err
 		}

@@ -232,6 +232,13 @@ func (r *Reservation) Grow(n int64) (acl.Decision, error) {
 		d = acl.AdmitBytes(u, l, n)
 	}
 	if d.Allowed() {
+		// On a store other daemons share, the bytes held must be in
+		// this daemon's reservation there, or their writers, within
+		// reservations of their own, pass the limit beside the
+		// transfer (shared.go).
+		if d, err = r.a.Cover(r.h, n); err != nil || !d.Allowed() {
+			return d, err
+		}
 		r.a.Add(r.h, n)
 		r.held += n
 	}
