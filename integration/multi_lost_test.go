@@ -1,10 +1,12 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,61 +17,117 @@ import (
 	"github.com/shedfs/shedfs/internal/etcdtest"
 )
 
-// TestEtcdLockLost: two `shedfs serve` daemons on one etcd store, as two
-// hosts. Alice's process on A holds a write lock of each kind (flock,
-// POSIX, OFD) on a group file; A's lease is revoked, which frees the locks
-// in the store, and bob on B takes them before A has its lease again. A
-// then loses them: reads, writes and lock requests through alice's
-// descriptors fail with EIO (her unlock and close work), the loss is in
-// A's log and audit trail, and a fresh open on A reads and writes (its
-// lock is refused while bob holds one, and granted once he lets go).
-// Meanwhile `shedfs status` asked of A lists bob's locks, held on B. Last,
-// a user added through A with an owner (uid/gid), and added again with
-// another, has a view on B that presents it.
-func TestEtcdLockLost(t *testing.T) {
+// TestEtcdAcrossHosts runs two `shedfs serve` daemons on one etcd store,
+// as two hosts, for what happens to one host's state when the other acts.
+//
+// lost_lock: alice's process on A holds a write lock of each kind (flock,
+// POSIX, OFD) on a group file; A's lease is revoked, which frees the
+// locks in the store, and bob on B takes them before A has its lease
+// again. A then loses them: reads, writes and lock requests through
+// alice's descriptors fail with EIO (her unlock and close work), the loss
+// is in A's log and audit trail, and a fresh open on A reads and writes
+// (its lock is refused while bob holds one, and granted once he lets go).
+// Meanwhile `shedfs status` asked of A lists bob's locks, held on B.
+//
+// owner: a user added through A with an owner (uid/gid), and added again
+// with another, has a view on B that presents it.
+//
+// import_quota: while a writer on B holds room in alice's quota (its
+// reservation), an import through A that does not fit beside it is
+// refused, one that fits is taken, and alice never passes her limit.
+func TestEtcdAcrossHosts(t *testing.T) {
 	c := etcdtest.Start(t, 3)
 	s := newEtcdTeam(t, c)
 	a, sockA := startEtcdServe(t, s, "alice", "bob")
 	b, _ := startEtcdServe(t, s, "alice", "bob")
 	cli := etcdClient(t, s)
-
-	// A's keep-alive may notice the revoke and renew before bob locks
-	// (it looks every third of the 10 s TTL; bob needs tens of
-	// milliseconds): then the attempt proves nothing and runs again.
-	lost := false
-	for attempt := range 3 {
-		if lost = lockLostAttempt(t, s, a, b, sockA, cli, attempt); lost {
-			break
-		}
-		t.Logf("attempt %d: A renewed its lease before bob locked; again", attempt)
+	adminA := func(args ...string) string {
+		return adminOK(t, append(args, append([]string{"--admin-socket", sockA}, s.args...)...)...)
 	}
-	if !lost {
+
+	t.Run("lost_lock", func(t *testing.T) {
+		// A's keep-alive may notice the revoke and renew before bob
+		// locks (it looks every third of the 10 s TTL; bob needs tens
+		// of milliseconds): then the attempt proves nothing and runs
+		// again.
+		for attempt := range 3 {
+			if lockLostAttempt(t, s, a, b, sockA, cli, attempt) {
+				return
+			}
+			t.Logf("attempt %d: A renewed its lease before bob locked; again", attempt)
+		}
 		t.Fatal("A always renewed its lease before bob could lock")
-	}
+	})
 
-	// A user's owner (uid/gid) set through A reaches dave's view on B,
-	// also when he is removed and added again with another at once.
-	adminA := func(args ...string) {
-		adminOK(t, append(args, append([]string{"--admin-socket", sockA}, s.args...)...)...)
-	}
-	owner := func(uid uint32) {
-		t.Helper()
-		var st unix.Stat_t
-		took, ok := within(10*time.Second, func() bool {
-			return unix.Stat(b.In("dave"), &st) == nil && st.Uid == uid && st.Gid == uid+1
-		})
-		if !ok {
-			t.Errorf("dave's view on B presents %d:%d, want %d:%d set through A\nB's stderr:\n%s", st.Uid, st.Gid, uid, uid+1, b.Stderr())
-			return
+	t.Run("owner", func(t *testing.T) {
+		owner := func(uid uint32) {
+			t.Helper()
+			var st unix.Stat_t
+			took, ok := within(10*time.Second, func() bool {
+				return unix.Stat(b.In("dave"), &st) == nil && st.Uid == uid && st.Gid == uid+1
+			})
+			if !ok {
+				t.Errorf("dave's view on B presents %d:%d, want %d:%d set through A\nB's stderr:\n%s", st.Uid, st.Gid, uid, uid+1, b.Stderr())
+				return
+			}
+			t.Logf("dave's owner %d set through A presented on B after %v", uid, took)
 		}
-		t.Logf("dave's owner %d set through A presented on B after %v", uid, took)
-	}
-	adminA("user", "add", "dave", "--uid", "4242", "--gid", "4243")
-	b.waitView("dave")
-	owner(4242)
-	adminA("user", "remove", "dave", "--force")
-	adminA("user", "add", "dave", "--uid", "5252", "--gid", "5253")
-	owner(5252)
+		adminA("user", "add", "dave", "--uid", "4242", "--gid", "4243")
+		b.waitView("dave")
+		owner(4242)
+		adminA("user", "remove", "dave", "--force")
+		adminA("user", "add", "dave", "--uid", "5252", "--gid", "5253")
+		owner(5252)
+	})
+
+	t.Run("import_quota", func(t *testing.T) {
+		const mib = 1 << 20
+		adminA("quota", "set", "user:alice", "--bytes", "6MiB")
+		w, err := os.OpenFile(b.In("alice", "stream"), os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		chunk := bytes.Repeat([]byte("w"), mib)
+		if _, err := w.Write(chunk); err != nil {
+			t.Fatalf("B's writer, first MiB: %v", err)
+		}
+		src := t.TempDir()
+		mustWrite(t, filepath.Join(src, "big"), bytes.Repeat([]byte("i"), 3*mib), 0o644)
+		mustWrite(t, filepath.Join(src, "small"), bytes.Repeat([]byte("i"), mib), 0o644)
+		// B holds 4 MiB of room for its writer: 3 MiB more do not fit.
+		adminFails(t, "over the quota of user alice", append([]string{"import", "--user", "alice", "--admin-socket", sockA}, append(s.args, filepath.Join(src, "big"))...)...)
+		adminA("import", "--user", "alice", filepath.Join(src, "small"))
+		// The writer on B fills its room, then goes on until refused.
+		var written int64 = mib
+		for range 5 {
+			n, err := w.Write(chunk)
+			written += int64(n)
+			if err != nil {
+				wantErrno(t, "B's writer past alice's quota", err, unix.EDQUOT)
+				break
+			}
+		}
+		w.Close()
+		var qs []struct {
+			Used struct {
+				Bytes int64 `json:"bytes"`
+			} `json:"used"`
+		}
+		out := adminA("quota", "show", "user:alice", "--json")
+		if err := json.Unmarshal([]byte(out), &qs); err != nil || len(qs) != 1 {
+			t.Fatalf("quota show --json: %v\n%s", err, out)
+		}
+		t.Logf("B's writer wrote %.2f MiB beside a 1 MiB import; alice uses %.2f MiB of 6", float64(written)/mib, float64(qs[0].Used.Bytes)/mib)
+		if qs[0].Used.Bytes > 6*mib {
+			t.Errorf("alice uses %d bytes, past her 6 MiB limit", qs[0].Used.Bytes)
+		}
+		if written < 4*mib {
+			t.Errorf("B's writer wrote %d bytes, want at least the 4 MiB it had room for", written)
+		}
+	})
+	a.Stop()
+	b.Stop()
 }
 
 // lockLostAttempt is one round of TestEtcdLockLost on fresh files; false
