@@ -45,6 +45,17 @@ func (d *Daemon) syncUsers() {
 	if d.cfg.MountRoot == "" {
 		return
 	}
+	// Stop waits for a reconciliation under way (it may run late: a
+	// retry of a remount), and none starts after it: the store closes
+	// then.
+	d.mu.Lock()
+	if d.stopped {
+		d.mu.Unlock()
+		return
+	}
+	d.wg.Add(1)
+	d.mu.Unlock()
+	defer d.wg.Done()
 	d.usersMu.Lock()
 	defer d.usersMu.Unlock()
 	users, err := d.cfg.Store.Meta.ListUsers()
