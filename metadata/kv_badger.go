@@ -18,7 +18,8 @@ const maxConflictRetries = 100
 
 // badgerKV is the embedded KV engine of a single-machine store.
 type badgerKV struct {
-	db *badger.DB
+	db   *badger.DB
+	trim *tableTrimmer // nil in memory
 }
 
 // slogBadger routes badger's own logging to slog, keeping only warnings and
@@ -52,6 +53,14 @@ const (
 	// the value log is not written at all. Badger wants it below
 	// maxBatch.
 	valueThreshold = 256 << 10
+	// blockCacheSize bounds badger's cache of decompressed table blocks.
+	// A lookup's directory entries are read from one block per some
+	// hundred names, which a small cache keeps; inode records are spread
+	// at random over the tables (inode numbers are permuted), so a large
+	// cache hardly hits them, and the metadata cache above holds the
+	// records in use. 16 MiB held 18 MiB of the daemon's 92 MiB of live
+	// heap after a stat of 100,000 files.
+	blockCacheSize = 4 << 20
 	// discardFile is the size of badger's DISCARD file.
 	discardFile = 1 << 20
 	// headroomSlack covers the filesystem's own blocks for badger's new
@@ -102,7 +111,7 @@ func openBadger(dir string, inMemory, readOnly bool, logger *slog.Logger) (kv KV
 		WithMemTableSize(memTableSize).
 		WithValueThreshold(valueThreshold).
 		WithNumMemtables(2).
-		WithBlockCacheSize(16 << 20).
+		WithBlockCacheSize(blockCacheSize).
 		WithIndexCacheSize(8 << 20).
 		WithValueLogFileSize(64 << 20).
 		WithNumCompactors(2).
@@ -137,7 +146,11 @@ func openBadger(dir string, inMemory, readOnly bool, logger *slog.Logger) (kv KV
 			return nil, fmt.Errorf("open store %s: %w: %s", dir, ErrCorrupt, msg)
 		}
 	}
-	return &badgerKV{db: db}, nil
+	bkv := &badgerKV{db: db}
+	if !inMemory {
+		bkv.trim = startTableTrimmer(dir, logger)
+	}
+	return bkv, nil
 }
 
 // Update runs fn in a read-write transaction, retrying on commit conflicts.
@@ -180,6 +193,7 @@ func (b *badgerKV) Sync() error {
 
 // Close releases the database.
 func (b *badgerKV) Close() error {
+	b.trim.close()
 	if err := b.db.Close(); err != nil {
 		return fmt.Errorf("close metadata: %w", err)
 	}

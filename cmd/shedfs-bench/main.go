@@ -93,6 +93,7 @@ type config struct {
 	rssInodes    int
 	rssLoopback  bool
 	rssProfile   string
+	rssStore     string
 	workers      int
 	randSize     int64
 	randOps      int
@@ -133,6 +134,7 @@ func parseFlags(args []string) (*config, error) {
 	fset.IntVar(&cfg.rssInodes, "rss-inodes", 1000000, "rss workload: files in the store (plus one directory per 1000)")
 	fset.BoolVar(&cfg.rssLoopback, "rss-loopback", false, fmt.Sprintf("rss workload: also measure the loopback on a native tree of -rss-inodes files even above %d", rssLoopbackMax))
 	fset.StringVar(&cfg.rssProfile, "rss-profile", "", "rss workload: serve pprof from each shedfs daemon and save its heap profile after every phase in this directory")
+	fset.StringVar(&cfg.rssStore, "rss-store", "", "rss workload: keep the filled store in this directory and reuse it in later runs (filled here once per -rss-inodes; each target mounts a fresh copy)")
 	// Parse errors are reported by main as one line; only -h prints usage.
 	fset.SetOutput(io.Discard)
 	if err := fset.Parse(args); err != nil {
@@ -221,6 +223,11 @@ func parseFlags(args []string) (*config, error) {
 	if cfg.rssProfile != "" {
 		if cfg.rssProfile, err = filepath.Abs(cfg.rssProfile); err != nil {
 			return nil, fmt.Errorf("-rss-profile: %w", err)
+		}
+	}
+	if cfg.rssStore != "" {
+		if cfg.rssStore, err = filepath.Abs(cfg.rssStore); err != nil {
+			return nil, fmt.Errorf("-rss-store: %w", err)
 		}
 	}
 	if cfg.targets, err = pickNames("-targets", targets, targetNames(allTargets())); err != nil {

@@ -23,6 +23,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -65,6 +66,7 @@ var rssPhases = []string{"mounted", "stat 100 dirs", "walk all", "dropped +10s"}
 // flags of their daemon (see allTargets): the same names select them.
 var rssShedfsFlags = map[string][]string{
 	"shedfs":          shedfsMetricsFlags,
+	"shedfs-base":     shedfsMetricsFlags,
 	"shedfs-bare":     {"--no-audit"},
 	"shedfs-observed": {"--metrics", "127.0.0.1:0"},
 }
@@ -288,8 +290,10 @@ func runRSS(ctx context.Context, b *bench) error {
 		st.rep.Skipped = append(st.rep.Skipped, fmt.Sprintf("loopback comparison: %d files > %d would take long to create natively; add -rss-loopback to run it", n, rssLoopbackMax))
 	}
 	if len(shedfsTargets) > 0 {
-		if _, err := os.Stat(b.cfg.shedfsBin); err != nil {
-			return fmt.Errorf("shedfs binary: %w (build it with `make build`, or pass -shedfs)", err)
+		for _, t := range shedfsTargets {
+			if _, err := os.Stat(b.shedfsBinOf(t)); err != nil {
+				return fmt.Errorf("shedfs binary of %s: %w (build it with `make build`, or pass -shedfs or -shedfs-base)", t, err)
+			}
 		}
 		if err := b.rssPopulateStore(ctx); err != nil {
 			return err
@@ -297,6 +301,13 @@ func runRSS(ctx context.Context, b *bench) error {
 	}
 	for _, t := range shedfsTargets {
 		store := st.store
+		if b.cfg.rssStore != "" {
+			// The kept store stays as filled: each target mounts a copy.
+			store = filepath.Join(b.work, "rss-"+t+"-store")
+			if out, err := exec.CommandContext(ctx, "cp", "-a", "--sparse=always", st.store, store).CombinedOutput(); err != nil {
+				return fmt.Errorf("rss: copy the kept store: %w: %s", err, strings.TrimSpace(string(out)))
+			}
+		}
 		mnt := filepath.Join(b.work, "rss-"+t+"-mnt")
 		args := []string{"mount", "--store", store, "--user", rssUser}
 		args = append(args, rssShedfsFlags[t]...)
@@ -311,7 +322,7 @@ func runRSS(ctx context.Context, b *bench) error {
 			args = append(args, "--metrics", addr, "--pprof")
 		}
 		args = append(args, mnt)
-		run, err := b.rssMeasure(ctx, t, mnt, metricsAddr, b.cfg.shedfsBin, args...)
+		run, err := b.rssMeasure(ctx, t, mnt, metricsAddr, b.shedfsBinOf(t), args...)
 		if run != nil {
 			st.rep.Runs = append(st.rep.Runs, *run)
 		}
@@ -538,8 +549,8 @@ func sortedKeys(m map[string][]string) []string {
 }
 
 // rssPopulateStore fills a fresh store with -rss-inodes files in
-// directories of rssPerDir, once per invocation, straight through package
-// metadata. Directories are handed to rssWorkers goroutines, one directory
+// directories of rssPerDir, once per invocation (or once for good in
+// -rss-store), straight through package metadata. Directories are handed to rssWorkers goroutines, one directory
 // to one goroutine, so that creates in one directory do not conflict over
 // the directory's inode.
 func (b *bench) rssPopulateStore(ctx context.Context) error {
@@ -549,6 +560,19 @@ func (b *bench) rssPopulateStore(ctx context.Context) error {
 	n := b.cfg.rssInodes
 	dirs := rssShape(n)
 	store := filepath.Join(b.work, "rss-store")
+	var filled string // marks a kept store as complete
+	if b.cfg.rssStore != "" {
+		store = filepath.Join(b.cfg.rssStore, fmt.Sprintf("store-%d", n))
+		filled = store + ".filled"
+		if _, err := os.Stat(filled); err == nil {
+			slog.Info("rss: reusing the kept store", "store", store)
+			b.rss.store = store
+			return nil
+		}
+		if err := os.RemoveAll(store); err != nil {
+			return fmt.Errorf("rss: clear the kept store: %w", err)
+		}
+	}
 	meta, err := metadata.Open(filepath.Join(store, "meta"), metadata.Options{})
 	if err != nil {
 		return fmt.Errorf("rss: open store: %w", err)
@@ -592,6 +616,11 @@ func (b *bench) rssPopulateStore(ctx context.Context) error {
 	closed = true
 	if err := meta.Close(); err != nil {
 		return fmt.Errorf("rss: close store: %w", err)
+	}
+	if filled != "" {
+		if err := os.WriteFile(filled, nil, 0o644); err != nil {
+			return fmt.Errorf("rss: mark the kept store: %w", err)
+		}
 	}
 	b.rss.store = store
 	b.rss.rep.Populate = time.Since(start).Seconds()

@@ -18,7 +18,7 @@ func fsFlags() []cli.Flag {
 	return append([]cli.Flag{
 		&cli.StringFlag{Name: "metrics", Usage: "serve Prometheus metrics at this address (e.g. 127.0.0.1:9567)"},
 		&cli.IntFlag{Name: "metrics-max-holders", Value: daemon.DefaultMaxHolders, Usage: "export quota gauges for at most this many holders"},
-		&cli.StringFlag{Name: "memory-limit", Value: "160MiB", Usage: "soft limit for the daemon's Go heap, kept by collecting garbage more often near it, raised by each mounted view's FUSE read buffers (0: none; GOMEMLIMIT wins when set)"},
+		&cli.StringFlag{Name: "memory-limit", Value: "128MiB", Usage: "soft limit for the daemon's Go heap, kept by collecting garbage more often near it, raised by each mounted view's FUSE read buffers (0: none; GOMEMLIMIT wins when set)"},
 		&cli.BoolFlag{Name: "pprof", Usage: "also serve Go's profiler at /debug/pprof/ on the metrics address"},
 		&cli.BoolFlag{Name: "no-passthrough", Usage: "serve every read through the daemon instead of FUSE passthrough"},
 		&cli.StringFlag{Name: "symlinks", Value: "in-zone", Usage: "symlink policy: in-zone, allow or deny"},

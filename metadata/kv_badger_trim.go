@@ -1,0 +1,66 @@
+package metadata
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/shedfs/shedfs/internal/maptrim"
+)
+
+// Badger reads its tables (*.sst) through shared memory maps, and every
+// page a lookup touched stays mapped, and counted in the daemon's RSS, until
+// the table goes: inode numbers are spread at random over the key space
+// (section 4 of docs/design.md), so a stat of 100,000 files of a store of
+// a million touched nearly all its inode records, 55 MiB of tables. Every
+// tableTrimEvery, once the daemon's file-backed RSS is over fileRSSBudget,
+// the pages of the table maps are handed back to the kernel
+// (internal/maptrim); a later read of one takes it again from the page
+// cache or the disk.
+const (
+	// fileRSSBudget is the file-backed RSS past which the table maps
+	// are trimmed: the daemon's binary (about 20 MiB of it is resident
+	// once a view has served every kind of request), and room for the
+	// indexes and bloom filters a lookup reads in every table (about 5%
+	// of the tables) and the blocks in use.
+	fileRSSBudget = 40 << 20
+	// tableTrimEvery is how often the maps are measured.
+	tableTrimEvery = time.Second
+)
+
+// tableTrimmer trims the table maps of one open database until stop.
+type tableTrimmer struct {
+	stop chan struct{}
+	done chan struct{}
+}
+
+// startTableTrimmer starts trimming the maps of the tables in dir.
+func startTableTrimmer(dir string, logger *slog.Logger) *tableTrimmer {
+	t := &tableTrimmer{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(t.done)
+		tick := time.NewTicker(tableTrimEvery)
+		defer tick.Stop()
+		warned := false
+		for {
+			select {
+			case <-t.stop:
+				return
+			case <-tick.C:
+			}
+			if _, err := maptrim.Trim(dir, ".sst", fileRSSBudget); err != nil && !warned {
+				warned = true
+				logger.Warn("metadata: cannot trim the table maps", "err", err)
+			}
+		}
+	}()
+	return t
+}
+
+// close stops the trimming and waits for it.
+func (t *tableTrimmer) close() {
+	if t == nil {
+		return
+	}
+	close(t.stop)
+	<-t.done
+}
