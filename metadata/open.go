@@ -39,7 +39,8 @@ type holdReader interface {
 // marker does not count: the caller (an unlink that frees, ReclaimIdle)
 // has checked that no handle here holds ino, so a marker of its own is one
 // kept after the last close (fusefs keeps marks a while, see Unholds),
-// which is for the other daemons to see; it is deleted with the inode.
+// which is for the other daemons to see; it is deleted by the transaction
+// (a no-op if it fails: an error, ErrHeld).
 func (t *etcdTxn) held(ino uint64, others bool) (bool, error) {
 	from := etcdOpenPrefix(string(t.e.prefix), ino)
 	end := clientv3.GetPrefixRangeEnd(from)
@@ -58,7 +59,10 @@ func (t *etcdTxn) held(ino uint64, others bool) (bool, error) {
 		}
 	}
 	t.ranges = append(t.ranges, etcdRange{from: from, to: end})
-	if mine && !held && t.writable {
+	if mine && t.writable {
+		// Whether the inode goes now or waits for another daemon's
+		// last release (which reclaims it then, and must not find
+		// this daemon's mark still there), this daemon is done with it.
 		t.writes[own] = etcdWrite{del: true}
 	}
 	return held, nil
