@@ -15,8 +15,8 @@ import (
 // removed on another host must not live on for it: B reads a file (its
 // mark lingers), A removes it, and the blob goes within the change feed's
 // latency, a round trip and the ghost grace (2 s), not after the mark's
-// idle time (30 s); the
-// file B still holds open survives as before. fsck is clean after.
+// idle time (30 s); the file B still holds open survives as before. fsck
+// is clean after.
 func TestEtcdLingeringMark(t *testing.T) {
 	c := etcdtest.Start(t, 3)
 	s := newEtcdTeam(t, c)
