@@ -3,6 +3,7 @@ package metadata
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -426,9 +427,9 @@ func (t *viewTxn) Scan(prefix, start []byte, fn func(key, value []byte) error) e
 // matters on etcd, where some write (an audit batch, a checksum) is under
 // way most of the time and each read the cache cannot serve is a round trip.
 type cache struct {
-	mu      sync.Mutex
-	gen     uint64
-	busy    map[string]int
+	mu   sync.Mutex
+	gen  uint64
+	busy map[string]int
 	// overlap marks keys that two writes under way at once set: which
 	// of them committed last is not known here, so the key is dropped
 	// when each ends (parallel writes, cachedKV.parallel).
@@ -575,10 +576,11 @@ func (c *cache) begin(ws []cacheWrite) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
-	for _, w := range ws {
-		if c.busy[w.key]++; c.busy[w.key] > 1 {
-			c.overlap[w.key] = true
+	for i, w := range ws {
+		if c.busy[w.key] > 0 && !slices.ContainsFunc(ws[:i], func(p cacheWrite) bool { return p.key == w.key }) {
+			c.overlap[w.key] = true // another write's, not this one's again
 		}
+		c.busy[w.key]++
 		c.touchLocked(w.key)
 	}
 }
@@ -615,7 +617,11 @@ func (c *cache) end(ws []cacheWrite, ok bool, rev int64, order int) {
 		}
 		if overlapped[w.key] {
 			i, ok := c.index[w.key]
-			if !ok || rev == 0 {
+			if !ok {
+				continue
+			}
+			if rev == 0 {
+				c.dropLocked(w.key)
 				continue
 			}
 			if s := &c.slots[i]; s.wrev > rev || (s.wrev == rev && s.word > order) {
