@@ -51,12 +51,14 @@ func (t *etcdTxn) held(ino uint64, others bool) (bool, error) {
 	own := from + t.e.id
 	held, mine := false, false
 	for _, kv := range resp.Kvs {
-		t.reads[string(kv.Key)] = etcdRead{mod: kv.ModRevision}
 		if others && string(kv.Key) == own && t.e.lease != 0 {
+			// Not compared: this daemon's marker release may delete
+			// it meanwhile (fusefs), which changes nothing here.
 			mine = true
-		} else {
-			held = true
+			continue
 		}
+		t.reads[string(kv.Key)] = etcdRead{mod: kv.ModRevision}
+		held = true
 	}
 	t.ranges = append(t.ranges, etcdRange{from: from, to: end})
 	if mine && t.writable {
