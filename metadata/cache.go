@@ -64,9 +64,12 @@ type revTxn interface {
 }
 
 // orderedTxn is a transaction committed with others in one engine commit
-// (memberTxn): its place among them orders its writes after theirs.
+// (memberTxn): its place among them orders its writes after theirs, and
+// afterCommit runs fn as soon as the commit is decided, before the next
+// group's functions run (which must find the cache up to date).
 type orderedTxn interface {
 	commitOrder() int
+	afterCommit(fn func(err error))
 }
 
 // snapshotter is a KV that can hand out a read-only snapshot that stays
@@ -120,6 +123,23 @@ func (k *cachedKV) update(fn func(tx Txn) error, bypass bool) (w *writeTxn, refu
 	gen := k.c.generation()
 	begun := false
 	order := 0
+	// finish puts the committed values in the cache (or drops the keys
+	// of a failed commit), once.
+	finish := func(err error) {
+		if !begun {
+			return
+		}
+		begun = false
+		// Of a failed retry, nothing is put back (ok is false).
+		ok, rev := err == nil, int64(0)
+		if w.rt != nil {
+			// On a shared engine a value is cached only with the
+			// revision it was committed at.
+			rev = w.rt.committedRev()
+			ok = ok && rev != 0
+		}
+		k.c.end(w.writes, ok, rev, order)
+	}
 	engineUpdate := k.KV.Update
 	if g, ok := k.KV.(*etcdKV); ok && k.parallel {
 		engineUpdate = g.updateGrouped
@@ -146,6 +166,7 @@ func (k *cachedKV) update(fn func(tx Txn) error, bypass bool) (w *writeTxn, refu
 		w.rt, _ = tx.(revTxn)
 		if ot, ok := tx.(orderedTxn); ok {
 			order = ot.commitOrder()
+			ot.afterCommit(finish)
 		}
 		refused = false
 		if err := fn(w); err != nil {
@@ -158,17 +179,7 @@ func (k *cachedKV) update(fn func(tx Txn) error, bypass bool) (w *writeTxn, refu
 		begun = true
 		return nil
 	})
-	if begun {
-		// Of a failed retry, nothing is put back (ok is false).
-		ok, rev := err == nil, int64(0)
-		if w.rt != nil {
-			// On a shared engine a value is cached only with the
-			// revision it was committed at.
-			rev = w.rt.committedRev()
-			ok = ok && rev != 0
-		}
-		k.c.end(w.writes, ok, rev, order)
-	}
+	finish(err)
 	return w, refused && err != nil, err
 }
 

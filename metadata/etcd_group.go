@@ -40,6 +40,11 @@ type etcdMember struct {
 	fn   func(tx Txn) error
 	err  error
 	done chan struct{}
+	// after, set by the function (afterCommit), runs on the leader
+	// once the commit is decided, before the next group's functions
+	// run: the metadata cache puts the member's values in their slots
+	// there, so that the next group finds them.
+	after func(err error)
 }
 
 // etcdGroups is the queue of write transactions waiting for a commit.
@@ -55,10 +60,16 @@ type etcdGroups struct {
 type memberTxn struct {
 	*etcdTxn
 	order int
+	m     *etcdMember
 }
 
 // commitOrder is the member's place in its commit.
 func (t *memberTxn) commitOrder() int { return t.order }
+
+// afterCommit has fn run with the member's outcome as soon as its commit
+// is decided, before the leader runs the next group (the last attempt's
+// fn counts).
+func (t *memberTxn) afterCommit(fn func(err error)) { t.m.after = fn }
 
 // updateGrouped runs fn as a write transaction, committed with the
 // others that wait at the time (group commit, above). The metadata cache
@@ -85,6 +96,11 @@ func (e *etcdKV) updateGrouped(fn func(tx Txn) error) error {
 		g.mu.Unlock()
 		e.commitGroup(batch)
 		for _, b := range batch {
+			if b.after != nil {
+				b.after(b.err)
+			}
+		}
+		for _, b := range batch {
 			close(b.done)
 		}
 		g.mu.Lock()
@@ -99,7 +115,10 @@ func (e *etcdKV) updateGrouped(fn func(tx Txn) error) error {
 // err.
 func (e *etcdKV) commitGroup(batch []*etcdMember) {
 	if len(batch) == 1 {
-		batch[0].err = e.updateAlone(batch[0].fn)
+		m := batch[0]
+		m.err = e.updateAlone(func(tx Txn) error {
+			return m.fn(&memberTxn{etcdTxn: tx.(*etcdTxn), m: m})
+		})
 		return
 	}
 	for attempt := 0; attempt < maxConflictRetries; attempt++ {
@@ -107,7 +126,7 @@ func (e *etcdKV) commitGroup(batch []*etcdMember) {
 		retry := false
 		for i, m := range batch {
 			saved := maps.Clone(t.writes)
-			m.err = m.fn(&memberTxn{etcdTxn: t, order: i})
+			m.err = m.fn(&memberTxn{etcdTxn: t, order: i, m: m})
 			if errors.Is(m.err, errEtcdRetry) {
 				retry = true
 				break
@@ -122,7 +141,9 @@ func (e *etcdKV) commitGroup(batch []*etcdMember) {
 		ok, err := t.commit()
 		if errors.Is(err, errEtcdTooBig) {
 			for _, m := range batch {
-				m.err = e.updateAlone(m.fn)
+				m.err = e.updateAlone(func(tx Txn) error {
+					return m.fn(&memberTxn{etcdTxn: tx.(*etcdTxn), m: m})
+				})
 			}
 			return
 		}
