@@ -117,6 +117,8 @@ type FS struct {
 	// holdMu orders the open marks of a shared store, per inode: a
 	// stripe of holdStripes (remote.go).
 	holdMu [holdStripes]sync.Mutex
+	// marks are the open marks kept after the last release (marks.go).
+	marks markTable
 	// dirsOpen counts open directory handles per inode.
 	dirsOpen map[uint64]int
 	// ghosts are reclaimed inodes kept for requests under way.
@@ -169,6 +171,9 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
 	f.SettingsChanged()
 	go f.sweeper(f.stopSweep)
 	go f.trashSweeper(f.stopSweep, f.trashCap)
+	if store.Shared() {
+		go f.markReleaser(f.stopSweep)
+	}
 	return f
 }
 
@@ -272,7 +277,7 @@ func (f *FS) reclaimIfIdle(ino uint64) {
 		}
 		return
 	}
-	n, err := f.store.Reclaim(ino)
+	n, err := f.store.ReclaimIdle(ino)
 	if err != nil {
 		if !heldElsewhere(err) {
 			f.log.Error("reclaim inode", "ino", ino, "err", err)
@@ -409,6 +414,7 @@ func (f *FS) Shutdown() {
 	}
 	// No view is left to hold anything: every orphan and ghost goes.
 	close(f.stopSweep)
+	f.releaseMarks(true)
 	f.mu.Lock()
 	f.dirsOpen = make(map[uint64]int)
 	f.mu.Unlock()

@@ -17,6 +17,7 @@ func (f *FS) LeaseRenewed() {
 		inos = append(inos, ino)
 	}
 	f.mu.Unlock()
+	f.marks.forget() // the lingering marks went with the lease (marks.go)
 	for _, ino := range inos {
 		f.holdAgain(ino)
 	}

@@ -34,6 +34,9 @@ func (f *FS) Foreign(c metadata.Change) {
 	for _, ino := range c.Inodes {
 		f.changedContent(nil, ino)
 		rec, err := f.store.GetInode(ino)
+		if (err != nil || rec.Nlink == 0) && f.marks.lingering(ino) {
+			f.marks.urge(ino) // unlinked elsewhere: our mark goes now (marks.go)
+		}
 		if err == nil {
 			if oi := f.lookupOpen(ino); oi != nil {
 				oi.mu.Lock()
@@ -80,6 +83,9 @@ func (f *FS) hold(ino uint64) {
 	mu := &f.holdMu[ino%holdStripes]
 	mu.Lock()
 	defer mu.Unlock()
+	if f.marks.reuse(ino) {
+		return // its mark lingers from the last release (marks.go)
+	}
 	if err := f.store.Hold(ino); err != nil {
 		f.log.Error("mark inode open in the store", "ino", ino, "err", err)
 	}
@@ -100,6 +106,13 @@ func (f *FS) unhold(ino uint64) {
 	f.mu.Unlock()
 	if again {
 		return // opened again meanwhile: the mark stays
+	}
+	// The mark lingers a while (marks.go), unless the inode has lost its
+	// last link as far as the cache knows: then it goes now, as the
+	// other daemons wait for it to reclaim the inode.
+	if rec, err := f.store.GetInode(ino); err == nil && rec.Nlink > 0 {
+		f.marks.keep(ino, false)
+		return
 	}
 	orphan, err := f.store.Unhold(ino)
 	if err != nil {

@@ -3,6 +3,7 @@ package metadata
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -38,7 +39,15 @@ const cacheSlots = 1 << 16
 type cachedKV struct {
 	KV
 	wmu sync.Mutex
-	c   *cache
+	// parallel lets read-write transactions reach the engine at once,
+	// without wmu: on etcd, which compares every read at commit (cache
+	// hits included, revTxn) and commits the transactions that wait
+	// together (etcd_group.go). The cache (begin, end) copes with
+	// writes of one key that overlap, ordering them by revision and
+	// place in their group. On badger a cache hit is not compared, so
+	// they run one at a time.
+	parallel bool
+	c        *cache
 }
 
 // revTxn is a transaction of an engine several processes write (etcd):
@@ -54,6 +63,15 @@ type revTxn interface {
 	committedRev() int64
 }
 
+// orderedTxn is a transaction committed with others in one engine commit
+// (memberTxn): its place among them orders its writes after theirs, and
+// afterCommit runs fn as soon as the commit is decided, before the next
+// group's functions run (which must find the cache up to date).
+type orderedTxn interface {
+	commitOrder() int
+	afterCommit(fn func(err error))
+}
+
 // snapshotter is a KV that can hand out a read-only snapshot that stays
 // open across calls, which cachedKV needs to open one only on a miss.
 type snapshotter interface {
@@ -61,7 +79,8 @@ type snapshotter interface {
 }
 
 func newCachedKV(kv KV, slots int) *cachedKV {
-	return &cachedKV{KV: kv, c: newCache(slots)}
+	_, parallel := kv.(*etcdKV)
+	return &cachedKV{KV: kv, parallel: parallel, c: newCache(slots)}
 }
 
 // Invalidate drops the cached records of keys changed outside this process
@@ -81,8 +100,10 @@ func (k *cachedKV) Size() (lsm, vlog int64) {
 // Update runs fn as the only read-write transaction under way and keeps
 // the cache in step with what it commits.
 func (k *cachedKV) Update(fn func(tx Txn) error) error {
-	k.wmu.Lock()
-	defer k.wmu.Unlock()
+	if !k.parallel {
+		k.wmu.Lock()
+		defer k.wmu.Unlock()
+	}
 	w, refused, err := k.update(fn, false)
 	if refused && len(w.hits) > 0 {
 		// On a shared engine, fn may have refused (ENOENT, EEXIST,
@@ -94,13 +115,36 @@ func (k *cachedKV) Update(fn func(tx Txn) error) error {
 	return err
 }
 
-// update is one Update under wmu; bypass reads nothing from the cache. It
+// update is one Update (under wmu unless parallel); bypass reads nothing
+// from the cache. It
 // returns the last attempt's transaction, and whether the error is fn's
 // own (refused).
 func (k *cachedKV) update(fn func(tx Txn) error, bypass bool) (w *writeTxn, refused bool, err error) {
 	gen := k.c.generation()
 	begun := false
-	err = k.KV.Update(func(tx Txn) error {
+	order := 0
+	// finish puts the committed values in the cache (or drops the keys
+	// of a failed commit), once.
+	finish := func(err error) {
+		if !begun {
+			return
+		}
+		begun = false
+		// Of a failed retry, nothing is put back (ok is false).
+		ok, rev := err == nil, int64(0)
+		if w.rt != nil {
+			// On a shared engine a value is cached only with the
+			// revision it was committed at.
+			rev = w.rt.committedRev()
+			ok = ok && rev != 0
+		}
+		k.c.end(w.writes, ok, rev, order)
+	}
+	engineUpdate := k.KV.Update
+	if g, ok := k.KV.(*etcdKV); ok && k.parallel {
+		engineUpdate = g.updateGrouped
+	}
+	err = engineUpdate(func(tx Txn) error {
 		// A retry starts afresh; the cache then fills nothing, its
 		// generation has moved. On a shared engine a retry follows a
 		// conflict, perhaps with a cached value another daemon changed:
@@ -112,8 +156,18 @@ func (k *cachedKV) update(fn func(tx Txn) error, bypass bool) (w *writeTxn, refu
 			}
 			bypass = true
 		}
+		if begun {
+			// The last attempt's keys were hidden for a commit
+			// that did not happen.
+			k.c.end(w.writes, false, 0, 0)
+			begun = false
+		}
 		w = &writeTxn{tx: tx, c: k.c, gen: gen, bypass: bypass}
 		w.rt, _ = tx.(revTxn)
+		if ot, ok := tx.(orderedTxn); ok {
+			order = ot.commitOrder()
+			ot.afterCommit(finish)
+		}
 		refused = false
 		if err := fn(w); err != nil {
 			refused = true
@@ -125,17 +179,7 @@ func (k *cachedKV) update(fn func(tx Txn) error, bypass bool) (w *writeTxn, refu
 		begun = true
 		return nil
 	})
-	if begun {
-		// Of a failed retry, nothing is put back (ok is false).
-		ok, rev := err == nil, int64(0)
-		if w.rt != nil {
-			// On a shared engine a value is cached only with the
-			// revision it was committed at.
-			rev = w.rt.committedRev()
-			ok = ok && rev != 0
-		}
-		k.c.end(w.writes, ok, rev)
-	}
+	finish(err)
 	return w, refused && err != nil, err
 }
 
@@ -394,9 +438,13 @@ func (t *viewTxn) Scan(prefix, start []byte, fn func(key, value []byte) error) e
 // matters on etcd, where some write (an audit batch, a checksum) is under
 // way most of the time and each read the cache cannot serve is a round trip.
 type cache struct {
-	mu      sync.Mutex
-	gen     uint64
-	busy    map[string]int
+	mu   sync.Mutex
+	gen  uint64
+	busy map[string]int
+	// overlap marks keys that two writes under way at once set: which
+	// of them committed last is not known here, so the key is dropped
+	// when each ends (parallel writes, cachedKV.parallel).
+	overlap map[string]bool
 	touched map[string]uint64
 	floor   uint64
 	stale   map[string]bool
@@ -419,6 +467,12 @@ type cacheSlot struct {
 	neg  bool
 	ref  bool
 	used bool
+	// wrev and word are the commit revision and place in its group of
+	// the write that put the value (0 for a value read): of two writes
+	// of one key that were under way at once, the later commit's value
+	// stays whichever ends first (end).
+	wrev int64
+	word int
 }
 
 // cacheWrite is one key a transaction set (or deleted: del), or one value
@@ -431,7 +485,7 @@ type cacheWrite struct {
 
 func newCache(slots int) *cache {
 	return &cache{index: make(map[string]int32, slots), slots: make([]cacheSlot, slots),
-		busy: make(map[string]int), touched: make(map[string]uint64)}
+		busy: make(map[string]int), overlap: make(map[string]bool), touched: make(map[string]uint64)}
 }
 
 // touchLocked notes that key changes at the current generation. c.mu is
@@ -533,30 +587,57 @@ func (c *cache) begin(ws []cacheWrite) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
-	for _, w := range ws {
+	for i, w := range ws {
+		if c.busy[w.key] > 0 && !slices.ContainsFunc(ws[:i], func(p cacheWrite) bool { return p.key == w.key }) {
+			c.overlap[w.key] = true // another write's, not this one's again
+		}
 		c.busy[w.key]++
 		c.touchLocked(w.key)
 	}
 }
 
-// end puts the values of a write that committed (ok) at rev in their
-// slots, or drops its keys from the cache if it failed. A key invalidated
-// since begin (another daemon changed it, perhaps after this commit) is
-// dropped too.
-func (c *cache) end(ws []cacheWrite, ok bool, rev int64) {
+// end puts the values of a write that committed (ok) at rev, order-th in
+// its group, in their slots, or drops its keys from the cache if it
+// failed. A key invalidated since begin (another daemon changed it,
+// perhaps after this commit) is dropped too. Where writes of one key
+// overlapped (parallel), a value a later commit put stays, and a key
+// whose slot went meanwhile is not put back: which write was last is not
+// known then.
+func (c *cache) end(ws []cacheWrite, ok bool, rev int64, order int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
+	var overlapped map[string]bool
 	for _, w := range ws {
 		c.touchLocked(w.key)
+		if c.overlap[w.key] {
+			if overlapped == nil {
+				overlapped = make(map[string]bool)
+			}
+			overlapped[w.key] = true
+		}
 		if c.busy[w.key]--; c.busy[w.key] <= 0 {
 			delete(c.busy, w.key)
+			delete(c.overlap, w.key)
 		}
 	}
 	for _, w := range ws {
 		if !ok || c.lost || c.stale[w.key] {
 			c.dropLocked(w.key)
 			continue
+		}
+		if overlapped[w.key] {
+			i, ok := c.index[w.key]
+			if !ok {
+				continue
+			}
+			if rev == 0 {
+				c.dropLocked(w.key)
+				continue
+			}
+			if s := &c.slots[i]; s.wrev > rev || (s.wrev == rev && s.word > order) {
+				continue // a later commit's value
+			}
 		}
 		// A deleted key is absent, whose revision etcd compares as 0,
 		// whatever revision deleted it.
@@ -565,8 +646,15 @@ func (c *cache) end(ws []cacheWrite, ok bool, rev int64) {
 			r = 0
 		}
 		c.putLocked(w.key, w.val, w.del, r)
+		if i, ok := c.index[w.key]; ok {
+			c.slots[i].wrev, c.slots[i].word = rev, order
+		}
 	}
-	c.stale, c.lost = nil, false
+	if len(c.busy) == 0 {
+		// No write is under way any more that an invalidation since
+		// its begin could concern.
+		c.stale, c.lost = nil, false
+	}
 }
 
 // invalidate drops keys that changed outside this process.
@@ -609,6 +697,7 @@ func (c *cache) putLocked(key string, val []byte, absent bool, rev int64) {
 	if i, ok := c.index[key]; ok {
 		s := &c.slots[i]
 		s.val, s.neg, s.ref, s.rev = val, absent, true, rev
+		s.wrev, s.word = 0, 0
 		return
 	}
 	n := int32(len(c.slots))

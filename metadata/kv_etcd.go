@@ -105,13 +105,16 @@ type etcdKV struct {
 	// commitKey is this process's commit marker (see commit): every
 	// write transaction also puts the next commitSeq there, so that a
 	// commit whose answer was lost (a leader change mid-request) can be
-	// told applied or not. The metadata cache runs a process's write
-	// transactions one at a time, so the marker only grows. It lives
+	// told applied or not. A process commits one (group) transaction
+	// at a time (etcd_group.go), so the marker only grows. It lives
 	// under the registration lease. Empty for a read-only open.
 	commitKey string
 	commitSeq atomic.Uint64
 	// feed follows the changes of the other processes (etcd_multi.go).
 	feed etcdFeed
+	// groups queues write transactions for a group commit
+	// (etcd_group.go).
+	groups etcdGroups
 	// requests counts the requests sent (etcd_requests.go).
 	requests *etcdRequests
 }
@@ -207,7 +210,11 @@ func (e *etcdKV) ctx() (context.Context, context.CancelFunc) {
 
 // Update runs fn against one snapshot and commits its writes if nothing
 // it read has changed since; otherwise it runs fn again.
-func (e *etcdKV) Update(fn func(tx Txn) error) error {
+func (e *etcdKV) Update(fn func(tx Txn) error) error { return e.updateAlone(fn) }
+
+// updateAlone is Update; updateGrouped (etcd_group.go) runs it for a
+// group of one, and for each member of a group etcd refused for its size.
+func (e *etcdKV) updateAlone(fn func(tx Txn) error) error {
 	var err error
 	for attempt := 0; attempt < maxConflictRetries; attempt++ {
 		t := newEtcdTxn(e, true)

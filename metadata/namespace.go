@@ -491,7 +491,7 @@ func (o *op) unlink(parent uint64, name string, dir bool, unused func(ino uint64
 	if n.Nlink > 0 || unused == nil || !unused(n.Ino) {
 		return n, false, false, nil
 	}
-	if held, err := o.heldOpen(n.Ino); err != nil || held {
+	if held, err := o.heldOpen(n.Ino, true); err != nil || held {
 		return n, false, false, err // another daemon holds it (open.go)
 	}
 	if err := o.free(n); err != nil {
@@ -689,6 +689,17 @@ func (o *op) within(ino, dir uint64) (bool, error) {
 // EBUSY if the inode has links again, ErrHeld if a daemon sharing the store
 // holds it open.
 func (s *Store) Reclaim(ino uint64) (*Inode, error) {
+	return s.reclaim(ino, false)
+}
+
+// ReclaimIdle is Reclaim for a caller that knows no handle of this daemon
+// holds ino (fusefs): a marker of this daemon's own is one kept after the
+// last close (open.go), and goes with the inode.
+func (s *Store) ReclaimIdle(ino uint64) (*Inode, error) {
+	return s.reclaim(ino, true)
+}
+
+func (s *Store) reclaim(ino uint64, others bool) (*Inode, error) {
 	var out *Inode
 	err := s.update(func(o *op) error {
 		n, err := o.inode(ino)
@@ -698,7 +709,7 @@ func (s *Store) Reclaim(ino uint64) (*Inode, error) {
 		if n.Nlink != 0 {
 			return syscall.EBUSY
 		}
-		if held, err := o.heldOpen(ino); err != nil {
+		if held, err := o.heldOpen(ino, others); err != nil {
 			return err
 		} else if held {
 			return ErrHeld // open.go

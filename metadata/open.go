@@ -28,39 +28,61 @@ func etcdOpenPrefix(prefix string, ino uint64) string {
 }
 
 // holdReader is a transaction that can tell whether a daemon holds an
-// inode open (etcdTxn; writeTxn forwards it).
+// inode open (etcdTxn; writeTxn forwards it); others leaves this daemon's
+// own marker out.
 type holdReader interface {
-	held(ino uint64) (bool, error)
+	held(ino uint64, others bool) (bool, error)
 }
 
 // held reads the open markers of ino at the snapshot and records the range
-// for the commit check, as a Scan does.
-func (t *etcdTxn) held(ino uint64) (bool, error) {
+// for the commit check, as a Scan does. With others, this daemon's own
+// marker does not count: the caller (an unlink that frees, ReclaimIdle)
+// has checked that no handle here holds ino, so a marker of its own is one
+// kept after the last close (fusefs keeps marks a while, see Unholds),
+// which is for the other daemons to see; it is deleted by the transaction
+// (a no-op if it fails: an error, ErrHeld).
+func (t *etcdTxn) held(ino uint64, others bool) (bool, error) {
 	from := etcdOpenPrefix(string(t.e.prefix), ino)
 	end := clientv3.GetPrefixRangeEnd(from)
-	resp, err := t.get(from, end, 1)
+	resp, err := t.get(from, end, 0)
 	if err != nil {
 		return false, err
 	}
+	own := from + t.e.id
+	held, mine := false, false
 	for _, kv := range resp.Kvs {
+		if others && string(kv.Key) == own && t.e.lease != 0 {
+			// Not compared: this daemon's marker release may delete
+			// it meanwhile (fusefs), which changes nothing here.
+			mine = true
+			continue
+		}
 		t.reads[string(kv.Key)] = etcdRead{mod: kv.ModRevision}
+		held = true
 	}
 	t.ranges = append(t.ranges, etcdRange{from: from, to: end})
-	return len(resp.Kvs) > 0, nil
+	if mine && t.writable {
+		// Whether the inode goes now or waits for another daemon's
+		// last release (which reclaims it then, and must not find
+		// this daemon's mark still there), this daemon is done with it.
+		t.writes[own] = etcdWrite{del: true}
+	}
+	return held, nil
 }
 
-func (t *writeTxn) held(ino uint64) (bool, error) {
+func (t *writeTxn) held(ino uint64, others bool) (bool, error) {
 	if h, ok := t.tx.(holdReader); ok {
-		return h.held(ino)
+		return h.held(ino, others)
 	}
 	return false, nil
 }
 
-// heldOpen reports whether a daemon holds ino open, on a shared store;
-// always false on an embedded one (the caller's unused says).
-func (o *op) heldOpen(ino uint64) (bool, error) {
+// heldOpen reports whether a daemon holds ino open, on a shared store
+// (others: a daemon other than this one, whose handles the caller has
+// checked); always false on an embedded one (the caller's unused says).
+func (o *op) heldOpen(ino uint64, others bool) (bool, error) {
 	if h, ok := o.tx.(holdReader); ok {
-		return h.held(ino)
+		return h.held(ino, others)
 	}
 	return false, nil
 }
@@ -170,4 +192,50 @@ func (s *Store) Unhold(ino uint64) (orphan bool, err error) {
 		return false, fmt.Errorf("release inode %d: %w", ino, err)
 	}
 	return n.Nlink == 0, nil
+}
+
+// unholdBatch is how many markers one Unholds request takes back: a
+// delete and a get each, within etcd's default --max-txn-ops of 128.
+const unholdBatch = 50
+
+// Unholds is Unhold for many inodes at once, in one request per
+// unholdBatch of them: fusefs keeps a mark a while after the last close,
+// so that a file opened again soon costs no write, and takes back the
+// marks that went idle together. orphans are those of inos that have lost
+// their last link meanwhile, for the caller to reclaim.
+func (s *Store) Unholds(inos []uint64) (orphans []uint64, err error) {
+	e, ok := s.engine().(*etcdKV)
+	if !ok || e.lease == 0 {
+		return nil, nil
+	}
+	for len(inos) > 0 {
+		batch := inos[:min(len(inos), unholdBatch)]
+		inos = inos[len(batch):]
+		ops := make([]clientv3.Op, 0, 2*len(batch))
+		for _, ino := range batch {
+			ops = append(ops,
+				clientv3.OpDelete(etcdOpenPrefix(string(e.prefix), ino)+e.id),
+				clientv3.OpGet(string(e.prefix)+string(inodeKey(ino))))
+		}
+		ctx, cancel := e.ctx()
+		resp, err := e.cli.Txn(ctx).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			return orphans, fmt.Errorf("release %d inodes: %w", len(batch), etcdErr(err))
+		}
+		for i, ino := range batch {
+			kvs := resp.Responses[2*i+1].GetResponseRange().GetKvs()
+			if len(kvs) == 0 {
+				continue
+			}
+			n, err := decodeInode(ino, kvs[0].Value)
+			if err != nil {
+				return orphans, fmt.Errorf("release inode %d: %w", ino, err)
+			}
+			if n.Nlink == 0 {
+				orphans = append(orphans, ino)
+			}
+		}
+	}
+	return orphans, nil
 }

@@ -27,7 +27,7 @@ func shedfsEtcdTarget(extra []string) func(context.Context, *bench, string) (*mo
 			"--blobs", filepath.Join(b.work, name+"-blobs"),
 		}
 		add := append([]string{"user", "add", "bench", "--quota", strconv.FormatInt(quotaBytes, 10), "--inodes", strconv.Itoa(quotaInodes)}, meta...)
-		if out, err := exec.CommandContext(ctx, b.cfg.shedfsBin, add...).CombinedOutput(); err != nil {
+		if out, err := exec.CommandContext(ctx, b.shedfsBinOf(name), add...).CombinedOutput(); err != nil {
 			c.Stop()
 			return nil, fmt.Errorf("%s: add user bench: %v: %s", name, err, strings.TrimSpace(string(out)))
 		}
@@ -37,7 +37,7 @@ func shedfsEtcdTarget(extra []string) func(context.Context, *bench, string) (*mo
 			return nil, fmt.Errorf("%s dirs: %w", name, err)
 		}
 		args := append(append([]string{"mount", "--user", "bench"}, meta...), extra...)
-		m, err := startFUSEChild(ctx, b, name, mnt, b.cfg.shedfsBin, append(args, mnt)...)
+		m, err := startFUSEChild(ctx, b, name, mnt, b.shedfsBinOf(name), append(args, mnt)...)
 		if err != nil {
 			c.Stop()
 			return nil, err

@@ -59,6 +59,9 @@ func allTargets() []target {
 		// "shedfs" with its metadata on a 3-member etcd cluster on this
 		// machine (etcd.go).
 		{Name: "shedfs-etcd", Compare: []string{"shedfs"}, Start: shedfsEtcdTarget(shedfsMetricsFlags)},
+		// An A/B of two builds on etcd: shedfs-etcd with the binary of
+		// -shedfs-base.
+		{Name: "shedfs-etcd-base", Compare: []string{"shedfs-etcd"}, Start: shedfsEtcdTarget(shedfsMetricsFlags)},
 	}
 }
 

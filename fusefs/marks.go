@@ -1,0 +1,223 @@
+package fusefs
+
+import (
+	"slices"
+	"sync"
+	"time"
+)
+
+// On a store other daemons share, the open mark of an inode (remote.go)
+// costs two etcd writes, each a raft round with a WAL fsync on a quorum:
+// put at the first open, taken back at the last release. A mark is only
+// for the other daemons: it says "do not free this inode, I may still read
+// its blob". Keeping it a while after the last release costs them nothing
+// they can tell from a slow close, so this daemon keeps it (it lingers)
+// for markIdle, at most markMax of them: a file opened again meanwhile
+// (read after its create, a build reading its sources twice, a truncate
+// after a chmod) puts nothing, and the marks that went idle are taken back
+// together, markBatch-wise in one request (metadata.Store.Unholds), which
+// also reads their records and reclaims the ones another daemon unlinked.
+//
+// What a lingering mark must not do is keep an unlinked file alive longer
+// than a close would have: when this daemon learns that an inode with a
+// lingering mark has lost its last link (from its own cache at the
+// release, or from the change feed after another daemon's unlink), the
+// mark is taken back at once. This daemon's own unlink or reclaim of an
+// inode no handle here holds does not count its own mark and deletes it
+// with the inode (metadata's held).
+
+const (
+	// markIdle is how long a mark stays after the last release.
+	markIdle = 30 * time.Second
+	// markMax bounds the lingering marks of a daemon (one small key
+	// each in etcd, under its lease); past it the oldest go.
+	markMax = 4096
+	// markTick is how often lingering marks are looked at.
+	markTick = 250 * time.Millisecond
+)
+
+// markTable is the lingering open marks of this daemon.
+type markTable struct {
+	mu sync.Mutex
+	// linger is when each lingering mark's inode was last released.
+	linger map[uint64]time.Time
+	// urgent are lingering marks to take back at the next tick: their
+	// inode lost its last link.
+	urgent map[uint64]bool
+	// releasing are marks being taken back; a hold of one of them waits
+	// for the channel to close, then puts its mark again.
+	releasing map[uint64]chan struct{}
+	// wake asks the releaser for a tick now.
+	wake chan struct{}
+}
+
+// keep notes that ino's mark lingers instead of being taken back.
+func (m *markTable) keep(ino uint64, orphan bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.initLocked()
+	m.linger[ino] = time.Now()
+	if orphan {
+		m.urgent[ino] = true
+	}
+	if orphan || len(m.linger) > markMax {
+		m.poke()
+	}
+}
+
+// initLocked makes the maps and the wake channel. m.mu is held.
+func (m *markTable) initLocked() {
+	if m.linger == nil {
+		m.linger = make(map[uint64]time.Time)
+		m.urgent = make(map[uint64]bool)
+		m.releasing = make(map[uint64]chan struct{})
+	}
+	if m.wake == nil {
+		m.wake = make(chan struct{}, 1)
+	}
+}
+
+// poke wakes the releaser. m.mu is held.
+func (m *markTable) poke() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// reuse takes ino's lingering mark for a new open: true if it still
+// stands in the store (nothing to put). A mark being taken back is waited
+// for, and then is no more.
+func (m *markTable) reuse(ino uint64) bool {
+	m.mu.Lock()
+	for {
+		if ch := m.releasing[ino]; ch != nil {
+			m.mu.Unlock()
+			<-ch
+			m.mu.Lock()
+			continue
+		}
+		_, ok := m.linger[ino]
+		if ok {
+			delete(m.linger, ino)
+			delete(m.urgent, ino)
+		}
+		m.mu.Unlock()
+		return ok
+	}
+}
+
+// lingering reports whether ino's mark lingers.
+func (m *markTable) lingering(ino uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, ok := m.linger[ino]
+	return ok
+}
+
+// urge asks for ino's lingering mark to go at once (it lost its last link).
+func (m *markTable) urge(ino uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.linger[ino]; ok {
+		m.urgent[ino] = true
+		m.poke()
+	}
+}
+
+// forget drops every lingering mark without a request: the store lost
+// them (the lease was lost and granted again).
+func (m *markTable) forget() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	clear(m.linger)
+	clear(m.urgent)
+}
+
+// due takes the marks to take back now (all when all) out of the table
+// into releasing, and returns them with the channel to close after.
+func (m *markTable) due(all bool) ([]uint64, chan struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	var inos []uint64
+	for ino, at := range m.linger {
+		if all || m.urgent[ino] || now.Sub(at) >= markIdle {
+			inos = append(inos, ino)
+		}
+	}
+	if over := len(m.linger) - len(inos) - markMax; over > 0 {
+		// The oldest of the rest, past the bound.
+		var rest []uint64
+		for ino := range m.linger {
+			if !all && !m.urgent[ino] && now.Sub(m.linger[ino]) < markIdle {
+				rest = append(rest, ino)
+			}
+		}
+		slices.SortFunc(rest, func(a, b uint64) int { return m.linger[a].Compare(m.linger[b]) })
+		inos = append(inos, rest[:over]...)
+	}
+	if len(inos) == 0 {
+		return nil, nil
+	}
+	ch := make(chan struct{})
+	for _, ino := range inos {
+		delete(m.linger, ino)
+		delete(m.urgent, ino)
+		m.releasing[ino] = ch
+	}
+	return inos, ch
+}
+
+// done ends the release of inos.
+func (m *markTable) done(inos []uint64, ch chan struct{}) {
+	m.mu.Lock()
+	for _, ino := range inos {
+		delete(m.releasing, ino)
+	}
+	m.mu.Unlock()
+	close(ch)
+}
+
+// markReleaser takes back the marks that went idle (or lost their inode's
+// last link), every markTick or when asked, until stop closes.
+func (f *FS) markReleaser(stop <-chan struct{}) {
+	t := time.NewTicker(markTick)
+	defer t.Stop()
+	f.marks.mu.Lock()
+	f.marks.initLocked()
+	wake := f.marks.wake
+	f.marks.mu.Unlock()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		case <-wake:
+		}
+		f.releaseMarks(false)
+	}
+}
+
+// releaseMarks takes back the lingering marks that are due (all of them
+// when all) in as few requests as the store allows, and reclaims the
+// inodes among them that lost their last link meanwhile. A mark that
+// fails to go stays in the store until this daemon's lease ends, which
+// frees its inode then; it is logged.
+func (f *FS) releaseMarks(all bool) {
+	inos, ch := f.marks.due(all)
+	if len(inos) == 0 {
+		return
+	}
+	orphans, err := f.store.Unholds(inos)
+	f.marks.done(inos, ch)
+	if err != nil {
+		f.log.Error("unmark inodes open in the store", "inodes", len(inos), "err", err)
+	}
+	for _, ino := range orphans {
+		f.mu.Lock()
+		f.orphans[ino] = true
+		f.mu.Unlock()
+		f.reclaimIfIdle(ino)
+	}
+}
