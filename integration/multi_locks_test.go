@@ -192,9 +192,11 @@ func TestEtcdLocksAcrossHosts(t *testing.T) {
 		}
 		return n
 	}
-	// Open on A: lease-lock (by its holder) and lock-posix.
-	if mine("#lock/") != 1 || mine("#open/") != 2 {
-		t.Fatalf("before the revoke, A has %d lock records and %d open marks, want 1 and 2", mine("#lock/"), mine("#open/"))
+	// Open on A: lease-lock (by its holder) and lock-posix; files closed
+	// on A in the last 30 s keep a lingering mark too, which a renewal
+	// does not put back.
+	if mine("#lock/") != 1 || mine("#open/") < 2 {
+		t.Fatalf("before the revoke, A has %d lock records and %d open marks, want 1 and at least 2", mine("#lock/"), mine("#open/"))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	_, err = cli.Revoke(ctx, lease)
