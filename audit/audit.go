@@ -279,7 +279,7 @@ func (r *Recorder) write() {
 			r.logThrottled("audit records not written: the store's disk is full", "records", len(batch))
 			batch = batch[:0]
 		}
-		if len(held) > 0 {
+		if len(held) > 0 && !r.short() {
 			held = r.writeHeld(held)
 		}
 		if len(batch) > 0 {
