@@ -198,9 +198,11 @@ func (r *Recorder) Dropped() uint64 { return r.dropped.Load() }
 // not counted).
 func (r *Recorder) Written() uint64 { return r.written.Load() }
 
-// Failed is how many queued events the store refused to take, or that
-// were not written because its disk was full (Options.Short); each
-// failure is logged.
+// Failed is how many queued events were lost: refused by the store until
+// Close, or beyond QueueSize while it refused them (refused records are
+// kept and written again, so a lease that is lost and renewed loses
+// none), or not written because its disk was full (Options.Short); each
+// loss is logged.
 func (r *Recorder) Failed() uint64 { return r.failed.Load() }
 
 // Pruned is how many records retention has removed.
@@ -265,6 +267,10 @@ func (r *Recorder) err() error {
 func (r *Recorder) write() {
 	defer close(r.done)
 	batch := make([]metadata.AuditRecord, 0, r.opts.BatchSize)
+	// held are records the store refused (a shared store refuses every
+	// write while this daemon's lease is gone, or without quorum): kept,
+	// in order, and written again on every flush until it takes them.
+	var held []metadata.AuditRecord
 	tick := time.NewTicker(r.opts.FlushInterval)
 	defer tick.Stop()
 	flush := func() {
@@ -273,17 +279,23 @@ func (r *Recorder) write() {
 			r.logThrottled("audit records not written: the store's disk is full", "records", len(batch))
 			batch = batch[:0]
 		}
+		if len(held) > 0 && !r.short() {
+			held = r.writeHeld(held)
+		}
 		if len(batch) > 0 {
-			if err := r.appendAudit(batch); err != nil {
-				r.failed.Add(uint64(len(batch)))
+			if len(held) > 0 {
+				// The store still refuses: keep the order.
+				held = r.hold(held, batch)
+			} else if err := r.appendAudit(batch); err != nil {
 				r.setErr(err)
-				r.log.Error("audit trail: records lost", "records", len(batch), "err", err)
+				r.logThrottled("audit trail: the store refused records; they are kept and written again", "records", len(batch), "err", err)
+				held = r.hold(held, batch)
 			} else {
 				r.written.Add(uint64(len(batch)))
 			}
 			batch = batch[:0]
 		}
-		if len(r.queue) == 0 {
+		if len(r.queue) == 0 && len(held) == 0 {
 			r.reportOverflow()
 		}
 	}
@@ -317,10 +329,46 @@ func (r *Recorder) write() {
 		case <-r.stop:
 			drain()
 			flush()
+			if len(held) > 0 {
+				r.failed.Add(uint64(len(held)))
+				r.log.Error("audit trail: records lost, the store refused them until the end", "records", len(held), "err", r.err())
+				return
+			}
 			r.reportOverflow()
 			return
 		}
 	}
+}
+
+// hold adds recs to the records the store refused, keeping at most
+// QueueSize of them: beyond that the oldest are lost, counted in Failed
+// and logged.
+func (r *Recorder) hold(held, recs []metadata.AuditRecord) []metadata.AuditRecord {
+	held = append(held, recs...)
+	if over := len(held) - r.opts.QueueSize; over > 0 {
+		r.failed.Add(uint64(over))
+		r.log.Error("audit trail: records lost, too many kept while the store refused them", "records", over, "kept", r.opts.QueueSize, "err", r.err())
+		held = append(held[:0:0], held[over:]...)
+	}
+	return held
+}
+
+// writeHeld writes the records the store refused, in batches, and returns
+// those it still refuses. Once all are written the error they left is
+// cleared: nothing was lost.
+func (r *Recorder) writeHeld(held []metadata.AuditRecord) []metadata.AuditRecord {
+	for len(held) > 0 {
+		n := min(len(held), r.opts.BatchSize)
+		if err := r.appendAudit(held[:n]); err != nil {
+			r.setErr(err)
+			return held
+		}
+		r.written.Add(uint64(n))
+		held = held[n:]
+	}
+	r.log.Info("audit trail: the records kept while the store refused them are written")
+	r.setErr(nil)
+	return nil
 }
 
 // reportOverflow writes one audit_overflow record for the events dropped

@@ -299,3 +299,76 @@ func TestShortDiskWritesNothing(t *testing.T) {
 		t.Fatalf("with room: %+v, written %d", got, r.Written())
 	}
 }
+
+// TestRefusedRecordsWrittenLater: while the store refuses records (a
+// shared store whose lease is gone refuses every write), they are kept
+// and written once it takes them again, in order; none is lost.
+func TestRefusedRecordsWrittenLater(t *testing.T) {
+	s := newStore(t)
+	var mu sync.Mutex
+	refuse := true
+	tried := make(chan struct{}, 1)
+	r := newRecorder(s, Options{BatchSize: 3, FlushInterval: 5 * time.Millisecond}, func(recs []metadata.AuditRecord) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if refuse {
+			select {
+			case tried <- struct{}{}:
+			default:
+			}
+			return syscall.EIO // "lease not found": etcdErr's EIO
+		}
+		return s.AppendAudit(recs)
+	})
+	for i := range 10 {
+		r.Record(write("alice", "/f"+string(rune('a'+i))))
+	}
+	<-tried
+	if err := r.Flush(); err == nil {
+		t.Fatal("Flush reported no error while the store refused records")
+	}
+	r.Record(write("alice", "/late"))
+	mu.Lock()
+	refuse = false
+	mu.Unlock()
+	if err := r.Flush(); err != nil {
+		t.Fatalf("Flush once the store takes records again: %v", err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := records(t, s, metadata.AuditFilter{Oldest: true})
+	if len(got) != 11 || r.Failed() != 0 || r.Written() != 11 {
+		t.Fatalf("%d records stored, failed %d, written %d; want 11, 0, 11", len(got), r.Failed(), r.Written())
+	}
+	for i, rec := range got[:10] {
+		if want := "/f" + string(rune('a'+i)); rec.Path != want {
+			t.Fatalf("record %d is %s, want %s (order kept)", i, rec.Path, want)
+		}
+	}
+}
+
+// TestRefusedRecordsBounded: what the store refuses is kept up to
+// QueueSize records; older ones are counted in Failed, and Close counts
+// what is still refused.
+func TestRefusedRecordsBounded(t *testing.T) {
+	s := newStore(t)
+	r := newRecorder(s, Options{QueueSize: 4, BatchSize: 2, FlushInterval: time.Hour}, func([]metadata.AuditRecord) error {
+		return syscall.EIO
+	})
+	for i := range 10 {
+		r.Record(write("alice", "/f"))
+		if i%2 == 1 {
+			_ = r.Flush()
+		}
+	}
+	if got := r.Failed(); got != 6 {
+		t.Fatalf("failed %d before Close, want 6 (10 refused, 4 kept)", got)
+	}
+	if err := r.Close(); err == nil {
+		t.Fatal("Close reported no error with records refused")
+	}
+	if got := r.Failed(); got != 10 || r.Written() != 0 {
+		t.Fatalf("failed %d written %d after Close, want 10, 0", got, r.Written())
+	}
+}

@@ -106,7 +106,7 @@ func RegisterAuditMetrics(reg prometheus.Registerer, a AuditStats) error {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shedfs_audit_events_total", Help: "Audit events handed to the recorder."}, func() float64 { return float64(a.Recorded()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shedfs_audit_dropped_total", Help: "Audit events dropped because the queue was full (each drop is also reported in the trail)."}, func() float64 { return float64(a.Dropped()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shedfs_audit_written_total", Help: "Audit records written to the store."}, func() float64 { return float64(a.Written()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shedfs_audit_write_failures_total", Help: "Audit records the store failed to write."}, func() float64 { return float64(a.Failed()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "shedfs_audit_write_failures_total", Help: "Audit records lost: refused by the store until the daemon stopped, or beyond the queue size while it refused them, or not written on a full disk."}, func() float64 { return float64(a.Failed()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shedfs_audit_queue_length", Help: "Audit events waiting to be written."}, func() float64 { return float64(a.QueueLen()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "shedfs_audit_queue_capacity", Help: "Size of the audit queue."}, func() float64 { return float64(a.QueueCap()) }),
 	}

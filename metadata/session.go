@@ -186,7 +186,9 @@ type SessionBlobs interface {
 // scratch root, the session's own usage and limit, and the record; the
 // user's usage keeps the files, which it was charged already. Inode
 // numbers change, so no view can hold a node whose zone changed. The
-// session's own trash is purged first. It returns the session as it was.
+// session's own trash is purged first. A tree too big for one
+// transaction (etcd's --max-txn-ops) is closed in steps (closeInSteps).
+// It returns the session as it was.
 func (s *Store) CloseSession(user, id string, unused func(uint64) bool, b SessionBlobs) (*Session, error) {
 	ss, err := s.GetSession(user, id)
 	if err != nil {
@@ -222,11 +224,19 @@ func (s *Store) CloseSession(user, id string, unused func(uint64) bool, b Sessio
 		}
 	}
 	moved[ss.Root] = ss.Placeholder
-	err = s.update(func(o *op) error {
-		return o.closeSession(ss, moved)
-	})
+	err = errTooBigForTest
+	if s.closeSteps == 0 {
+		err = s.update(func(o *op) error {
+			return o.closeSession(ss, moved)
+		})
+	}
+	if err != nil && isTxnTooBig(err) {
+		err = s.closeInSteps(ss, tree, moved)
+	}
 	if err != nil {
-		undo()
+		if !errors.Is(err, errCloseStopped) {
+			undo()
+		}
 		return nil, fmt.Errorf("close session %s of %s: %w", id, user, err)
 	}
 	for _, n := range tree {
@@ -235,6 +245,102 @@ func (s *Store) CloseSession(user, id string, unused func(uint64) bool, b Sessio
 		}
 	}
 	return ss, nil
+}
+
+// closeBatch is how many inodes one step of closeInSteps renumbers or
+// deletes; a step that is still too big is halved.
+const closeBatch = 256
+
+// errTooBigForTest stands for a too-big transaction when a test sets
+// Store.closeSteps; errCloseStopped is what a test's closeStop hook ends
+// a close with, as a crash would (nothing undone).
+var (
+	errTooBigForTest = fmt.Errorf("close in steps for a test: %w", errEtcdTooBig)
+	errCloseStopped  = errors.New("close stopped by a test")
+)
+
+// closeInSteps is CloseSession for a tree too big for one transaction, in
+// steps each of which leaves the store consistent if the daemon dies
+// after it: (1) the renumbered records are written in batches, unreachable
+// (no entry names them yet), so a crash leaves inodes fsck reclaims and
+// the session intact; (2) one small transaction (linkSession) gives the
+// placeholder the scratch root's entries and removes the root, the
+// session's usage, limit and record, as closeSession does; (3) the old
+// records, unreachable from then on, are deleted in batches (a crash
+// leaves them to fsck). Usage never changes in steps 1 and 3 (no record
+// of either is reachable), so it stays exact. The scratch root's entries
+// and each directory's entries must still fit one transaction.
+func (s *Store) closeInSteps(ss *Session, tree []*Inode, moved map[uint64]uint64) error {
+	s.log.Info("close session in steps: its tree is too big for one transaction",
+		"user", ss.User, "session", ss.ID, "inodes", len(tree))
+	err := s.inBatches(tree, func(o *op, n *Inode) error {
+		_, err := o.copyInode(ss, n.Ino, moved)
+		return err
+	})
+	if err == nil && s.closeStop != nil {
+		if err := s.closeStop(); err != nil {
+			return err
+		}
+	}
+	if err == nil {
+		err = s.update(func(o *op) error { return o.linkSession(ss, moved) })
+	}
+	if err != nil {
+		s.dropCopies(tree, moved)
+		return fmt.Errorf("renumber the tree: %w", err)
+	}
+	if err := s.inBatches(tree, func(o *op, n *Inode) error {
+		_, err := o.deleteInode(n)
+		return err
+	}); err != nil {
+		// The session is closed; what is left is unreachable.
+		s.log.Warn("close session: old records of the scratch tree left for fsck to reclaim",
+			"user", ss.User, "session", ss.ID, "err", err)
+	}
+	return nil
+}
+
+// dropCopies deletes the renumbered records a failed closeInSteps wrote
+// (unreachable; what this misses, fsck reclaims).
+func (s *Store) dropCopies(tree []*Inode, moved map[uint64]uint64) {
+	err := s.inBatches(tree, func(o *op, n *Inode) error {
+		cp := *n
+		cp.Ino = moved[n.Ino]
+		_, err := o.deleteInode(&cp)
+		return err
+	})
+	if err != nil {
+		s.log.Warn("close session: renumbered records left for fsck to reclaim", "err", err)
+	}
+}
+
+// inBatches runs fn on every inode of list, closeBatch (or closeSteps)
+// inodes a transaction, halving a batch that is too big.
+func (s *Store) inBatches(list []*Inode, fn func(o *op, n *Inode) error) error {
+	size := closeBatch
+	if s.closeSteps > 0 {
+		size = s.closeSteps
+	}
+	for len(list) > 0 {
+		n := min(size, len(list))
+		err := s.update(func(o *op) error {
+			for _, in := range list[:n] {
+				if err := fn(o, in); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil && n > 1 && isTxnTooBig(err) {
+			size = max(1, n/2)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		list = list[n:]
+	}
+	return nil
 }
 
 // subtree lists every inode below root (root excluded), parents first.
@@ -280,34 +386,64 @@ func (s *Store) subtree(root uint64) ([]*Inode, error) {
 // closeSession is CloseSession's transaction; moved maps every old
 // number of the tree (the root to the placeholder) to its new one.
 func (o *op) closeSession(ss *Session, moved map[uint64]uint64) error {
-	place, err := o.dir(ss.Placeholder)
-	if err != nil {
-		return fmt.Errorf("placeholder of the session: %w", err)
-	}
-	private := shedfs.Zone{Kind: ZonePrivate, Principal: ss.User}
-	for old, ino := range moved {
+	for old := range moved {
 		if old == ss.Root {
 			continue
 		}
-		n, err := o.inode(old)
+		n, err := o.copyInode(ss, old, moved)
 		if err != nil {
-			return err
-		}
-		cp := *n
-		cp.Ino, cp.Zone = ino, private
-		if cp.IsDir() {
-			cp.Parent = moved[n.Parent]
-			if n.Parent == ss.Root {
-				place.Nlink++
-			}
-		}
-		if err := o.copyRecords(old, ino, moved, true); err != nil {
 			return err
 		}
 		if _, err := o.deleteInode(n); err != nil {
 			return err
 		}
-		o.put(&cp)
+	}
+	return o.linkSession(ss, moved)
+}
+
+// copyInode writes the renumbered copy of inode old of session ss's
+// tree (private zone, parent and entries through moved) with its
+// records, and returns old as it is.
+func (o *op) copyInode(ss *Session, old uint64, moved map[uint64]uint64) (*Inode, error) {
+	n, err := o.inode(old)
+	if err != nil {
+		return nil, err
+	}
+	cp := *n
+	cp.Ino, cp.Zone = moved[old], shedfs.Zone{Kind: ZonePrivate, Principal: ss.User}
+	if cp.IsDir() {
+		cp.Parent = moved[n.Parent]
+	}
+	if err := o.copyRecords(old, cp.Ino, moved, true); err != nil {
+		return nil, err
+	}
+	o.put(&cp)
+	return n, nil
+}
+
+// linkSession ends a close: the placeholder gets the scratch root's
+// entries (renumbered through moved, whose copies exist), and the root,
+// the session's usage, limit and record go. ENOENT when the session was
+// closed meanwhile.
+func (o *op) linkSession(ss *Session, moved map[uint64]uint64) error {
+	if _, err := o.tx.Get(sessionKey(ss.User, ss.ID)); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("session %s of %s: %w", ss.ID, ss.User, syscall.ENOENT)
+		}
+		return err
+	}
+	place, err := o.dir(ss.Placeholder)
+	if err != nil {
+		return fmt.Errorf("placeholder of the session: %w", err)
+	}
+	if err := o.tx.Scan(entryPrefix(ss.Root), nil, func(_, v []byte) error {
+		_, mode, err := decodeEntry(v)
+		if mode&syscall.S_IFMT == syscall.S_IFDIR {
+			place.Nlink++
+		}
+		return err
+	}); err != nil {
+		return err
 	}
 	root, err := o.inode(ss.Root)
 	if err != nil {

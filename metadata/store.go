@@ -53,6 +53,13 @@ type Store struct {
 	// follow hands the changes of other daemons on (feed.go).
 	follow follower
 
+	// closeSteps, set by tests, makes CloseSession take the stepped path
+	// (as for a tree too big for one transaction) with steps of that many
+	// inodes; closeStop, set by tests, runs between its first and second
+	// step and ends the close with its error, as a crash would there.
+	closeSteps int
+	closeStop  func() error
+
 	closeOnce sync.Once
 	closeErr  error
 }

@@ -5,6 +5,7 @@
 package etcdtest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -50,6 +51,8 @@ type Cluster struct {
 	initial string
 	token   string
 	dir     string // removed by Stop when the cluster made it
+	// maxTxnOps is the cluster's --max-txn-ops, MaxTxnOps when 0.
+	maxTxnOps int
 }
 
 // Available reports whether the etcd server is installed. Tests that need
@@ -65,13 +68,21 @@ func Available() bool {
 // otherwise.
 func Start(t testing.TB, n int) *Cluster {
 	t.Helper()
+	return StartLimited(t, n, MaxTxnOps)
+}
+
+// StartLimited is Start with etcd's --max-txn-ops at maxTxnOps, for a
+// test of work too big for one transaction that should not need a huge
+// one to show it.
+func StartLimited(t testing.TB, n, maxTxnOps int) *Cluster {
+	t.Helper()
 	if !Available() {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("%s is missing: .ci/run installs Debian's etcd-server", Binary)
 		}
 		t.Skipf("%s is missing (apt-get install etcd-server)", Binary)
 	}
-	c, err := start(t.TempDir(), n)
+	c, err := start(t.TempDir(), n, maxTxnOps)
 	if c != nil {
 		t.Cleanup(c.Stop)
 	}
@@ -92,7 +103,7 @@ func StartShared(n int) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("etcd test cluster: %w", err)
 	}
-	c, err := start(dir, n)
+	c, err := start(dir, n, MaxTxnOps)
 	if c != nil {
 		c.dir = dir
 	}
@@ -105,8 +116,8 @@ func StartShared(n int) (*Cluster, error) {
 	return c, nil
 }
 
-func start(dir string, n int) (*Cluster, error) {
-	c := &Cluster{token: fmt.Sprintf("shedfs-test-%d", time.Now().UnixNano())}
+func start(dir string, n, maxTxnOps int) (*Cluster, error) {
+	c := &Cluster{token: fmt.Sprintf("shedfs-test-%d", time.Now().UnixNano()), maxTxnOps: maxTxnOps}
 	var initial []string
 	for i := range n {
 		m := &Member{
@@ -163,7 +174,7 @@ func (c *Cluster) run(m *Member, state string) error {
 		"--initial-cluster", c.initial,
 		"--initial-cluster-state", state,
 		"--initial-cluster-token", c.token,
-		"--max-txn-ops", fmt.Sprint(MaxTxnOps),
+		"--max-txn-ops", fmt.Sprint(cmp.Or(c.maxTxnOps, MaxTxnOps)),
 		"--heartbeat-interval", "50",
 		"--election-timeout", "500",
 		"--logger", "zap",
