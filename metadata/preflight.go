@@ -8,7 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/pb"
+	"github.com/dgraph-io/badger/v4/table"
 	"github.com/dgraph-io/badger/v4/y"
 	"google.golang.org/protobuf/proto"
 )
@@ -19,17 +21,45 @@ import (
 // caller can catch; a damaged store must be ErrCorrupt, not a dead daemon.
 // The layout read here is badger's table footer: ... index, index length
 // (u32 BE), checksum (protobuf), checksum length (u32 BE).
+//
+// Only the tables the manifest lists are badger's: a kill -9 while badger
+// writes a new table (a flush or a compaction) leaves its file, empty or
+// half written, outside the manifest, and badger deletes such a file when
+// it opens the store. When the manifest cannot be read, every table is
+// checked (badger then reports the manifest itself).
 func preflightTables(dir string) error {
 	names, err := filepath.Glob(filepath.Join(dir, "*.sst"))
 	if err != nil {
 		return err
 	}
+	listed := manifestTables(dir)
 	for _, name := range names {
+		if listed != nil {
+			id, ok := table.ParseFileID(name)
+			if _, in := listed[id]; ok && !in {
+				continue
+			}
+		}
 		if err := preflightTable(name); err != nil {
 			return fmt.Errorf("table %s: %w: %v", filepath.Base(name), ErrCorrupt, err)
 		}
 	}
 	return nil
+}
+
+// manifestTables is the set of table ids dir's manifest lists, or nil
+// when it cannot be read.
+func manifestTables(dir string) map[uint64]badger.TableManifest {
+	f, err := os.Open(filepath.Join(dir, badger.ManifestFilename))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	m, _, err := badger.ReplayManifestFile(f, 0, badger.DefaultOptions(dir))
+	if err != nil {
+		return nil
+	}
+	return m.Tables
 }
 
 func preflightTable(name string) error {
