@@ -437,12 +437,18 @@ func overQuotaProblems(holders []Holder, usage map[Holder]Usage, limits map[Hold
 // runActions applies repair actions in batches, halving a batch badger
 // finds too big.
 func (s *Store) runActions(actions []func(o *op) error) error {
-	size := checkBatch
-	for len(actions) > 0 {
-		n := min(size, len(actions))
+	return updateInBatches(s, checkBatch, actions, func(o *op, a func(o *op) error) error { return a(o) })
+}
+
+// updateInBatches runs fn on every item of list, size items a
+// transaction, halving a batch the store finds too big (etcd's
+// --max-txn-ops or request size, badger's transaction size), down to one.
+func updateInBatches[T any](s *Store, size int, list []T, fn func(o *op, x T) error) error {
+	for len(list) > 0 {
+		n := min(size, len(list))
 		err := s.update(func(o *op) error {
-			for _, a := range actions[:n] {
-				if err := a(o); err != nil {
+			for _, x := range list[:n] {
+				if err := fn(o, x); err != nil {
 					return err
 				}
 			}
@@ -455,7 +461,7 @@ func (s *Store) runActions(actions []func(o *op) error) error {
 		if err != nil {
 			return err
 		}
-		actions = actions[n:]
+		list = list[n:]
 	}
 	return nil
 }

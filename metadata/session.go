@@ -321,26 +321,7 @@ func (s *Store) inBatches(list []*Inode, fn func(o *op, n *Inode) error) error {
 	if s.closeSteps > 0 {
 		size = s.closeSteps
 	}
-	for len(list) > 0 {
-		n := min(size, len(list))
-		err := s.update(func(o *op) error {
-			for _, in := range list[:n] {
-				if err := fn(o, in); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil && n > 1 && isTxnTooBig(err) {
-			size = max(1, n/2)
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		list = list[n:]
-	}
-	return nil
+	return updateInBatches(s, size, list, fn)
 }
 
 // subtree lists every inode below root (root excluded), parents first.
