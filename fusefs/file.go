@@ -420,6 +420,9 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, e
 	if e := h.lockLost(acl.OpWrite, false); e != 0 {
 		return 0, e
 	}
+	if e := h.killSetIDOnWrite(ctx); e != 0 {
+		return 0, e
+	}
 	oi := h.oi
 	oi.mu.Lock()
 	if h.flags&syscall.O_APPEND != 0 {

@@ -196,9 +196,18 @@ func (n *node) attr(out *fuse.AttrOut) syscall.Errno {
 	return 0
 }
 
-// Setattr implements fs.NodeSetattrer: chmod, chown, truncate, utimens.
+// Setattr implements fs.NodeSetattrer: chmod, chown, truncate, utimens,
+// and the set-ID bits these clear (killpriv.go).
 func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) (errno syscall.Errno) {
 	defer n.v.fs.track("setattr", n.zone, time.Now(), &errno)
+	if e := n.setattr(fh, in, out); e != 0 {
+		return e
+	}
+	return n.killSetIDAfter(in, out)
+}
+
+// setattr is a SETATTR but for the set-ID bits it clears.
+func (n *node) setattr(fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	f := n.v.fs
 	rec, e := n.load()
 	if e != 0 {

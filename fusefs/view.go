@@ -59,6 +59,10 @@ type View struct {
 
 	// links is the view's share-by-link state (links.go).
 	links viewLinks
+
+	// setIDWrites are its writes in flight that clear set-ID bits
+	// (killpriv.go).
+	setIDWrites setIDWrites
 }
 
 // groupsIno is the synthetic inode number of groups/, which has no record
@@ -101,7 +105,8 @@ func (f *FS) mount(user string, ss *metadata.Session, mountpoint string, opts Vi
 		ExternalNodeID: true,
 		MountOptions:   f.mountOptions(v.name(), opts),
 	}
-	raw := &lockingFS{RawFileSystem: &forgetCounter{RawFileSystem: fs.NewNodeFS(v.root, fsOpts), v: v}, v: v}
+	bridge := &setIDKillingFS{RawFileSystem: fs.NewNodeFS(v.root, fsOpts), v: v}
+	raw := &lockingFS{RawFileSystem: &forgetCounter{RawFileSystem: bridge, v: v}, v: v}
 	server, err := fuse.NewServer(raw, mountpoint, &fsOpts.MountOptions)
 	if err != nil {
 		f.memLimit.mounted(-1)
@@ -164,7 +169,9 @@ func (f *FS) mountOptions(user string, opts ViewOptions) fuse.MountOptions {
 		// flock, fcntl and OFD locks come to the daemon, which makes
 		// them conflict across views.
 		EnableLocks: true,
-		Debug:       opts.Debug,
+		// SB_NOSEC: the daemon clears set-ID bits itself (killpriv.go).
+		ExtraCapabilities: viewCapabilities,
+		Debug:             opts.Debug,
 	}
 }
 
