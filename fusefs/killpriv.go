@@ -87,14 +87,21 @@ func (w *setIDWrites) has(key setIDWrite) bool {
 }
 
 // killSetIDOnWrite clears the file's set-ID bits before a write the
-// kernel marked, as write(2) does on Linux.
+// kernel marked, as write(2) does on Linux. The writer's own kernel keeps
+// the file's mode across a WRITE (it drops only size and times), so it is
+// told here, before the reply: `stat -c %a` right after the write must
+// not show the old bits. An attribute-only invalidation takes no lock the
+// writing request holds (no pages), so it may be sent from the callback.
 func (h *handle) killSetIDOnWrite(ctx context.Context) syscall.Errno {
 	v := h.node.v
 	c, ok := fuse.FromContext(ctx)
 	if !ok || !v.setIDWrites.has(setIDWrite{pid: c.Pid, ino: h.node.ino}) {
 		return 0
 	}
-	_, e := h.node.killSetID()
+	killed, e := h.node.killSetID()
+	if killed {
+		v.tell(attrOf(h.node.ino))
+	}
 	return e
 }
 
