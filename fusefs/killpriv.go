@@ -107,9 +107,15 @@ func (h *handle) killSetIDOnWrite(ctx context.Context) syscall.Errno {
 
 // killSetIDAfter clears the set-ID bits after a SETATTR that the kernel
 // marked FATTR_KILL_SUIDGID (a chown, or a truncate by a caller without
-// CAP_FSETID) and succeeded, and answers with the attributes then.
+// CAP_FSETID) and succeeded, and answers with the attributes then. So
+// does a SETATTR that sets nothing at all: it is what is left of the
+// kernel's own clearing (file_remove_privs) once it leaves the bits to
+// the daemon, sent before a write, fallocate or copy_file_range by a
+// caller without CAP_FSETID to a file it knows has them, and for a
+// chown to -1:-1 (which clears them too). For fallocate and
+// copy_file_range it is the only word the daemon gets.
 func (n *node) killSetIDAfter(in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	if in.Valid&fuse.FATTR_KILL_SUIDGID == 0 {
+	if in.Valid&fuse.FATTR_KILL_SUIDGID == 0 && in.Valid != 0 {
 		return 0
 	}
 	killed, e := n.killSetID()

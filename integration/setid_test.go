@@ -10,9 +10,9 @@ import (
 // TestSetIDCleared checks that a view clears set-user-ID and set-group-ID
 // where Linux does: views negotiate FUSE_HANDLE_KILLPRIV_V2, so the kernel
 // leaves it to the daemon. A write, a truncate and an open with O_TRUNC by
-// a caller without CAP_FSETID (uid 1000 here), and any chown, clear them;
-// set-group-ID stays on a file without group execute, and root's writes
-// keep both, as on a local disk.
+// a caller without CAP_FSETID (uid 1000 here), a fallocate, and any chown,
+// clear them; set-group-ID stays on a file without group execute, and
+// root's writes keep both, as on a local disk.
 func TestSetIDCleared(t *testing.T) {
 	t.Parallel()
 	store := newStore(t)
@@ -23,10 +23,11 @@ printf x > write; chmod 6755 write; printf y >> write
 printf x > trunc; chmod 4644 trunc; truncate -s 0 trunc
 printf x > otrunc; chmod 4755 otrunc; : > otrunc
 printf x > chown; chmod 6755 chown; chown 1000:1000 chown
+printf x > falloc; chmod 4755 falloc; fallocate -l 8192 falloc
 printf x > sgid; chmod 2644 sgid; printf y >> sgid
 printf x > both; chmod 6744 both; printf y >> both
 printf x > plain; chmod 4755 plain; cat plain >/dev/null
-stat -c '%n %a' write trunc otrunc chown sgid both plain
+stat -c '%n %a' write trunc otrunc chown falloc sgid both plain
 `
 	out, err := runAs(t, 1000, 1000, script)
 	if err != nil {
@@ -37,6 +38,7 @@ stat -c '%n %a' write trunc otrunc chown sgid both plain
 		"trunc":  "644",  // ftruncate
 		"otrunc": "755",  // open with O_TRUNC
 		"chown":  "755",  // a chown, even to the same owner
+		"falloc": "755",  // fallocate
 		"sgid":   "2644", // set-group-ID without group execute stays
 		"both":   "2744", // set-user-ID goes, set-group-ID stays
 		"plain":  "4755", // reading changes nothing
