@@ -113,9 +113,13 @@ func (h *handle) killSetIDOnWrite(ctx context.Context) syscall.Errno {
 // the daemon, sent before a write, fallocate or copy_file_range by a
 // caller without CAP_FSETID to a file it knows has them, and for a
 // chown to -1:-1 (which clears them too). For fallocate and
-// copy_file_range it is the only word the daemon gets.
+// copy_file_range it is the only word the daemon gets. Nothing admitted
+// such a request, so it clears only what the caller may write: a chown
+// to -1:-1 by a reader of a shared file leaves it as it is (Linux
+// refuses it with EPERM once the mode would change; here the kernel has
+// already answered for the mode).
 func (n *node) killSetIDAfter(in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	if in.Valid&fuse.FATTR_KILL_SUIDGID == 0 && in.Valid != 0 {
+	if in.Valid&fuse.FATTR_KILL_SUIDGID == 0 && (in.Valid != 0 || !n.mayWrite()) {
 		return 0
 	}
 	killed, e := n.killSetID()
@@ -123,6 +127,12 @@ func (n *node) killSetIDAfter(in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Err
 		return e
 	}
 	return n.attr(out)
+}
+
+// mayWrite reports whether acl lets the view write n's content.
+func (n *node) mayWrite() bool {
+	rec, e := n.load()
+	return e == 0 && acl.Write(n.v.actor(), acl.EntryOf(rec), acl.Quota{}, rec.Size, rec.Size).Allowed()
 }
 
 // killSetID clears n's set-ID bits where acl.SetIDKilled says so, as a

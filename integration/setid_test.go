@@ -151,3 +151,34 @@ func modeOf(t testing.TB, path string) uint32 {
 	}
 	return st.Mode & 0o7777
 }
+
+// TestSetIDShared checks that a chown to -1:-1, which clears set-ID bits
+// on Linux and reaches the daemon as a SETATTR that sets nothing, clears
+// them only for a view that may write the file: a reader of another
+// user's owner-mode file in share/ leaves it as it is.
+func TestSetIDShared(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	for _, u := range []string{"alice", "bob"} {
+		adminOK(t, "user", "add", u, "--store", store)
+	}
+	s := startServeWith(t, store, []string{"--share-mode", "owner"}, "alice", "bob")
+	for _, name := range []string{"read", "own"} {
+		mustWrite(t, s.In("alice", "share", name), []byte("x"), 0o755)
+		if err := syscall.Chmod(s.In("alice", "share", name), 0o4755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(s.In("bob", "share", "read"), -1, -1); err != nil {
+		t.Fatalf("chown -1:-1 in bob's view: %v", err)
+	}
+	if got := modeOf(t, s.In("alice", "share", "read")); got != 0o4755 {
+		t.Errorf("bob's chown -1:-1 of alice's share/read left mode %o, want 4755", got)
+	}
+	if err := os.Chown(s.In("alice", "share", "own"), -1, -1); err != nil {
+		t.Fatalf("chown -1:-1 in alice's view: %v", err)
+	}
+	if got := modeOf(t, s.In("alice", "share", "own")); got != 0o755 {
+		t.Errorf("alice's chown -1:-1 of her share/own left mode %o, want 755", got)
+	}
+}
