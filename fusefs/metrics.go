@@ -25,6 +25,12 @@ type Metrics struct {
 	trashFreed *prometheus.CounterVec
 	// locksLost counts locks lost with the lease (locks_lost.go).
 	locksLost prometheus.Counter
+
+	// perRequest holds the resolved children of requests and duration
+	// (metricseries.go); readBy and writtenBy those of the byte counters
+	// per zone kind, made at the start.
+	perRequest        *requestSeries
+	readBy, writtenBy [metadata.ZoneGroup + 1]prometheus.Counter
 }
 
 // NewMetrics creates the callback-path families and registers them.
@@ -59,9 +65,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	// Every series exists from the start, so rate() sees the first bytes.
 	for k := metadata.ZonePrivate; k <= metadata.ZoneGroup; k++ {
-		m.bytesRead.WithLabelValues(k.String())
-		m.bytesWritten.WithLabelValues(k.String())
+		m.readBy[k] = m.bytesRead.WithLabelValues(k.String())
+		m.writtenBy[k] = m.bytesWritten.WithLabelValues(k.String())
 	}
+	m.perRequest = newRequestSeries(m.requests, m.duration)
 	m.trashFreed = newTrashFreed()
 	m.locksLost = newLocksLost()
 	for _, c := range []prometheus.Collector{m.requests, m.duration, m.bytesRead, m.bytesWritten, m.denials, m.trashFreed, m.locksLost} {
@@ -99,8 +106,9 @@ func (f *FS) track(op string, z metadata.Zone, start time.Time, errno *syscall.E
 	if m == nil {
 		return
 	}
-	m.requests.WithLabelValues(op, zoneLabel(z), resultLabel(*errno)).Inc()
-	m.duration.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	s := m.perRequest.of(op, z, *errno)
+	s.count.Inc()
+	s.duration.Observe(time.Since(start).Seconds())
 }
 
 // Requests counts every FUSE request served, with or without Prometheus
@@ -109,14 +117,23 @@ func (f *FS) Requests() uint64 { return f.requests.Load() }
 
 func (f *FS) countRead(z metadata.Zone, n int) {
 	if m := f.opts.Metrics; m != nil && n > 0 {
-		m.bytesRead.WithLabelValues(zoneLabel(z)).Add(float64(n))
+		m.zoneCounter(&m.readBy, m.bytesRead, z).Add(float64(n))
 	}
 }
 
 func (f *FS) countWrite(z metadata.Zone, n int) {
 	if m := f.opts.Metrics; m != nil && n > 0 {
-		m.bytesWritten.WithLabelValues(zoneLabel(z)).Add(float64(n))
+		m.zoneCounter(&m.writtenBy, m.bytesWritten, z).Add(float64(n))
 	}
+}
+
+// zoneCounter is the child of vec for z's kind: the one made at the
+// start, or (a zone without a kind) looked up.
+func (m *Metrics) zoneCounter(by *[metadata.ZoneGroup + 1]prometheus.Counter, vec *prometheus.CounterVec, z metadata.Zone) prometheus.Counter {
+	if int(z.Kind) < len(by) && by[z.Kind] != nil {
+		return by[z.Kind]
+	}
+	return vec.WithLabelValues(zoneLabel(z))
 }
 
 func (f *FS) countDenial(reason string) {

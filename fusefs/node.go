@@ -709,7 +709,8 @@ func (n *node) remove(op acl.Op, name string) syscall.Errno {
 	// The ghost is in place before the record can go, so a request of a
 	// kernel that resolved the name just before finds it either way.
 	f.addGhost(rec)
-	out, freed, kept, err := f.store.UnlinkTrash(n.ino, name, op == acl.OpRmdir, f.unused, n.trashNote(metadata.TrashUnlink, name))
+	p := n.pathOf(name) // for the trash and the audit trail
+	out, freed, kept, err := f.store.UnlinkTrash(n.ino, name, op == acl.OpRmdir, f.unused, n.trashNoteAt(metadata.TrashUnlink, p))
 	if !freed {
 		f.dropGhost(rec.Ino)
 	}
@@ -719,7 +720,7 @@ func (n *node) remove(op acl.Op, name string) syscall.Errno {
 	if kept {
 		f.kept()
 	}
-	n.changed(op.String(), name, 0)
+	n.changedPath(op.String(), p, 0)
 	f.changedContent(n, n.ino)
 	f.invalidate(n.v, n.zone, nameWas(n.ino, name, rec.Ino), dirOf(n.ino), attrOf(out.Ino))
 	if !freed && !kept {

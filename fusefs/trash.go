@@ -48,7 +48,16 @@ func (n *node) trashNote(why, name string) *metadata.TrashNote {
 	if n.v.fs.trash.retention.Load() <= 0 {
 		return nil
 	}
-	p := strings.TrimPrefix(n.pathOf(name), "/")
+	return n.trashNoteAt(why, n.pathOf(name))
+}
+
+// trashNoteAt is trashNote of the entry at path p in the view (pathOf),
+// for a caller that needs the path for its audit record too.
+func (n *node) trashNoteAt(why, p string) *metadata.TrashNote {
+	if n.v.fs.trash.retention.Load() <= 0 {
+		return nil
+	}
+	p = strings.TrimPrefix(p, "/")
 	_, rel, ok := n.v.zonePath(p)
 	if !ok || rel == "" {
 		rel = path.Base(p)

@@ -246,6 +246,7 @@ func (s *Store) appendAudit(records []AuditRecord) error {
 		if err != nil {
 			return err
 		}
+		enc := make([]byte, 0, 160*len(records))
 		for i := range records {
 			r := &records[i]
 			t := r.Time
@@ -262,10 +263,11 @@ func (s *Store) appendAudit(records []AuditRecord) error {
 			if r.View != r.User {
 				av.View = r.View
 			}
-			v, err := json.Marshal(&av)
-			if err != nil {
-				return fmt.Errorf("encode audit record: %w", err)
-			}
+			// One buffer for the batch: each value is its own
+			// full slice of it, which later appends never touch.
+			start := len(enc)
+			enc = appendAuditValue(enc, &av)
+			v := enc[start:len(enc):len(enc)]
 			// The sequence number keeps two records of one nanosecond
 			// apart without reading the key first: within a process
 			// the counter only grows, and daemons sharing a store

@@ -482,11 +482,8 @@ func (o *op) unlink(parent uint64, name string, dir bool, unused func(ino uint64
 		return nil, false, false, err
 	}
 	o.touchDir(p)
-	if err := o.dropLink(n); err != nil {
-		return nil, false, false, err
-	}
-	if n.Nlink == 0 && note != nil && Keepable(n) {
-		return n, false, true, o.keep(n, note)
+	if kept, err := o.dropLinkKeep(n, note); err != nil || kept {
+		return n, false, kept, err
 	}
 	if n.Nlink > 0 || unused == nil || !unused(n.Ino) {
 		return n, false, false, nil

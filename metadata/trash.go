@@ -152,6 +152,21 @@ func (o *op) keep(n *Inode, note *TrashNote) error {
 	return o.addTrash(n, note)
 }
 
+// dropLinkKeep is dropLink, and keep when n loses its last link and note
+// keeps it (kept). A kept inode goes to the trash without passing through
+// the orphans: an orphan mark set and deleted in one transaction still
+// writes a tombstone into the engine, one per unlink.
+func (o *op) dropLinkKeep(n *Inode, note *TrashNote) (kept bool, err error) {
+	if note == nil || !Keepable(n) {
+		return false, o.dropLink(n)
+	}
+	o.loseLink(n)
+	if n.Nlink > 0 {
+		return false, nil
+	}
+	return true, o.addTrash(n, note)
+}
+
 // trashTime is the time of a new trash record: now, or a nanosecond
 // after the last one, so that every record has a time of its own.
 func (s *Store) trashTime() int64 {

@@ -239,6 +239,16 @@ func chargeOf(n *Inode) int64 {
 // dropLink removes one name of n (all of them for a directory, whose only
 // name is going) and leaves an orphan record when none remain.
 func (o *op) dropLink(n *Inode) error {
+	o.loseLink(n)
+	if n.Nlink == 0 {
+		return o.tx.Set(orphanKey(n.Ino), []byte{})
+	}
+	return nil
+}
+
+// loseLink is dropLink without marking an inode left without links as an
+// orphan.
+func (o *op) loseLink(n *Inode) {
 	if n.IsDir() || n.Nlink <= 1 {
 		n.Nlink = 0
 	} else {
@@ -246,10 +256,6 @@ func (o *op) dropLink(n *Inode) error {
 	}
 	n.Ctime = o.now
 	o.put(n)
-	if n.Nlink == 0 {
-		return o.tx.Set(orphanKey(n.Ino), []byte{})
-	}
-	return nil
 }
 
 // touchDir sets a directory's mtime and ctime to now.

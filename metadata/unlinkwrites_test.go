@@ -1,0 +1,71 @@
+package metadata
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+)
+
+// writeLog is a KV that lists what each write transaction sets and
+// deletes, by key prefix ("set I", "del O").
+type writeLog struct {
+	KV
+	ops []string
+}
+
+func (w *writeLog) Update(fn func(tx Txn) error) error {
+	return w.KV.Update(func(tx Txn) error {
+		w.ops = w.ops[:0]
+		return fn(&writeLogTxn{Txn: tx, w: w})
+	})
+}
+
+type writeLogTxn struct {
+	Txn
+	w *writeLog
+}
+
+func (t *writeLogTxn) Set(key, value []byte) error {
+	t.w.ops = append(t.w.ops, fmt.Sprintf("set %c", key[0]))
+	return t.Txn.Set(key, value)
+}
+
+func (t *writeLogTxn) Delete(key []byte) error {
+	t.w.ops = append(t.w.ops, fmt.Sprintf("del %c", key[0]))
+	return t.Txn.Delete(key)
+}
+
+// TestUnlinkToTrashWrites: an unlink that keeps the file in the trash
+// writes the entry's removal, the two inodes and the trash records, and
+// no orphan mark (set and deleted in one transaction it cost a tombstone
+// in the engine per unlink). An unlink without a note still frees the
+// file, and the store checks clean after both.
+func TestUnlinkToTrashWrites(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "meta"))
+	root := s.ShareRoot()
+	a := must[*Inode](t)(s.Create(root, "a", file(0o644), nil))
+	must[*Inode](t)(s.Create(root, "b", file(0o644), nil))
+	w := &writeLog{KV: s.kv}
+	s.kv = w
+	note := &TrashNote{By: "bob", Why: TrashUnlink, Path: "a"}
+	if _, _, kept, err := s.UnlinkTrash(root, "a", false, func(uint64) bool { return true }, note); err != nil || !kept {
+		t.Fatalf("UnlinkTrash: %v kept=%v", err, kept)
+	}
+	got := slices.Sorted(slices.Values(w.ops))
+	want := []string{"del " + string(rune(pEntry)), "set " + string(rune(pInode)), "set " + string(rune(pInode)), "set " + string(rune(pTrash)), "set " + string(rune(pTrashIno))}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("unlink to the trash wrote %q, want %q", got, want)
+	}
+	if got, err := s.GetInode(a.Ino); err != nil || got.Nlink != 0 || !s.InTrash(a.Ino) {
+		t.Fatalf("kept inode %+v, %v, in trash %v", got, err, s.InTrash(a.Ino))
+	}
+	if _, freed, _, err := s.UnlinkTrash(root, "b", false, func(uint64) bool { return true }, nil); err != nil || !freed {
+		t.Fatalf("UnlinkTrash without a note: %v freed=%v", err, freed)
+	}
+	s.kv = w.KV
+	if rep := must[*Report](t)(s.Check(nil, false, nil)); len(rep.Problems) != 0 {
+		t.Fatalf("check: %+v", rep.Problems)
+	}
+}
