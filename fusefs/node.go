@@ -238,7 +238,11 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 			return n.attr(out)
 		}
 		now := time.Now()
-		_, err := f.store.Update(n.ino, func(rec *metadata.Inode) error {
+		update := f.store.Update
+		if !setUID && !setGID {
+			update = f.updateHeld // times and mode of a dirty open file (hold.go)
+		}
+		_, err := update(n.ino, func(rec *metadata.Inode) error {
 			if setMode {
 				rec.Mode = rec.Mode&syscall.S_IFMT | mode&07777
 			}
@@ -699,6 +703,7 @@ func (n *node) remove(op acl.Op, name string) syscall.Errno {
 	}
 	// The ghost is in place before the record can go, so a request of a
 	// kernel that resolved the name just before finds it either way.
+	f.settle(rec.Ino)
 	f.addGhost(rec)
 	out, freed, kept, err := f.store.UnlinkTrash(n.ino, name, op == acl.OpRmdir, f.unused, n.trashNote(metadata.TrashUnlink, name))
 	if !freed {
@@ -766,6 +771,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	if !d.Allowed() {
 		return n.deny(acl.OpRename, name, d)
+	}
+	if dst != nil {
+		f.settle(dstRec.Ino)
 	}
 	replaced, kept, err := f.store.RenameTrash(n.ino, name, np.ino, newName, flags, np.trashNote(metadata.TrashRenameOver, newName), n.renameNote(name, np, newName))
 	if err != nil {
