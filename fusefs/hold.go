@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/shedfs/shedfs/metadata"
@@ -118,4 +119,39 @@ func (f *FS) settle(ino uint64) {
 	oi.mu.Lock()
 	f.persistLocked(oi)
 	oi.mu.Unlock()
+}
+
+// persistClock counts the persists of open files. A record read from the
+// store just before a release's commit, and laid over after the release
+// has closed the file, would show neither the held state nor the stored
+// one: a reader notes the clock before it reads, and reads again when it
+// moved (overlaid).
+type persistClock struct{ n atomic.Uint64 }
+
+// now is the clock's reading.
+func (c *persistClock) now() uint64 { return c.n.Load() }
+
+// tick records a persist, after its commit.
+func (c *persistClock) tick() { c.n.Add(1) }
+
+// overlaid lays the open-file state over rec, which was read from the
+// store after the clock read since; when a persist landed since then, a
+// regular file's record is read again (a few times at most: only a
+// persist landing in each window forces another). A ghost (no record any
+// more) is returned as it is.
+func (f *FS) overlaid(rec *metadata.Inode, since uint64) *metadata.Inode {
+	f.overlay(rec)
+	for range 8 {
+		if !rec.IsRegular() || f.persists.now() == since {
+			return rec
+		}
+		since = f.persists.now()
+		fresh, err := f.store.GetInode(rec.Ino)
+		if err != nil {
+			return rec
+		}
+		f.overlay(fresh)
+		rec = fresh
+	}
+	return rec
 }
