@@ -149,7 +149,7 @@ func NewStoreCollector(f *FS, maxHolders int) *StoreCollector {
 		vlog:        prometheus.NewDesc("shedfs_badger_vlog_bytes", "Size of badger's value log on disk.", nil, nil),
 		// What a FUSE operation costs on etcd is mostly its round trips.
 		engineRequests: prometheus.NewDesc("shedfs_etcd_requests_total", "Requests sent to etcd (round trips), by kind: Range, Txn, Put, DeleteRange, Lease...", []string{"kind"}, nil),
-		commits:        prometheus.NewDesc("shedfs_store_commits_total", "Namespace transactions committed to the metadata store (audit batches not counted).", nil, nil),
+		commits:        prometheus.NewDesc("shedfs_store_commits_total", "Transactions committed to the metadata store (namespace changes and audit batches).", nil, nil),
 	}
 }
 
