@@ -77,6 +77,7 @@ func (n *node) contentXattr(attr string) (_ string, ok bool, _ syscall.Errno) {
 		return "", true, syscall.ENODATA
 	}
 	if attr == acl.XattrSHA256 {
+		n.v.fs.settle(n.ino) // a digest held by a flush is stored first
 		sum, err := svc.Digest(n.ino)
 		if err != nil {
 			return "", true, n.v.fs.errno("digest", err)

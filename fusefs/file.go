@@ -59,6 +59,8 @@ type openInode struct {
 	// retired are blob descriptors replaced while open (a version kept
 	// in the trash), closed with the last handle.
 	retired []*os.File
+	// held are attributes a SETATTR set while dirty (hold.go).
+	held heldAttrs
 }
 
 // setSize moves the in-memory size and keeps the holder's pending charge
@@ -137,13 +139,25 @@ func (f *FS) release(oi *openInode) {
 	f.mu.Lock()
 	oi.refs--
 	last := oi.refs == 0
-	if last {
-		delete(f.open, oi.ino)
-	}
+	orphan := f.orphans[oi.ino]
 	f.mu.Unlock()
 	if !last {
 		return
 	}
+	if !orphan {
+		// Persisted while every view still finds it open, so that none
+		// reads the record behind what a flush held (hold.go).
+		oi.mu.Lock()
+		f.persistLocked(oi)
+		oi.mu.Unlock()
+	}
+	f.mu.Lock()
+	if oi.refs > 0 || f.open[oi.ino] != oi {
+		f.mu.Unlock()
+		return // opened again meanwhile, or closed by that opener
+	}
+	delete(f.open, oi.ino)
+	f.mu.Unlock()
 	f.closeOpen(oi)
 }
 
@@ -178,22 +192,25 @@ func (f *FS) persistLocked(oi *openInode) syscall.Errno {
 	if !oi.dirty {
 		return 0
 	}
-	size, mtime := oi.size, oi.mtime
+	size, mtime, held := oi.size, oi.mtime, oi.held
 	unlock := f.acct.Lock(oi.holder)
 	defer unlock()
 	err := f.persistWritten(oi, func(n *metadata.Inode) error {
 		n.Size = size
 		n.Mtime = mtime
 		n.Ctime = mtime
+		held.apply(n)
 		return nil
 	})
 	if err != nil {
 		return f.errno("persist size", err)
 	}
+	f.persists.tick()
 	f.acct.Add(oi.holder, -oi.pendingCharge)
 	oi.pendingCharge = 0
 	oi.persisted = size
 	oi.dirty = false
+	oi.held = heldAttrs{}
 	return 0
 }
 
@@ -212,6 +229,7 @@ func (f *FS) overlay(n *metadata.Inode) {
 		n.Size = oi.size
 		n.Mtime = oi.mtime
 		n.Ctime = oi.mtime
+		oi.held.apply(n)
 	}
 	oi.mu.Unlock()
 }
@@ -454,19 +472,22 @@ func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, e
 	return uint32(written), 0
 }
 
-// Flush implements fs.FileFlusher: close(2) of one descriptor persists the
-// size so that another view's stat sees it.
+// Flush implements fs.FileFlusher: close(2) of one descriptor makes the
+// size seen by every view: held in the open inode for the last release
+// to persist (hold.go), or persisted now.
 func (h *handle) Flush(ctx context.Context) (errno syscall.Errno) {
 	defer h.node.v.fs.track("flush", h.node.zone, time.Now(), &errno)
 	oi := h.oi
 	oi.mu.Lock()
 	defer oi.mu.Unlock()
-	if e := h.node.v.fs.persistLocked(oi); e != 0 {
-		return e
-	}
-	if oi.changed {
-		oi.changed = false
-		h.node.v.fs.contentChanged(h.node, oi.ino, true, int64(oi.size), oi.known)
+	if !h.node.v.fs.flushHeldLocked(h.node, oi) {
+		if e := h.node.v.fs.persistLocked(oi); e != 0 {
+			return e
+		}
+		if oi.changed {
+			oi.changed = false
+			h.node.v.fs.contentChanged(h.node, oi.ino, true, int64(oi.size), oi.known)
+		}
 	}
 	e := oi.writeErr
 	oi.writeErr = 0

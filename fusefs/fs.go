@@ -94,6 +94,8 @@ type FS struct {
 	sessions sessionTable
 	// negatives is which views' kernels hold a name as absent.
 	negatives *negativeEntries
+	// persists orders reads of records with persists of open files (hold.go).
+	persists persistClock
 	// memLimit keeps the soft memory limit in step with the views.
 	memLimit *memLimit
 	// versions numbers content changes, for FOPEN_KEEP_CACHE.

@@ -150,7 +150,7 @@ type StoreCollector struct {
 	fs         *FS
 	maxHolders int
 
-	views, openFiles, quotaBytes, quotaInodes, lsm, vlog, engineRequests *prometheus.Desc
+	views, openFiles, quotaBytes, quotaInodes, lsm, vlog, engineRequests, commits *prometheus.Desc
 }
 
 // NewStoreCollector returns a collector for f; register it once.
@@ -166,12 +166,13 @@ func NewStoreCollector(f *FS, maxHolders int) *StoreCollector {
 		vlog:        prometheus.NewDesc("shedfs_badger_vlog_bytes", "Size of badger's value log on disk.", nil, nil),
 		// What a FUSE operation costs on etcd is mostly its round trips.
 		engineRequests: prometheus.NewDesc("shedfs_etcd_requests_total", "Requests sent to etcd (round trips), by kind: Range, Txn, Put, DeleteRange, Lease...", []string{"kind"}, nil),
+		commits:        prometheus.NewDesc("shedfs_store_commits_total", "Transactions committed to the metadata store (namespace changes and audit batches).", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *StoreCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.views, c.openFiles, c.quotaBytes, c.quotaInodes, c.lsm, c.vlog, c.engineRequests} {
+	for _, d := range []*prometheus.Desc{c.views, c.openFiles, c.quotaBytes, c.quotaInodes, c.lsm, c.vlog, c.engineRequests, c.commits} {
 		ch <- d
 	}
 }
@@ -184,6 +185,7 @@ func (c *StoreCollector) Collect(ch chan<- prometheus.Metric) {
 	lsm, vlog := f.store.EngineSize()
 	ch <- prometheus.MustNewConstMetric(c.lsm, prometheus.GaugeValue, float64(lsm))
 	ch <- prometheus.MustNewConstMetric(c.vlog, prometheus.GaugeValue, float64(vlog))
+	ch <- prometheus.MustNewConstMetric(c.commits, prometheus.CounterValue, float64(f.store.Commits()))
 	for kind, n := range f.store.EngineRequests() {
 		ch <- prometheus.MustNewConstMetric(c.engineRequests, prometheus.CounterValue, float64(n), kind)
 	}

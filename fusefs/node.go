@@ -55,6 +55,7 @@ var (
 // file laid over it.
 func (n *node) load() (*metadata.Inode, syscall.Errno) {
 	f := n.v.fs
+	since := f.persists.now()
 	rec, err := f.store.GetInode(n.ino)
 	if errors.Is(err, syscall.ENOENT) {
 		if g := f.ghostOf(n.ino); g != nil {
@@ -64,8 +65,7 @@ func (n *node) load() (*metadata.Inode, syscall.Errno) {
 	if err != nil {
 		return nil, f.errno("getattr", err)
 	}
-	f.overlay(rec)
-	return rec, 0
+	return f.overlaid(rec, since), 0
 }
 
 // visible checks that the view may still reach this node: a user removed
@@ -126,24 +126,25 @@ func (v *View) learn(rec *metadata.Inode) *metadata.Inode {
 		return rec
 	}
 	v.fs.known.learn(v, rec.Ino)
+	since := v.fs.persists.now()
 	fresh, err := v.fs.store.GetInode(rec.Ino)
 	if err != nil {
 		return rec
 	}
-	v.fs.overlay(fresh)
-	return fresh
+	return v.fs.overlaid(fresh, since)
 }
 
 // Lookup implements fs.NodeLookuper.
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
 	defer n.v.fs.track("lookup", n.zone, time.Now(), &errno)
-	return n.resolve(ctx, name, nil, out)
+	return n.resolve(ctx, name, nil, n.v.fs.persists.now(), out)
 }
 
 // resolve answers for name in n: a LOOKUP, or one entry of a READDIRPLUS
 // reply. known, when not nil, is name's record as a batch just read it
-// (readdirplus.go); otherwise the store is asked.
-func (n *node) resolve(ctx context.Context, name string, known *metadata.Inode, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+// (readdirplus.go); otherwise the store is asked. since is the persist
+// clock before either was read (hold.go).
+func (n *node) resolve(ctx context.Context, name string, known *metadata.Inode, since uint64, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if ch := n.v.lookupReserved(ctx, n, name, out); ch != nil {
 		return ch, 0
 	}
@@ -171,7 +172,7 @@ func (n *node) resolve(ctx context.Context, name string, known *metadata.Inode, 
 	if errno != 0 {
 		return nil, errno
 	}
-	f.overlay(rec)
+	rec = f.overlaid(rec, since)
 	return n.entry(ctx, rec, out), 0
 }
 
@@ -247,7 +248,11 @@ func (n *node) setattr(fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) 
 			return n.attr(out)
 		}
 		now := time.Now()
-		_, err := f.store.Update(n.ino, func(rec *metadata.Inode) error {
+		update := f.store.Update
+		if !setUID && !setGID {
+			update = f.updateHeld // times and mode of a dirty open file (hold.go)
+		}
+		_, err := update(n.ino, func(rec *metadata.Inode) error {
 			if setMode {
 				rec.Mode = rec.Mode&syscall.S_IFMT | mode&07777
 			}
@@ -641,6 +646,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if !d.Allowed() {
 		return nil, n.deny(acl.OpLink, name, d)
 	}
+	since := f.persists.now()
 	rec, err := f.store.Link(t.ino, n.ino, name)
 	if err != nil {
 		return nil, f.errno("link", err)
@@ -648,7 +654,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	f.mu.Lock()
 	delete(f.orphans, rec.Ino)
 	f.mu.Unlock()
-	f.overlay(rec)
+	rec = f.overlaid(rec, since)
 	n.changed("link", name, 0)
 	f.changedContent(n, n.ino)
 	f.invalidate(n.v, n.zone, nameWas(n.ino, name, noneBefore), dirOf(n.ino), attrOf(t.ino))
@@ -708,6 +714,7 @@ func (n *node) remove(op acl.Op, name string) syscall.Errno {
 	}
 	// The ghost is in place before the record can go, so a request of a
 	// kernel that resolved the name just before finds it either way.
+	f.settle(rec.Ino)
 	f.addGhost(rec)
 	p := n.pathOf(name) // for the trash and the audit trail
 	out, freed, kept, err := f.store.UnlinkTrash(n.ino, name, op == acl.OpRmdir, f.unused, n.trashNoteAt(metadata.TrashUnlink, p))
@@ -776,6 +783,9 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 	}
 	if !d.Allowed() {
 		return n.deny(acl.OpRename, name, d)
+	}
+	if dst != nil {
+		f.settle(dstRec.Ino)
 	}
 	replaced, kept, err := f.store.RenameTrash(n.ino, name, np.ino, newName, flags, np.trashNote(metadata.TrashRenameOver, newName), n.renameNote(name, np, newName))
 	if err != nil {

@@ -41,6 +41,8 @@ type entryBatch struct {
 	used int
 	// last is how many the previous request handed out.
 	last int
+	// clock is the persist clock before recs were read (hold.go).
+	clock uint64
 }
 
 var _ fs.FileLookuper = (*dirHandle)(nil)
@@ -48,13 +50,16 @@ var _ fs.FileLookuper = (*dirHandle)(nil)
 // Lookup implements fs.FileLookuper: the entry of name in a READDIRPLUS
 // reply, just returned by Readdirent.
 func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	return d.node.resolve(ctx, name, d.batched(ctx, name), out)
+	since := d.node.v.fs.persists.now()
+	return d.node.resolve(ctx, name, d.batched(ctx, name, since), since, out)
 }
 
 // batched returns name's record from the batch of the request under way,
 // reading the batch first if needed; nil when there is none (resolve asks
 // the store alone).
-func (d *dirHandle) batched(ctx context.Context, name string) *metadata.Inode {
+// A record read before since, the persist clock of the caller, is not
+// handed out when an open file was persisted meanwhile.
+func (d *dirHandle) batched(ctx context.Context, name string, since uint64) *metadata.Inode {
 	n := d.node
 	req, _ := ctx.(*fuse.Context)
 	if req == nil || n.v.fs.sharedIn(n.zone) {
@@ -71,6 +76,9 @@ func (d *dirHandle) batched(ctx context.Context, name string) *metadata.Inode {
 	if rec, ok := b.recs[name]; ok {
 		// Used once: resolve lays open-file state over it.
 		delete(b.recs, name)
+		if b.clock != since {
+			return nil
+		}
 		return rec
 	}
 	// name is the entry Readdirent returned last, unless go-fuse
@@ -86,6 +94,7 @@ func (d *dirHandle) batched(ctx context.Context, name string) *metadata.Inode {
 			names = append(names, e.Name)
 		}
 	}
+	b.clock = n.v.fs.persists.now()
 	recs, err := n.v.fs.store.LookupNames(n.ino, names)
 	if err != nil {
 		return nil
@@ -98,5 +107,8 @@ func (d *dirHandle) batched(ctx context.Context, name string) *metadata.Inode {
 	}
 	rec := b.recs[name]
 	delete(b.recs, name)
+	if b.clock != since {
+		return nil
+	}
 	return rec
 }

@@ -170,7 +170,7 @@ var requiredFamilies = []string{
 	"shedfs_fuse_requests_total", "shedfs_fuse_request_duration_seconds",
 	"shedfs_bytes_read_total", "shedfs_bytes_written_total", "shedfs_denials_total",
 	"shedfs_quota_bytes", "shedfs_quota_inodes", "shedfs_views", "shedfs_open_files",
-	"shedfs_badger_lsm_bytes", "shedfs_badger_vlog_bytes",
+	"shedfs_badger_lsm_bytes", "shedfs_badger_vlog_bytes", "shedfs_store_commits_total",
 	"shedfs_audit_events_total", "shedfs_audit_dropped_total", "shedfs_audit_written_total",
 	"shedfs_audit_write_failures_total", "shedfs_audit_queue_length", "shedfs_audit_queue_capacity",
 	"go_goroutines", "process_resident_memory_bytes",

@@ -44,6 +44,8 @@ type Store struct {
 	// trashClock is the time of the last trash record, unix nanos: each
 	// new one is later, so names made from the times never collide.
 	trashClock atomic.Int64
+	// commits counts read-write transactions committed (commits.go).
+	commits atomic.Uint64
 
 	inoMu   sync.Mutex
 	inoNext uint64 // next counter value of the current lease

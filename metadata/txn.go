@@ -26,13 +26,17 @@ func (s *Store) update(fn func(o *op) error) error {
 	if s.readOnly {
 		return syscall.EROFS
 	}
-	return s.kv.Update(func(tx Txn) error {
+	err := s.kv.Update(func(tx Txn) error {
 		o := &op{tx: tx, now: time.Now(), inodes: make(map[uint64]*Inode, 4)}
 		if err := fn(o); err != nil {
 			return err
 		}
 		return o.flush()
 	})
+	if err == nil {
+		s.commits.Add(1)
+	}
+	return err
 }
 
 // view runs fn in a read-only snapshot.

@@ -1,0 +1,35 @@
+package fusefs
+
+import (
+	"testing"
+	"time"
+
+	"github.com/shedfs/shedfs/metadata"
+)
+
+// TestHeldAttrsApply: held attributes replace the record's, a held ctime
+// never moves a later one (a write after the SETATTR) back, and nothing
+// held changes nothing.
+func TestHeldAttrsApply(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	t1 := time.Unix(2000, 0)
+	t2 := time.Unix(3000, 0)
+	base := metadata.Inode{Mode: 0o100600, Atime: t0, Mtime: t0, Ctime: t1}
+	for _, tc := range []struct {
+		name string
+		h    heldAttrs
+		want metadata.Inode
+	}{
+		{"nothing", heldAttrs{mode: 0o100644, setMode: true}, base},
+		{"mode", heldAttrs{anything: true, mode: 0o100644, setMode: true}, metadata.Inode{Mode: 0o100644, Atime: t0, Mtime: t0, Ctime: t1}},
+		{"atime", heldAttrs{anything: true, atime: t2, setAtime: true}, metadata.Inode{Mode: 0o100600, Atime: t2, Mtime: t0, Ctime: t1}},
+		{"later ctime", heldAttrs{anything: true, ctime: t2, setCtime: true}, metadata.Inode{Mode: 0o100600, Atime: t0, Mtime: t0, Ctime: t2}},
+		{"earlier ctime", heldAttrs{anything: true, ctime: t0, setCtime: true}, base},
+	} {
+		n := base
+		tc.h.apply(&n)
+		if n != tc.want {
+			t.Errorf("%s: got %+v, want %+v", tc.name, n, tc.want)
+		}
+	}
+}
