@@ -148,7 +148,9 @@ func (n *node) killSetID() (bool, syscall.Errno) {
 		return false, 0
 	}
 	now := time.Now()
-	_, err := f.store.Update(n.ino, func(rec *metadata.Inode) error {
+	// Through updateHeld: a mode an open file holds (a chmod since its
+	// last persist) is the one to clear, not the stored one.
+	_, err := f.updateHeld(n.ino, func(rec *metadata.Inode) error {
 		rec.Mode = acl.SetIDKilled(rec.Mode)
 		rec.Ctime = now
 		return nil

@@ -27,7 +27,8 @@ printf x > falloc; chmod 4755 falloc; fallocate -l 8192 falloc
 printf x > sgid; chmod 2644 sgid; printf y >> sgid
 printf x > both; chmod 6744 both; printf y >> both
 printf x > plain; chmod 4755 plain; cat plain >/dev/null
-stat -c '%n %a' write trunc otrunc chown falloc sgid both plain
+exec 3>held; printf x >&3; chmod 4755 held; printf y >&3; exec 3>&-
+stat -c '%n %a' write trunc otrunc chown falloc sgid both plain held
 `
 	out, err := runAs(t, 1000, 1000, script)
 	if err != nil {
@@ -42,6 +43,7 @@ stat -c '%n %a' write trunc otrunc chown falloc sgid both plain
 		"sgid":   "2644", // set-group-ID without group execute stays
 		"both":   "2744", // set-user-ID goes, set-group-ID stays
 		"plain":  "4755", // reading changes nothing
+		"held":   "755",  // a write clears a mode the open file holds
 	}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		name, mode, _ := strings.Cut(line, " ")
@@ -79,8 +81,10 @@ stat -c '%n %a' write trunc otrunc chown falloc sgid both plain
 	// fresh mount of it shows it) and in the audit trail.
 	v.Stop()
 	v2 := startView(t, store, "alice", "--uid", "1000", "--gid", "1000")
-	if got := modeOf(t, v2.Path("write")); got != 0o755 {
-		t.Errorf("write: mode %o in a fresh view, want 755", got)
+	for _, name := range []string{"write", "held"} {
+		if got := modeOf(t, v2.Path(name)); got != 0o755 {
+			t.Errorf("%s: mode %o in a fresh view, want 755", name, got)
+		}
 	}
 	v2.Stop()
 	events, _, code := runCLI(t, "audit", "--store", store, "--op", "chmod", "--json")
