@@ -12,10 +12,7 @@ import (
 func appendAuditValue(buf []byte, av *auditValue) []byte {
 	buf = append(buf, '{')
 	first := true
-	str := func(name, v string, always bool) {
-		if v == "" && !always {
-			return
-		}
+	key := func(name string) {
 		if !first {
 			buf = append(buf, ',')
 		}
@@ -23,19 +20,19 @@ func appendAuditValue(buf []byte, av *auditValue) []byte {
 		buf = append(buf, '"')
 		buf = append(buf, name...)
 		buf = append(buf, '"', ':')
+	}
+	str := func(name, v string, always bool) {
+		if v == "" && !always {
+			return
+		}
+		key(name)
 		buf = appendJSONString(buf, v)
 	}
 	num := func(name string, v uint64, neg bool) {
 		if v == 0 {
 			return
 		}
-		if !first {
-			buf = append(buf, ',')
-		}
-		first = false
-		buf = append(buf, '"')
-		buf = append(buf, name...)
-		buf = append(buf, '"', ':')
+		key(name)
 		if neg {
 			buf = append(buf, '-')
 		}
