@@ -205,7 +205,7 @@ func (f *FS) persistLocked(oi *openInode) syscall.Errno {
 	if err != nil {
 		return f.errno("persist size", err)
 	}
-	f.persists.tick()
+	f.persists.tick(oi.ino)
 	f.acct.Add(oi.holder, -oi.pendingCharge)
 	oi.pendingCharge = 0
 	oi.persisted = size

@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -124,15 +125,52 @@ func (f *FS) settle(ino uint64) {
 // persistClock counts the persists of open files. A record read from the
 // store just before a release's commit, and laid over after the release
 // has closed the file, would show neither the held state nor the stored
-// one: a reader notes the clock before it reads, and reads again when it
-// moved (overlaid).
-type persistClock struct{ n atomic.Uint64 }
+// one: a reader notes the clock before it reads, and reads again when the
+// record's inode was persisted since (overlaid). The clock remembers which
+// inode each of its last persistRing ticks persisted, so that the reads
+// of other inodes, while an untar releases a file after another, do not
+// all read again.
+type persistClock struct {
+	n    atomic.Uint64 // written under mu
+	mu   sync.Mutex
+	inos [persistRing]uint64
+}
+
+// persistRing is how many persists the clock remembers the inodes of;
+// a reader whose read spans more reads again.
+const persistRing = 64
 
 // now is the clock's reading.
 func (c *persistClock) now() uint64 { return c.n.Load() }
 
-// tick records a persist, after its commit.
-func (c *persistClock) tick() { c.n.Add(1) }
+// tick records a persist of ino, after its commit.
+func (c *persistClock) tick(ino uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.n.Load() + 1
+	c.inos[t%persistRing] = ino
+	c.n.Store(t)
+}
+
+// persistedSince reports whether ino may have been persisted after the
+// clock read since.
+func (c *persistClock) persistedSince(ino, since uint64) bool {
+	if c.now() == since {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.n.Load()
+	if now-since > persistRing {
+		return true
+	}
+	for t := since + 1; t <= now; t++ {
+		if c.inos[t%persistRing] == ino {
+			return true
+		}
+	}
+	return false
+}
 
 // overlaid lays the open-file state over rec, which was read from the
 // store after the clock read since; when a persist landed since then, a
@@ -142,7 +180,7 @@ func (c *persistClock) tick() { c.n.Add(1) }
 func (f *FS) overlaid(rec *metadata.Inode, since uint64) *metadata.Inode {
 	f.overlay(rec)
 	for range 8 {
-		if !rec.IsRegular() || f.persists.now() == since {
+		if !rec.IsRegular() || !f.persists.persistedSince(rec.Ino, since) {
 			return rec
 		}
 		since = f.persists.now()

@@ -33,3 +33,32 @@ func TestHeldAttrsApply(t *testing.T) {
 		}
 	}
 }
+
+// The persist clock tells a reader whether its inode was persisted since
+// it read, and only that inode: the reads of other inodes, while files are
+// released one after another, keep their record.
+func TestPersistClock(t *testing.T) {
+	var c persistClock
+	since := c.now()
+	if c.persistedSince(7, since) {
+		t.Error("nothing persisted, yet inode 7 counts as persisted")
+	}
+	c.tick(8)
+	c.tick(9)
+	if c.persistedSince(7, since) {
+		t.Error("inodes 8 and 9 persisted: inode 7 counts as persisted")
+	}
+	if !c.persistedSince(9, since) {
+		t.Error("inode 9 persisted: not seen")
+	}
+	if c.persistedSince(9, c.now()) {
+		t.Error("inode 9 persisted before the reading: counts as after")
+	}
+	since = c.now()
+	for i := range persistRing + 1 {
+		c.tick(uint64(100 + i))
+	}
+	if !c.persistedSince(7, since) {
+		t.Error("more persists than the clock remembers: a reader must read again")
+	}
+}

@@ -51,15 +51,15 @@ var _ fs.FileLookuper = (*dirHandle)(nil)
 // reply, just returned by Readdirent.
 func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	since := d.node.v.fs.persists.now()
-	return d.node.resolve(ctx, name, d.batched(ctx, name, since), since, out)
+	return d.node.resolve(ctx, name, d.batched(ctx, name), since, out)
 }
 
 // batched returns name's record from the batch of the request under way,
 // reading the batch first if needed; nil when there is none (resolve asks
 // the store alone).
-// A record read before since, the persist clock of the caller, is not
-// handed out when an open file was persisted meanwhile.
-func (d *dirHandle) batched(ctx context.Context, name string, since uint64) *metadata.Inode {
+// A record is not handed out when its file was persisted since the batch
+// was read (resolve then reads it alone).
+func (d *dirHandle) batched(ctx context.Context, name string) *metadata.Inode {
 	n := d.node
 	req, _ := ctx.(*fuse.Context)
 	if req == nil || n.v.fs.sharedIn(n.zone) {
@@ -76,10 +76,7 @@ func (d *dirHandle) batched(ctx context.Context, name string, since uint64) *met
 	if rec, ok := b.recs[name]; ok {
 		// Used once: resolve lays open-file state over it.
 		delete(b.recs, name)
-		if b.clock != since {
-			return nil
-		}
-		return rec
+		return b.fresh(n.v.fs, rec)
 	}
 	// name is the entry Readdirent returned last, unless go-fuse
 	// replays a reply the kernel did not take in full.
@@ -107,7 +104,12 @@ func (d *dirHandle) batched(ctx context.Context, name string, since uint64) *met
 	}
 	rec := b.recs[name]
 	delete(b.recs, name)
-	if b.clock != since {
+	return b.fresh(n.v.fs, rec)
+}
+
+// fresh is rec unless its file was persisted since the batch was read.
+func (b *entryBatch) fresh(f *FS, rec *metadata.Inode) *metadata.Inode {
+	if rec != nil && rec.IsRegular() && f.persists.persistedSince(rec.Ino, b.clock) {
 		return nil
 	}
 	return rec
