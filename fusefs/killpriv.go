@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -65,6 +66,9 @@ type setIDWrite struct {
 // table per view, counted (pid 0 is every thread outside the daemon's PID
 // namespace).
 type setIDWrites struct {
+	// marked counts the writes in flight in the table, so that every
+	// other WRITE (a root caller's, or with none marked) skips the lock.
+	marked atomic.Int64
 	mu     sync.Mutex
 	flying map[setIDWrite]int
 }
@@ -75,12 +79,16 @@ func (w *setIDWrites) add(key setIDWrite, n int) {
 	if w.flying == nil {
 		w.flying = make(map[setIDWrite]int)
 	}
+	w.marked.Add(int64(n))
 	if w.flying[key] += n; w.flying[key] <= 0 {
 		delete(w.flying, key)
 	}
 }
 
 func (w *setIDWrites) has(key setIDWrite) bool {
+	if w.marked.Load() == 0 {
+		return false
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.flying[key] > 0
