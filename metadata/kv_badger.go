@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 )
 
 // maxConflictRetries bounds how often Update re-runs a transaction that lost
@@ -53,7 +54,24 @@ const (
 	// the value log is not written at all. Badger wants it below
 	// maxBatch.
 	valueThreshold = 256 << 10
+	// tableSize is the size of every table below level 0 (badger's
+	// TableSizeMultiplier is 1, so deeper levels do not double it). Badger
+	// builds each table in a buffer from the Go heap that starts at twice
+	// the table's size, a dozen builders run at once in a compaction, and
+	// each also takes a 3 MiB index builder: with badger's defaults (2 MiB
+	// doubling per level, snappy, which copies every block once more) the
+	// builders held up to 217 MiB of live heap, far above the daemon's
+	// memory limit, and the garbage collector ran without pause while they
+	// did (TestBadgerCompactionHeap; docs/design.md section 8). Tables are
+	// not compressed for the same reason, and snappy cost CPU on every
+	// table written and every block read.
+	tableSize = 1 << 20
 	// blockCacheSize bounds badger's cache of decompressed table blocks.
+	// Badger makes none while new tables are not compressed: it reads
+	// blocks straight from the table's memory map (and decompresses, on
+	// every read, the blocks of tables a store wrote before, until its
+	// compactions rewrite them). So the size matters only if compression
+	// comes back.
 	// A lookup's directory entries are read from one block per some
 	// hundred names, which a small cache keeps; inode records are spread
 	// at random over the tables (inode numbers are permuted), so a large
@@ -117,7 +135,10 @@ func openBadger(dir string, inMemory, readOnly bool, logger *slog.Logger) (kv KV
 		WithNumCompactors(2).
 		WithNumLevelZeroTables(3).
 		WithNumLevelZeroTablesStall(8).
+		WithCompression(options.None).
+		WithBaseTableSize(tableSize).
 		WithReadOnly(readOnly)
+	opts.TableSizeMultiplier = 1 // no option method for it
 	if inMemory {
 		opts = opts.WithDir("").WithValueDir("").WithInMemory(true)
 	} else if err := preflightTables(dir); err != nil {
