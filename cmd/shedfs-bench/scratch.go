@@ -124,6 +124,9 @@ func makeScratchFS(ctx context.Context, parent string, size int64, mode string) 
 	// so that no ext4lazyinit thread writes gigabytes of zeroes during the
 	// measurements; a scratch filesystem never needs e2fsck.
 	if err := runQuiet(ctx, "mkfs.ext4", "-q", "-F", "-i", "8192", "-E", "lazy_itable_init=1,lazy_journal_init=1", s.Image); err != nil {
+		if ctx.Err() != nil {
+			return s, fmt.Errorf("scratch filesystem: interrupted: %w", ctx.Err())
+		}
 		return s, fmt.Errorf("scratch filesystem: %w", err)
 	}
 	// mount -o loop sets the loop device to clear itself on umount; it is
