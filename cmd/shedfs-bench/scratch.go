@@ -93,6 +93,13 @@ func makeScratchFS(ctx context.Context, parent string, size int64, mode string) 
 	if err != nil {
 		return nil, fmt.Errorf("scratch filesystem: %w", err)
 	}
+	// The mount point as mountinfo will show it (remove looks for it there).
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = real
+	} else {
+		_ = os.Remove(dir)
+		return nil, fmt.Errorf("scratch filesystem: %w", err)
+	}
 	s = &scratchFS{Dir: dir, Image: filepath.Join(dir, "fs.img"), Mount: filepath.Join(dir, "mnt"), Size: size, Mode: mode}
 	if mode != scratchAuto {
 		s.Mode = humanBytes(size)

@@ -79,6 +79,11 @@ const skewWarning = "ext4 without a journal makes each inode allocation walk pas
 // /sys/dev/block and the journal from the ext4 driver's own files.
 func detectWorkFS(root, dir string) (workFS, error) {
 	w := workFS{Path: dir, Journal: journalNA}
+	// mountinfo shows mount points with symbolic links resolved.
+	dir, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return w, fmt.Errorf("work filesystem: %w", err)
+	}
 	var st unix.Stat_t
 	if err := unix.Stat(dir, &st); err != nil {
 		return w, fmt.Errorf("stat %s: %w", dir, err)
@@ -90,6 +95,13 @@ func detectWorkFS(root, dir string) (workFS, error) {
 	}
 	if e, ok := mountOfDev(string(info), major, minor, dir); ok {
 		w.MountPoint, w.FSType, w.Source = e.mountPoint, e.fstype, e.source
+	} else {
+		// Not visible at its place (a bind mount in a container): name
+		// the type at least.
+		var sfs unix.Statfs_t
+		if err := unix.Statfs(dir, &sfs); err == nil {
+			w.FSType = fsTypeName(int64(sfs.Type))
+		}
 	}
 	// The kernel names a block device's superblock (s_id, the directory
 	// names under /proc/fs/ext4 and /sys/fs/ext4) after the device itself:

@@ -132,6 +132,14 @@ func TestDetectWorkFS(t *testing.T) {
 				got.MountPoint != dir || got.FSType != "ext4" || got.Source != "/dev/root" {
 				t.Errorf("got %+v; want journal %s, device %s, skews %v, mounted at %s", got, c.journal, c.device, c.skews, dir)
 			}
+			// Through a symbolic link (mountinfo has the resolved path).
+			link := filepath.Join(t.TempDir(), "link")
+			if err := os.Symlink(dir, link); err != nil {
+				t.Fatal(err)
+			}
+			if viaLink, err := detectWorkFS(root, link); err != nil || viaLink.MountPoint != dir || viaLink.Journal != c.journal || viaLink.Path != link {
+				t.Errorf("through a link: %+v, %v", viaLink, err)
+			}
 		})
 	}
 	if _, err := detectWorkFS(t.TempDir(), filepath.Join(dir, "missing")); err == nil {
