@@ -30,7 +30,6 @@ func repetitions(m metric, reps map[string][]float64) (map[string][]*float64, ma
 				cells = append(cells, nil)
 				continue
 			}
-			v := v
 			cells = append(cells, &v)
 			if measured == 0 {
 				first = v
