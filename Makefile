@@ -142,6 +142,9 @@ test:
 
 # bench builds both binaries and runs the benchmark; BENCH_FLAGS go to
 # shedfs-bench (-quick, -reps N, -json FILE, -targets native,loopback, -workloads smallfiles,views ...).
+# On a work disk whose ext4 has no journal (it skews creates) the bench runs
+# every target on a journaled ext4 it loop-mounts for the run (-scratch-fs
+# auto, the default; root); -scratch-fs off keeps it on -dir.
 BENCH_FLAGS ?=
 bench: build
 	$(GO) build -o $(BENCH_BIN) ./cmd/shedfs-bench

@@ -46,13 +46,21 @@ type bench struct {
 
 	dropped, notDropped int // page cache drops that worked / did not
 
+	workFS  workFS     // the filesystem the targets live on (workfs.go)
+	dirFS   workFS     // -dir's filesystem, which workFS replaced if scratch is set
+	scratch *scratchFS // the journaled scratch filesystem of this run, or nil (scratch.go)
+
 	loadStart string // /proc/loadavg when the run started
 }
 
 // row holds the samples of one metric for every target.
 type row struct {
-	Metric  metric
-	Samples map[string][]float64
+	Metric   metric
+	Workload string
+	Samples  map[string][]float64
+	// Reps holds one value per repetition and target, in order, NaN where
+	// the target did not measure it (Samples leaves those out).
+	Reps map[string][]float64
 }
 
 // run does a whole benchmark: prepare, start targets, run workloads, stop
@@ -79,6 +87,20 @@ func run(ctx context.Context, cfg *config) (err error) {
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return fmt.Errorf("work dir parent: %w", err)
 	}
+	scratch, dirFS, err := prepareWorkFS(ctx, cfg, parent)
+	if err != nil {
+		return err
+	}
+	if scratch != nil {
+		// Deferred first, so it runs after the targets are stopped and the
+		// work directory inside it is removed.
+		defer func() {
+			if rerr := scratch.remove(); rerr != nil {
+				err = errors.Join(err, rerr)
+			}
+		}()
+		parent = scratch.Mount
+	}
 	work, err := os.MkdirTemp(parent, "shedfs-bench-")
 	if err != nil {
 		return fmt.Errorf("work dir: %w", err)
@@ -86,13 +108,20 @@ func run(ctx context.Context, cfg *config) (err error) {
 	if work, err = filepath.EvalSymlinks(work); err != nil {
 		return fmt.Errorf("work dir: %w", err)
 	}
-	b := &bench{cfg: cfg, work: work, loadStart: loadAvg(), skips: map[string]string{}}
+	b := &bench{cfg: cfg, work: work, loadStart: loadAvg(), skips: map[string]string{}, dirFS: dirFS, scratch: scratch}
 	defer func() {
 		if cerr := b.cleanup(); cerr != nil {
 			err = errors.Join(err, cerr)
 		}
 	}()
-	slog.Info("work directory", "dir", work)
+	b.workFS = dirFS
+	if scratch != nil {
+		var derr error
+		if b.workFS, derr = detectWorkFS("/", work); derr != nil {
+			slog.Warn("could not tell the scratch filesystem's journal", "err", derr)
+		}
+	}
+	slog.Info("work directory", "dir", work, "fs", b.workFS.String())
 
 	for _, w := range workloads {
 		if w.Prepare == nil {
@@ -122,7 +151,7 @@ func run(ctx context.Context, cfg *config) (err error) {
 		ms := w.Metrics(b)
 		spans[i] = span{len(rows), len(ms)}
 		for _, m := range ms {
-			rows = append(rows, &row{Metric: m, Samples: map[string][]float64{}})
+			rows = append(rows, &row{Metric: m, Workload: w.Name, Samples: map[string][]float64{}, Reps: map[string][]float64{}})
 		}
 	}
 
@@ -153,6 +182,7 @@ func run(ctx context.Context, cfg *config) (err error) {
 						attrs := []any{"rep", fmt.Sprintf("%d/%d", rep+1, cfg.reps), "workload", w.Name, "target", m.name}
 						for i, v := range vals {
 							r := rows[spans[wi].first+i]
+							r.Reps[m.name] = append(r.Reps[m.name], v)
 							if math.IsNaN(v) {
 								continue // not measured on this target
 							}
@@ -399,6 +429,12 @@ type machineInfo struct {
 	ShedfsInfo string `json:"shedfs_version,omitempty"`
 	LoadStart  string `json:"loadavg_start"`
 	LoadEnd    string `json:"loadavg_end"`
+
+	// WorkFSInfo is the filesystem the targets lived on, its journal
+	// included; DirFS is -dir's when a Scratch filesystem replaced it.
+	WorkFSInfo workFS     `json:"work_fs_detail"`
+	DirFS      *workFS    `json:"dir_fs,omitempty"`
+	Scratch    *scratchFS `json:"scratch_fs,omitempty"`
 }
 
 // loadAvg returns the 1, 5 and 15 minute load averages, or "".
@@ -423,6 +459,10 @@ func readMachineInfo(b *bench) machineInfo {
 		WorkDir:   filepath.Dir(b.work),
 		LoadStart: b.loadStart,
 		LoadEnd:   loadAvg(),
+	}
+	mi.WorkFSInfo = b.workFS
+	if b.scratch != nil {
+		mi.DirFS, mi.Scratch = &b.dirFS, b.scratch
 	}
 	mi.Hostname, _ = os.Hostname()
 	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {

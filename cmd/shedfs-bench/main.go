@@ -102,6 +102,8 @@ type config struct {
 	views        int
 	viewCreates  int
 	npmCache     string
+	scratchMode  string // -scratch-fs: scratchAuto, scratchOff or "size" (scratch.go)
+	scratchSize  int64
 }
 
 // parseFlags reads the command line into a config; -quick lowers the sizes
@@ -109,13 +111,14 @@ type config struct {
 func parseFlags(args []string) (*config, error) {
 	fset := flag.NewFlagSet("shedfs-bench", flag.ContinueOnError)
 	cfg := &config{}
-	var seqSize, randSize, targets, workloads string
+	var seqSize, randSize, targets, workloads, scratch string
 	fset.IntVar(&cfg.reps, "reps", 3, "repetitions of each workload per target; the median is reported")
 	fset.IntVar(&cfg.files, "files", 10000, "number of small files in the create/stat/read/delete workload")
 	fset.IntVar(&cfg.fileSize, "file-size", 4096, "size of each small file in bytes")
 	fset.StringVar(&seqSize, "seq-size", "1GiB", "size of the sequential write/read file (e.g. 1GiB, 256MiB)")
 	fset.StringVar(&cfg.tree, "tree", "", "directory tree to tar once and untar per run (default: $(go env GOROOT)/src; -quick: its net/ subtree)")
 	fset.StringVar(&cfg.parentDir, "dir", "/var/tmp", "parent of the temporary work directory; native dir, loopback source and shedfs store all live there, on one filesystem")
+	fset.StringVar(&scratch, "scratch-fs", scratchAuto, "run every target on a journaled ext4 made for the run in a sparse image of this size under -dir, loop-mounted (root), removed at the end: auto (the default) does so, at up to "+humanBytes(scratchAutoSize)+", only when -dir's filesystem is ext4 without a journal, which skews creates; off never")
 	fset.StringVar(&cfg.shedfsBin, "shedfs", "bin/shedfs", "path of the shedfs binary")
 	fset.StringVar(&cfg.shedfsBase, "shedfs-base", "", "path of a second shedfs binary, measured as target shedfs-base with the flags of shedfs (an A/B of two builds in one run)")
 	fset.StringVar(&targets, "targets", strings.Join(defaultTargets(), ","), "comma-separated targets to measure (all: "+strings.Join(targetNames(allTargets()), ",")+")")
@@ -178,6 +181,10 @@ func parseFlags(args []string) (*config, error) {
 		if !set["view-creates"] {
 			cfg.viewCreates = 20
 		}
+	}
+	var err error
+	if cfg.scratchMode, cfg.scratchSize, err = parseScratchFlag(scratch); err != nil {
+		return nil, err
 	}
 	n, err := parseSize(seqSize)
 	if err != nil {

@@ -53,6 +53,14 @@ type reportRow struct {
 	Median  map[string]float64   `json:"median"`
 	Ratios  map[string]float64   `json:"ratios"` // key "target/base"
 	Skipped string               `json:"skipped,omitempty"`
+	// Workload is the -workloads name the row belongs to.
+	Workload string `json:"workload,omitempty"`
+	// Repetitions holds each repetition's value per target, in order
+	// (null where not measured), and LastOverFirst the speed ratio of the
+	// last repetition to the first (reps.go): each target keeps one mount
+	// across the repetitions, and what grows shows here, not in Median.
+	Repetitions   map[string][]*float64 `json:"repetitions,omitempty"`
+	LastOverFirst map[string]float64    `json:"last_over_first,omitempty"`
 }
 
 // check is one docs/design.md section 8 target and whether this run met it.
@@ -121,7 +129,8 @@ func buildReport(b *bench, targets []target, rows []*row, rss map[string]int64) 
 	}
 	for _, r := range rows {
 		rr := reportRow{metric: r.Metric, Samples: r.Samples, Median: map[string]float64{}, Ratios: map[string]float64{},
-			Skipped: b.skips[r.Metric.ID]}
+			Skipped: b.skips[r.Metric.ID], Workload: r.Workload}
+		rr.Repetitions, rr.LastOverFirst = repetitions(r.Metric, r.Reps)
 		for _, n := range names {
 			if s := r.Samples[n]; len(s) > 0 {
 				rr.Median[n] = median(s)
@@ -187,7 +196,7 @@ func (rep *report) print(w io.Writer) {
 	fmt.Fprintf(w, "\nshedfs-bench  %s\n", m.Date)
 	fmt.Fprintf(w, "machine: %s, nproc %d, %s, mem %s, kernel %s, %s\n", m.Hostname, m.NumCPU, m.CPU, m.MemTotal, m.Kernel, m.GoVersion)
 	fmt.Fprintf(w, "load average: %s at start, %s at end (other load moves every number; compare ratios within one run)\n", m.LoadStart, m.LoadEnd)
-	fmt.Fprintf(w, "work filesystem: %s (%s); native, loopback source and shedfs store all on it\n", m.WorkFS, m.WorkDir)
+	m.printWorkFS(w) // workfs.go
 	if m.ShedfsInfo != "" {
 		fmt.Fprintf(w, "shedfs: %s\n", m.ShedfsInfo)
 	}
@@ -197,6 +206,7 @@ func (rep *report) print(w io.Writer) {
 	}
 	if len(rep.Rows) > 0 {
 		rep.printTable(w, quick)
+		rep.printRepetitions(w) // reps.go
 	}
 	if len(rep.Derived) > 0 {
 		rep.printDerived(w)
