@@ -27,8 +27,8 @@ const (
 	// from /proc/self/status costs a few µs). Uncompressed tables (see
 	// tableSize) are about twice the pages for the same records, and a
 	// stat of 100,000 files of the rss store then grew the file-backed
-	// RSS to 109 MiB between two trims a second apart (peak RSS 216 MiB);
-	// five times a second kept the peak at 177 MiB.
+	// RSS to 149 MiB between two trims a second apart (peak RSS 211-231 MiB);
+	// five times a second kept the peak at 176 MiB.
 	tableTrimEvery = 200 * time.Millisecond
 )
 
