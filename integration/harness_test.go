@@ -657,7 +657,10 @@ func hasCleanLine(output string) bool {
 	return false
 }
 
-// blobFiles lists the regular files under store/blobs.
+// blobFiles lists the regular files under store/blobs that hold data or
+// belong to an inode: a running daemon keeps empty blobs of no inode made
+// ahead of its creates (emptyBlobs), which a crash may leave and a check
+// removes as unused.
 func blobFiles(t testing.TB, store string) []string {
 	t.Helper()
 	var out []string
@@ -669,7 +672,7 @@ func blobFiles(t testing.TB, store string) []string {
 			}
 			return err
 		}
-		if d.Type().IsRegular() {
+		if d.Type().IsRegular() && !aheadBlob(store, p) {
 			out = append(out, p)
 		}
 		return nil
