@@ -87,7 +87,7 @@ func (f *FS) acquire(n *metadata.Inode, create bool) (*openInode, syscall.Errno)
 	// A ghost's blob may be gone already; never make an empty one.
 	_, isGhost := f.ghosts[n.Ino]
 	f.mu.Unlock()
-	blob, err := f.openBlob(n.Ino, !isGhost)
+	blob, err := f.blobs.OpenFile(n.Ino, !isGhost)
 	if err != nil {
 		if create {
 			// Its create marked it open (newChild): take that back

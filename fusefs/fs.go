@@ -128,8 +128,6 @@ type FS struct {
 
 	// trash is the retention and generation of the trash (trash.go).
 	trash trashState
-	// ahead are the blobs made ahead of creates (madeahead.go).
-	ahead *madeAhead
 }
 
 // New prepares the shared state for views of one store. The caller keeps
@@ -171,7 +169,6 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
 		f.acct = quota.New(store)
 	}
 	f.acct.SetEvictor(f.evictTrash)
-	f.ahead = newMadeAhead(store, blobDir, f)
 	f.locks.share(store, log)
 	f.SettingsChanged()
 	go f.sweeper(f.stopSweep)
@@ -434,5 +431,4 @@ func (f *FS) Shutdown() {
 		f.reclaimIfIdle(ino)
 	}
 	f.sweepGhosts(true)
-	f.ahead.close()
 }

@@ -368,14 +368,12 @@ func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev 
 		return refused.Err()
 	}
 	var rec *metadata.Inode
-	blob := f.ahead.take(open)
 	for try := 0; try < 2; try++ {
 		refused = acl.Decision{}
 		if open {
 			// Opened at once (openNew; every O_TMPFILE file is):
-			// marked open by its create, under the number of a
-			// blob made ahead when there is one.
-			rec, err = f.store.CreateOpenAt(blob.Ino, n.ino, name, tmpl, admit)
+			// marked open by its create.
+			rec, err = f.store.CreateOpen(n.ino, name, tmpl, admit)
 		} else {
 			rec, err = f.store.Create(n.ino, name, tmpl, admit)
 		}
@@ -384,14 +382,11 @@ func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev 
 		}
 	}
 	if !refused.Allowed() {
-		f.ahead.drop(blob)
 		return nil, n.deny(op, name, refused)
 	}
 	if err != nil {
-		f.ahead.drop(blob)
 		return nil, f.errno("create", err)
 	}
-	f.ahead.created(blob)
 	if name == "" {
 		// Nothing names it: it goes with its last handle unless
 		// linkat gives it a name first.

@@ -68,10 +68,6 @@ type Report struct {
 	Inodes   int
 	Entries  int
 	Blobs    int
-	// Unused counts empty blobs of no inode: made ahead of creates
-	// (blobs.Pool) that a crash left unused. They are no problem; a
-	// repair removes them.
-	Unused   int
 	Problems []Problem
 }
 

@@ -351,13 +351,6 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 	}
 	for _, ino := range orphanBlobs {
 		tick()
-		if blobSizes[ino] == 0 {
-			// Holds nothing: made ahead of a create that a stop cut
-			// short (blobs.Pool), no damage.
-			rep.Unused++
-			blobOps = append(blobOps, func() error { return blobs.Remove(ino) })
-			continue
-		}
 		rep.Problems = append(rep.Problems, Problem{Kind: "orphan-blob", Ino: ino, Detail: "blob of no inode"})
 		blobOps = append(blobOps, func() error { return blobs.Remove(ino) })
 	}
@@ -388,7 +381,7 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 
 	// Phase 4: repair. Metadata first, so a blob is only removed once no
 	// inode refers to it any more.
-	if repair && (len(rep.Problems) > 0 || rep.Unused > 0) {
+	if repair && len(rep.Problems) > 0 {
 		if err := s.runActions(actions); err != nil {
 			return rep, fmt.Errorf("check: repair metadata: %w", err)
 		}

@@ -129,20 +129,12 @@ func (s *Store) createTmp(parent uint64, tmpl *Inode, admit func(Usage, Limit) e
 // create is Create, or CreateTmp when name is empty; held puts the open
 // marker of the new file in the same transaction (CreateOpen).
 func (s *Store) create(parent uint64, name string, tmpl *Inode, admit func(Usage, Limit) error, held bool) (*Inode, error) {
-	return s.createAt(0, parent, name, tmpl, admit, held)
-}
-
-// createAt is create with inode number ino, which the caller took from
-// AllocIno (0: the next one).
-func (s *Store) createAt(ino, parent uint64, name string, tmpl *Inode, admit func(Usage, Limit) error, held bool) (*Inode, error) {
 	if tmpl == nil {
 		return nil, fmt.Errorf("create %q: no template: %w", name, syscall.EINVAL)
 	}
-	var err error
-	if ino == 0 {
-		if ino, err = s.allocIno(); err != nil {
-			return nil, err
-		}
+	ino, err := s.allocIno()
+	if err != nil {
+		return nil, err
 	}
 	var created *Inode
 	err = s.update(func(o *op) error {

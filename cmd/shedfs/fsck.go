@@ -83,9 +83,6 @@ func runFsck(c *cli.Context) error {
 		fmt.Fprintf(w, "%-14s ino %-10d %s (%s)\n", p.Kind, p.Ino, p.Detail, state)
 	}
 	summary := fmt.Sprintf("%d inodes, %d entries, %d blobs in %s", rep.Inodes, rep.Entries, rep.Blobs, rep.Duration.Round(time.Millisecond))
-	if rep.Unused > 0 {
-		summary += fmt.Sprintf(" (%d empty blobs made ahead of creates, unused)", rep.Unused)
-	}
 	switch {
 	case mismatched > 0:
 		return cli.Exit(fmt.Sprintf("fsck: %d files whose content does not match its checksum, %d other problems not repaired: %s", mismatched, rep.Unrepaired(), summary), 1)
