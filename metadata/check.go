@@ -382,7 +382,9 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 	// Phase 4: repair. Metadata first, so a blob is only removed once no
 	// inode refers to it any more.
 	if repair && len(rep.Problems) > 0 {
-		if err := s.runActions(actions); err != nil {
+		err := s.runActions(actions)
+		s.trash.reset() // it may have dropped trash records
+		if err != nil {
 			return rep, fmt.Errorf("check: repair metadata: %w", err)
 		}
 		var blobErrs []error

@@ -750,8 +750,12 @@ func (o *op) deleteInode(n *Inode) (int64, error) {
 		}
 	}
 	keys = append(keys, inodeKey(n.Ino), orphanKey(n.Ino), birthKey(n.Ino))
-	if err := o.deleteContent(n.Ino); err != nil {
-		return 0, err
+	// A directory has no blob, so no content record: deleting absent
+	// keys would write three tombstones per directory of an rm -rf.
+	if !n.IsDir() {
+		if err := o.deleteContent(n.Ino); err != nil {
+			return 0, err
+		}
 	}
 	for _, k := range keys {
 		if err := o.tx.Delete(k); err != nil {

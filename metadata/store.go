@@ -46,6 +46,8 @@ type Store struct {
 	trashClock atomic.Int64
 	// commits counts read-write transactions committed (commits.go).
 	commits atomic.Uint64
+	// trash counts what each holder's trash holds (trashtally.go).
+	trash trashTally
 
 	inoMu   sync.Mutex
 	inoNext uint64 // next counter value of the current lease
@@ -112,6 +114,7 @@ func openKV(kv KV, dir string, readOnly bool, logger *slog.Logger) (*Store, erro
 	s.auditSeq.Store(randomU32() >> 1) // 2^31 records before it wraps
 	if _, ok := kv.(*etcdKV); ok {
 		s.host = daemonHost()
+		s.trash.off = true
 	}
 	if _, ok := kv.(snapshotter); ok && !readOnly {
 		// badger's directory lock keeps every other process from

@@ -112,14 +112,24 @@ func trashKey(h Holder, nanos int64, ino uint64) []byte {
 
 func trashInoKey(ino uint64) []byte { return inoKey(pTrashIno, ino) }
 
+// trashKeyHolder is the holder in trash key k; false when k is too
+// short to be one.
+func trashKeyHolder(k []byte) (Holder, bool) {
+	if len(k) < 1+1+16 {
+		return "", false
+	}
+	return Holder(k[1 : len(k)-17]), true
+}
+
 // decodeTrash reads a trash record and its key.
 func decodeTrash(k, v []byte) (TrashEntry, error) {
 	var e TrashEntry
-	if len(k) < 1+1+16 {
+	h, ok := trashKeyHolder(k)
+	if !ok {
 		return e, fmt.Errorf("trash key %x: %w", k, ErrCorrupt)
 	}
 	tail := k[len(k)-16:]
-	e.Holder = Holder(k[1 : len(k)-17])
+	e.Holder = h
 	e.Time = time.Unix(0, int64(binary.BigEndian.Uint64(tail[:8]))).UTC()
 	e.Ino = binary.BigEndian.Uint64(tail[8:])
 	var r trashRecord
@@ -196,6 +206,7 @@ func (o *op) addTrash(n *Inode, note *TrashNote) error {
 	if err := o.tx.Set(k, v); err != nil {
 		return err
 	}
+	o.countTrash(h, keptCharge(n.Mode, n.Size), 1)
 	return o.tx.Set(trashInoKey(n.Ino), k)
 }
 
@@ -220,6 +231,19 @@ func (o *op) trashOf(ino uint64) (TrashEntry, []byte, error) {
 
 // dropTrash deletes ino's trash record, leaving the inode.
 func (o *op) dropTrash(ino uint64, k []byte) error {
+	v, err := o.tx.Get(k)
+	if err != nil {
+		return fmt.Errorf("trash record of %d: %w", ino, err)
+	}
+	h, ok := trashKeyHolder(k)
+	if !ok {
+		return fmt.Errorf("trash key %x: %w", k, ErrCorrupt)
+	}
+	u, err := trashCharge(k, v)
+	if err != nil {
+		return err
+	}
+	o.countTrash(h, u, -1)
 	if err := o.tx.Delete(k); err != nil {
 		return err
 	}
@@ -381,27 +405,6 @@ func (s *Store) ListTrash(holders []Holder) ([]TrashEntry, error) {
 		return nil
 	})
 	return out, err
-}
-
-// TrashUsage is what h's trash holds: the charge of its files and their
-// number. It is part of h's usage, and free for admission: eviction makes
-// room for a charge that would not fit otherwise.
-func (s *Store) TrashUsage(h Holder) (Usage, error) {
-	var u Usage
-	err := s.kv.View(func(tx Txn) error {
-		return tx.Scan(trashHolderPrefix(h), nil, func(k, v []byte) error {
-			var r trashRecord
-			if err := json.Unmarshal(v, &r); err != nil {
-				return fmt.Errorf("trash record %x: %w", k, ErrCorrupt)
-			}
-			u.Inodes++
-			if r.Mode&syscall.S_IFMT == syscall.S_IFREG {
-				u.Bytes += Charge(r.Size)
-			}
-			return nil
-		})
-	})
-	return u, err
 }
 
 // PurgeTrash deletes kept inode ino for good. When unused(ino) says

@@ -18,6 +18,7 @@ type op struct {
 	now    time.Time
 	inodes map[uint64]*Inode
 	dirty  []uint64
+	trash  trashDelta // what it changed in the trash (trashtally.go)
 }
 
 // update runs fn as one read-write transaction and writes back every inode
@@ -26,8 +27,10 @@ func (s *Store) update(fn func(o *op) error) error {
 	if s.readOnly {
 		return syscall.EROFS
 	}
+	var last *op
 	err := s.kv.Update(func(tx Txn) error {
 		o := &op{tx: tx, now: time.Now(), inodes: make(map[uint64]*Inode, 4)}
+		last = o
 		if err := fn(o); err != nil {
 			return err
 		}
@@ -35,6 +38,7 @@ func (s *Store) update(fn func(o *op) error) error {
 	})
 	if err == nil {
 		s.commits.Add(1)
+		s.trash.apply(last.trash)
 	}
 	return err
 }

@@ -69,3 +69,37 @@ func TestUnlinkToTrashWrites(t *testing.T) {
 		t.Fatalf("check: %+v", rep.Problems)
 	}
 }
+
+// TestRmdirWrites: an rmdir of an empty directory writes the entry's
+// removal, the parent's record, the usage, and deletes the directory's
+// record, its orphan mark and its birth; a directory has no content,
+// pending or quarantine record, so none is deleted (a delete of an absent
+// key still writes a tombstone into the engine, three per directory of an
+// rm -rf).
+func TestRmdirWrites(t *testing.T) {
+	s := openTest(t, filepath.Join(t.TempDir(), "meta"))
+	root := s.ShareRoot()
+	must[*Inode](t)(s.Create(root, "d", dir(), nil))
+	w := &writeLog{KV: s.kv}
+	s.kv = w
+	note := &TrashNote{By: "bob", Why: TrashUnlink, Path: "d"}
+	if _, freed, _, err := s.UnlinkTrash(root, "d", true, func(uint64) bool { return true }, note); err != nil || !freed {
+		t.Fatalf("rmdir: %v freed=%v", err, freed)
+	}
+	got := slices.Sorted(slices.Values(w.ops))
+	var want []string
+	for _, op := range []struct {
+		what string
+		p    byte
+	}{{"del", pEntry}, {"set", pInode}, {"set", pUsage}, {"del", pInode}, {"set", pOrphan}, {"del", pOrphan}, {"del", pBirth}} {
+		want = append(want, op.what+" "+string(rune(op.p)))
+	}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("rmdir wrote %q, want %q", got, want)
+	}
+	s.kv = w.KV
+	if rep := must[*Report](t)(s.Check(nil, false, nil)); len(rep.Problems) != 0 {
+		t.Fatalf("check: %+v", rep.Problems)
+	}
+}
