@@ -1,0 +1,100 @@
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"testing"
+)
+
+// TestRequestsReadAfterStat counts the kernel's requests for the
+// smallfiles phases of the bench: files written, stat'd, then read back.
+// The page cache holds what the writes put there, and the stat's GETATTR
+// (the write left size and times to refresh) must not drop it: views do
+// not negotiate FUSE_AUTO_INVAL_DATA (fusefs/reqcache.go), so the reads
+// cost an OPEN, FLUSH and RELEASE and no READ. With it, the GETATTR's
+// mtime, newer than the one the kernel held from CREATE, dropped the
+// pages and every file was read again.
+func TestRequestsReadAfterStat(t *testing.T) {
+	t.Parallel()
+	v, addr := startObservedView(t, newStore(t))
+	mustMkdir(t, v.Path("d"), 0o755)
+	const n = 8
+	content := func(i int) []byte { return bytes.Repeat([]byte{byte('a' + i)}, 4096) }
+	name := func(i int) string { return v.Path("d", fmt.Sprintf("f%d", i)) }
+	for i := range n {
+		mustWrite(t, name(i), content(i), 0o644)
+	}
+	// The last create left d's attributes to refresh (its mtime moved):
+	// the next walk through d asks for them once.
+	if _, err := os.Stat(v.Path("d")); err != nil {
+		t.Fatal(err)
+	}
+	beforeStat := scrape(t, addr)
+	for i := range n {
+		st, err := os.Stat(name(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Size() != 4096 {
+			t.Fatalf("stat %s: size %d, want 4096", name(i), st.Size())
+		}
+	}
+	beforeRead := scrape(t, addr)
+	if got := requests(beforeRead, "getattr") - requests(beforeStat, "getattr"); got != n {
+		// The write left size and times stale: one GETATTR each, no more.
+		t.Errorf("%d stats of files just written cost %v GETATTRs, want %d", n, got, n)
+	}
+	for i := range n {
+		if got := mustRead(t, name(i)); !bytes.Equal(got, content(i)) {
+			t.Fatalf("read %s: %q..., want %q...", name(i), truncate(got, 8), truncate(content(i), 8))
+		}
+	}
+	after := scrape(t, addr)
+	if got := requests(after, "read") - requests(beforeRead, "read"); got != 0 {
+		t.Errorf("%d reads of files written and stat'd in the same view cost %v READs, want 0 (the page cache has them)", n, got)
+	}
+	if got := requests(after, "open") - requests(beforeRead, "open"); got != n {
+		t.Errorf("%d reads cost %v OPENs, want %d", n, got, n)
+	}
+	if got := requests(after, "getattr") - requests(beforeRead, "getattr"); got != 0 {
+		t.Errorf("%d reads of files just stat'd cost %v GETATTRs, want 0", n, got)
+	}
+}
+
+// TestCoherenceOpenReaderSameSize checks what the kernel's automatic
+// invalidation by mtime used to catch, now that views do without it: a
+// reader in one view holding a file open, with its pages cached, reads
+// through the same descriptor what another view wrote in place with the
+// same size, at once, with or without a stat in between.
+func TestCoherenceOpenReaderSameSize(t *testing.T) {
+	t.Parallel()
+	s := startTeam(t)
+	A := func(p ...string) string { return s.In("alice", append([]string{"share"}, p...)...) }
+	B := func(p ...string) string { return s.In("bob", append([]string{"share"}, p...)...) }
+	mustWrite(t, A("held.txt"), bytes.Repeat([]byte("a"), 8192), 0o666)
+	f, err := os.Open(B("held.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, c := range []struct {
+		what string
+		b    byte
+		stat bool
+	}{{"without a stat", 'b', false}, {"after a stat", 'c', true}} {
+		if got, err := readAt0(f); err != nil || len(got) != 8192 {
+			t.Fatalf("bob reads held.txt: %d bytes, %v", len(got), err)
+		}
+		wantOK(t, "alice rewrites held.txt in place", writeFile(A("held.txt"), bytes.Repeat([]byte{c.b}, 8192)))
+		if c.stat {
+			if _, err := os.Stat(B("held.txt")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		atOnce(t, "bob's open descriptor reads alice's same-size rewrite "+c.what, func() bool {
+			got, err := readAt0(f)
+			return err == nil && bytes.Equal(got, bytes.Repeat([]byte{c.b}, 8192))
+		})
+	}
+}
