@@ -171,9 +171,7 @@ func (f *FS) mountOptions(user string, opts ViewOptions) fuse.MountOptions {
 		EnableLocks: true,
 		// SB_NOSEC: the daemon clears set-ID bits itself (killpriv.go).
 		ExtraCapabilities: viewCapabilities,
-		// No page cache dropped for an mtime it did not see (reqcache.go).
-		DisabledCapabilities: viewDisabledCapabilities,
-		Debug:                opts.Debug,
+		Debug:             opts.Debug,
 	}
 }
 
