@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"os"
+	"syscall"
 	"testing"
 )
 
@@ -42,4 +43,47 @@ func TestCoherenceOpenReaderSameSize(t *testing.T) {
 			return err == nil && bytes.Equal(got, bytes.Repeat([]byte{c.b}, 8192))
 		})
 	}
+}
+
+// TestCoherenceMmapReader checks that a reader in one view with a file
+// mapped sees every write another view makes to it at once, the second
+// one too. The daemon once told a view of the first write's pages only,
+// took its cache of the inode for dropped, and left it out of the next
+// invalidation until it asked again; but the kernel keeps the other
+// pages and a mapping reads them without asking, so the second write's
+// page stayed stale in the reader's mapping.
+func TestCoherenceMmapReader(t *testing.T) {
+	t.Parallel()
+	s := startTeam(t)
+	A := s.In("alice", "share", "mapped.bin")
+	B := s.In("bob", "share", "mapped.bin")
+	mustWrite(t, A, append(bytes.Repeat([]byte("a"), 4096), bytes.Repeat([]byte("b"), 4096)...), 0o644)
+	f, err := os.Open(B)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := syscall.Mmap(int(f.Fd()), 0, 8192, syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Munmap(m)
+	if m[0] != 'a' || m[4096] != 'b' {
+		t.Fatalf("bob's mapping starts with %q and %q, want a and b", m[0], m[4096])
+	}
+	w, err := os.OpenFile(A, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	// Both writes before bob looks: a look at page 0 would make the
+	// daemon count bob's cache fresh again.
+	if _, err := w.WriteAt(bytes.Repeat([]byte("c"), 4096), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.WriteAt(bytes.Repeat([]byte("d"), 4096), 4096); err != nil {
+		t.Fatal(err)
+	}
+	atOnce(t, "bob's mapping shows alice's second write (page 1)", func() bool { return m[4096] == 'd' })
+	atOnce(t, "bob's mapping shows alice's first write (page 0)", func() bool { return m[0] == 'c' })
 }
