@@ -437,6 +437,11 @@ func (f *FS) holdersOf(except *View, items []inval) map[*View][]inval {
 			}
 		} else if it.name != "" {
 			views = f.known.holders(it.ino, except, buf[:0])
+		} else if it.off > 0 || it.len > 0 {
+			// A range of pages: the kernel keeps the others and reads
+			// them without asking, so a view told of one range must
+			// still be told of the next.
+			views = f.known.holders(it.ino, except, buf[:0])
 		} else {
 			// Of an inode, only the views whose cache of it was not
 			// invalidated since they last asked.

@@ -41,7 +41,9 @@ type knownShard struct {
 // the view last asked the daemon about it: its attributes (attrStale),
 // or its attributes and pages or listing (dataStale). What is stale needs
 // no further invalidation: the kernel asks again before it uses it, and
-// any request about the inode makes it fresh again.
+// any request about the inode makes it fresh again. A range of pages is
+// not counted so: the kernel reads its other pages without asking, so
+// each written range is told anew (FS.holdersOf).
 type knownCount struct {
 	n                    uint64
 	attrStale, dataStale bool

@@ -171,7 +171,9 @@ func (f *FS) mountOptions(user string, opts ViewOptions) fuse.MountOptions {
 		EnableLocks: true,
 		// SB_NOSEC: the daemon clears set-ID bits itself (killpriv.go).
 		ExtraCapabilities: viewCapabilities,
-		Debug:             opts.Debug,
+		// No page cache dropped for an mtime it did not see (reqcache.go).
+		DisabledCapabilities: viewDisabledCapabilities,
+		Debug:                opts.Debug,
 	}
 }
 
