@@ -265,10 +265,7 @@ func (s *Store) deleteTrees(h Holder, roots ...uint64) ([]uint64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("collect zone trees of %s: %w", h, err)
 	}
-	err = s.deleteKeys(keys)
-	// The keys went past addTrash and dropTrash: count the trash anew.
-	s.trash.reset()
-	if err != nil {
+	if err := s.deleteKeys(keys); err != nil {
 		return nil, fmt.Errorf("delete zone trees of %s: %w", h, err)
 	}
 	return blobs, nil
