@@ -28,8 +28,9 @@ const (
 	// tableSize) are about twice the pages for the same records, and a
 	// stat of 100,000 files of the rss store then grew the file-backed
 	// RSS to 149 MiB between two trims a second apart (peak RSS 211-231 MiB);
-	// five times a second kept the peak at 176 MiB.
-	tableTrimEvery = 200 * time.Millisecond
+	// at 200 ms the bench's rss workload peaked at 197 and 208 MiB, at
+	// 100 ms at 172 and 181 MiB.
+	tableTrimEvery = 100 * time.Millisecond
 )
 
 // tableTrimmer trims the table maps of one open database until stop.
