@@ -504,8 +504,8 @@ func (s *Store) ExpireTrash(cutoff time.Time, capped func(Holder) bool, capBytes
 	slices.SortFunc(all, func(a, b TrashEntry) int { return a.Time.Compare(b.Time) })
 	var capTotal int64
 	for _, e := range all {
-		if capped != nil && capped(e.Holder) && e.Mode&syscall.S_IFMT == syscall.S_IFREG {
-			capTotal += Charge(e.Size)
+		if capped != nil && capped(e.Holder) {
+			capTotal += keptCharge(e.Mode, e.Size).Bytes
 		}
 	}
 	var victims []TrashEntry
@@ -520,8 +520,8 @@ func (s *Store) ExpireTrash(cutoff time.Time, capped func(Holder) bool, capBytes
 		if unused != nil && !unused(e.Ino) {
 			continue
 		}
-		if isCapped && e.Mode&syscall.S_IFMT == syscall.S_IFREG {
-			capTotal -= Charge(e.Size)
+		if isCapped {
+			capTotal -= keptCharge(e.Mode, e.Size).Bytes
 		}
 		victims = append(victims, e)
 	}
@@ -550,9 +550,7 @@ func (s *Store) EvictOldest(bytes int64, unused func(uint64) bool) ([]*Inode, er
 			continue
 		}
 		victims = append(victims, e)
-		if e.Mode&syscall.S_IFMT == syscall.S_IFREG {
-			freed += Charge(e.Size)
-		}
+		freed += keptCharge(e.Mode, e.Size).Bytes
 	}
 	return s.purgeEntries(victims)
 }
