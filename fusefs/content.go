@@ -56,6 +56,14 @@ func (n *node) admitContent(ctx context.Context, op acl.Op) syscall.Errno {
 	if d.Allowed() {
 		return 0
 	}
+	if d.Reason == acl.ReasonScanPending && ctx.Err() != nil {
+		// The kernel interrupted the open (a signal reached the
+		// caller, such as the Go runtime's preemption signal) before
+		// the wait ran out. FUSE asks EINTR of an interrupted request,
+		// as the lock waits answer: the caller retries the open and
+		// waits again, and nothing was refused, so nothing is audited.
+		return syscall.EINTR
+	}
 	if d.Reason == "" {
 		return n.v.fs.errno("read content state", d.Err())
 	}

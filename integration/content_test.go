@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/shedfs/shedfs/scan/clamdtest"
+	"golang.org/x/sys/unix"
 )
 
 // The tests of issue 12: every file's SHA-256, and scanning with a real
@@ -393,6 +395,12 @@ func TestScanClamdDown(t *testing.T) {
 	if waited := time.Since(start); waited < 900*time.Millisecond {
 		t.Errorf("bob's open failed after %v, want the 1 s wait", waited)
 	}
+	// A signal to bob's thread in the middle of the wait interrupts the
+	// FUSE request; the open is retried and waits its whole time again
+	// instead of failing early (CI saw EAGAIN after 445 ms).
+	if waited, err := openInterrupted(s.In("bob", "share", "later.txt"), 300*time.Millisecond); !errors.Is(err, syscall.EAGAIN) || waited < 1200*time.Millisecond {
+		t.Errorf("bob's open, signalled after 300 ms: %v after %v; want EAGAIN after the 300 ms and a whole 1 s wait", err, waited)
+	}
 	waitTrail(t, store, 5*time.Second, "bob's scan_pending refusal", func(recs []trailRecord) bool {
 		for _, r := range recs {
 			if r.User == "bob" && r.Path == "/share/later.txt" && r.Result == "EAGAIN" && r.Rule == "scan_pending" {
@@ -416,6 +424,40 @@ func TestScanClamdDown(t *testing.T) {
 	if got := mustRead(t, s.In("bob", "share", "later.txt")); string(got) != "scan me later\n" {
 		t.Errorf("bob reads it once clean: %q", got)
 	}
+}
+
+// openInterrupted opens path on a thread of its own and sends that
+// thread a signal (SIGURG, which the Go runtime takes as a preemption
+// request) after delay, while the open may still wait in the kernel; it
+// returns how long the open took and its error.
+func openInterrupted(path string, delay time.Duration) (time.Duration, error) {
+	type result struct {
+		took time.Duration
+		err  error
+	}
+	tids := make(chan int, 1)
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // the thread ends with the goroutine
+		tids <- unix.Gettid()
+		start := time.Now()
+		f, err := os.Open(path)
+		if err == nil {
+			f.Close()
+		}
+		done <- result{time.Since(start), err}
+	}()
+	tid := <-tids
+	select {
+	case r := <-done:
+		return r.took, r.err
+	case <-time.After(delay):
+	}
+	if err := unix.Tgkill(os.Getpid(), tid, unix.SIGURG); err != nil {
+		return 0, fmt.Errorf("signal the opening thread: %w", err)
+	}
+	r := <-done
+	return r.took, r.err
 }
 
 // killServe is kill -9 of a serve daemon; the views it leaves (their
