@@ -139,6 +139,9 @@ func (k *cachedKV) update(fn func(tx Txn) error, bypass bool) (w *writeTxn, refu
 			ok = ok && rev != 0
 		}
 		k.c.end(w.writes, ok, rev, order)
+		if ok {
+			k.c.markComplete(w.emptyDirs)
+		}
 	}
 	engineUpdate := k.KV.Update
 	if g, ok := k.KV.(*etcdKV); ok && k.parallel {
@@ -238,6 +241,8 @@ type writeTxn struct {
 	writes  []cacheWrite
 	written map[string]bool
 	hits    [][]byte
+	// emptyDirs are the directories it creates (cachedirs.go).
+	emptyDirs []uint64
 }
 
 func (t *writeTxn) Get(key []byte) ([]byte, error) {
@@ -452,6 +457,9 @@ type cache struct {
 	index   map[string]int32
 	slots   []cacheSlot
 	hand    int32
+	// complete holds the directories whose every entry is in the
+	// cache (cachedirs.go).
+	complete map[uint64]struct{}
 }
 
 // cacheTouchedMax bounds the generations remembered per key: past it they
@@ -520,9 +528,12 @@ func (c *cache) unchanged(key string, gen uint64) bool {
 func (c *cache) getSince(key []byte, since uint64, any bool) (val []byte, absent bool, gen uint64, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	i, ok := c.index[string(key)]
+	i, ok := c.lookupLocked(string(key))
 	if !ok || c.busy[string(key)] > 0 || (!any && !c.unchangedLocked(string(key), since)) {
 		return nil, false, c.gen, false
+	}
+	if i < 0 {
+		return nil, true, c.gen, true
 	}
 	s := &c.slots[i]
 	s.ref = true
@@ -538,9 +549,12 @@ func (c *cache) get(key []byte) (val []byte, absent, ok bool) {
 func (c *cache) getRev(key []byte) (val []byte, absent bool, rev int64, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	i, ok := c.index[string(key)]
+	i, ok := c.lookupLocked(string(key))
 	if !ok || c.busy[string(key)] > 0 {
 		return nil, false, 0, false
+	}
+	if i < 0 {
+		return nil, true, 0, true
 	}
 	s := &c.slots[i]
 	s.ref = true
@@ -552,9 +566,12 @@ func (c *cache) getRev(key []byte) (val []byte, absent bool, rev int64, ok bool)
 func (c *cache) getGen(key []byte) (val []byte, absent bool, gen uint64, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	i, ok := c.index[string(key)]
+	i, ok := c.lookupLocked(string(key))
 	if !ok || c.busy[string(key)] > 0 {
 		return nil, false, c.gen, false
+	}
+	if i < 0 {
+		return nil, true, c.gen, true
 	}
 	s := &c.slots[i]
 	s.ref = true
@@ -682,6 +699,7 @@ func (c *cache) reset() {
 	clear(c.slots)
 	clear(c.index)
 	clear(c.touched)
+	clear(c.complete)
 	c.floor = c.gen
 	c.hand = 0
 	if len(c.busy) > 0 {
@@ -693,6 +711,7 @@ func (c *cache) reset() {
 func (c *cache) putLocked(key string, val []byte, absent bool, rev int64) {
 	if absent {
 		val = nil
+		c.goneLocked(key)
 	}
 	if i, ok := c.index[key]; ok {
 		s := &c.slots[i]
@@ -705,6 +724,9 @@ func (c *cache) putLocked(key string, val []byte, absent bool, rev int64) {
 		s := &c.slots[c.hand]
 		if !s.used || !s.ref {
 			if s.used {
+				if !s.neg {
+					c.forgetLocked(s.key)
+				}
 				delete(c.index, s.key)
 			}
 			*s = cacheSlot{key: key, val: val, rev: rev, neg: absent, used: true}
@@ -718,6 +740,7 @@ func (c *cache) putLocked(key string, val []byte, absent bool, rev int64) {
 }
 
 func (c *cache) dropLocked(key string) {
+	c.forgetLocked(key)
 	if i, ok := c.index[key]; ok {
 		delete(c.index, key)
 		c.slots[i] = cacheSlot{}

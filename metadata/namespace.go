@@ -191,6 +191,9 @@ func (s *Store) create(parent uint64, name string, tmpl *Inode, admit func(Usage
 			if err := o.setEntry(parent, name, n); err != nil {
 				return err
 			}
+			if n.IsDir() {
+				o.newEmptyDir(n.Ino)
+			}
 		}
 		if err := o.charge(h, 0, 1); err != nil {
 			return err
