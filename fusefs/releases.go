@@ -103,8 +103,7 @@ func (f *FS) releaseLoop() {
 		r.queue = nil
 		closed = r.closed
 		r.mu.Unlock()
-		f.persistReleased(batch)
-		for _, oi := range batch {
+		for _, oi := range f.persistReleased(batch) {
 			f.closeIfUnused(oi)
 		}
 		if closed {
@@ -113,10 +112,11 @@ func (f *FS) releaseLoop() {
 	}
 }
 
-// persistReleased persists the files of batch, one commit per holder. A
-// file whose lock is taken (a request on it under way) or whose batch
-// failed is persisted on its own, as a release did before.
-func (f *FS) persistReleased(batch []*openInode) {
+// persistReleased persists the files of batch, one commit per holder, and
+// returns them once each (batch is sorted in place). A file whose lock is
+// taken (a request on it under way) or whose batch failed is persisted on
+// its own, as a release did before.
+func (f *FS) persistReleased(batch []*openInode) []*openInode {
 	slices.SortFunc(batch, func(a, b *openInode) int {
 		switch {
 		case a.holder < b.holder:
@@ -132,19 +132,20 @@ func (f *FS) persistReleased(batch []*openInode) {
 	})
 	batch = slices.Compact(batch) // released twice while queued
 	var alone []*openInode
-	for len(batch) > 0 {
+	for rest := batch; len(rest) > 0; {
 		n := 1
-		for n < len(batch) && batch[n].holder == batch[0].holder {
+		for n < len(rest) && rest[n].holder == rest[0].holder {
 			n++
 		}
-		alone = append(alone, f.persistHolderBatch(batch[:n])...)
-		batch = batch[n:]
+		alone = append(alone, f.persistHolderBatch(rest[:n])...)
+		rest = rest[n:]
 	}
 	for _, oi := range alone {
 		oi.mu.Lock()
 		f.persistLocked(oi)
 		oi.mu.Unlock()
 	}
+	return batch
 }
 
 // persistHolderBatch persists the files of one holder in one commit,
