@@ -9,7 +9,7 @@ import (
 )
 
 // TestReleasesBatched: files closed one after another (each released
-// dirty, one of them twice) are persisted together, fewer commits than
+// dirty, the last one twice) are persisted together, fewer commits than
 // files (main: one commit per release); every view reads each size at
 // once, before the batch and after it, a restart keeps them, and a kill -9
 // right after closes leaves a store that recovery and fsck find whole.
@@ -31,17 +31,18 @@ func TestReleasesBatched(t *testing.T) {
 		}
 		open[i] = f
 	}
-	// The second descriptor of f0 is released too while f0 may still
-	// wait in the queue from the first.
-	again, err := os.OpenFile(v.Path("f0"), os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	c0 := commits(t, addr)
 	for _, f := range open {
 		if err := f.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The last file, opened, written and released again at once, is
+	// queued twice.
+	last := files - 1
+	again, err := os.OpenFile(v.Path(fmt.Sprintf("f%d", last)), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if _, err := again.Write([]byte("+")); err != nil {
 		t.Fatal(err)
@@ -50,8 +51,8 @@ func TestReleasesBatched(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := func(i int) int64 {
-		if i == 0 {
-			return int64(len(content(0))) + 1
+		if i == last {
+			return int64(len(content(i))) + 1
 		}
 		return int64(len(content(i)))
 	}
@@ -68,16 +69,16 @@ func TestReleasesBatched(t *testing.T) {
 	}
 	sizes("right after the closes", v.Dir)
 	// The closes' commits end within a few lingers.
-	last, stable := commits(t, addr), 0
+	seen, stable := commits(t, addr), 0
 	for deadline := time.Now().Add(5 * time.Second); stable < 5 && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
-		if c := commits(t, addr); c != last {
-			last, stable = c, 0
+		if c := commits(t, addr); c != seen {
+			seen, stable = c, 0
 		} else {
 			stable++
 		}
 	}
-	if got := last - c0; got > files/2 {
+	if got := seen - c0; got > files/2 {
 		t.Errorf("%v commits for %d files released one after another, want at most %d (main: one each)", got, files+1, files/2)
 	}
 	sizes("after the batch", v.Dir)
