@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -20,9 +19,8 @@ const maxConflictRetries = 100
 
 // badgerKV is the embedded KV engine of a single-machine store.
 type badgerKV struct {
-	db    *badger.DB
-	clock *badgerClock  // badger runs in managed mode (badgerts.go)
-	trim  *tableTrimmer // nil in memory
+	db   *badger.DB
+	trim *tableTrimmer // nil in memory
 }
 
 // slogBadger routes badger's own logging to slog, keeping only warnings and
@@ -154,7 +152,7 @@ func openBadger(dir string, inMemory, readOnly bool, logger *slog.Logger) (kv KV
 			err = fmt.Errorf("open store %s: %w: badger panicked: %v", dir, ErrCorrupt, r)
 		}
 	}()
-	db, err := badger.OpenManaged(opts)
+	db, err := badger.Open(opts)
 	if err != nil {
 		msg := err.Error()
 		switch {
@@ -169,7 +167,7 @@ func openBadger(dir string, inMemory, readOnly bool, logger *slog.Logger) (kv KV
 			return nil, fmt.Errorf("open store %s: %w: %s", dir, ErrCorrupt, msg)
 		}
 	}
-	bkv := &badgerKV{db: db, clock: newBadgerClock(db)}
+	bkv := &badgerKV{db: db}
 	if !inMemory {
 		bkv.trim = startTableTrimmer(dir, logger)
 	}
@@ -177,14 +175,21 @@ func openBadger(dir string, inMemory, readOnly bool, logger *slog.Logger) (kv KV
 }
 
 // Update runs fn in a read-write transaction, retrying on commit conflicts.
-// It reads at the newest commit applied; commits take the next timestamp
-// one at a time (badgerts.go).
 func (b *badgerKV) Update(fn func(tx Txn) error) error {
 	var err error
 	for attempt := 0; attempt < maxConflictRetries; attempt++ {
-		err = b.update(fn)
-		if !errors.Is(err, badger.ErrConflict) {
+		txn := b.db.NewTransaction(true)
+		err = fn(&badgerTxn{txn: txn})
+		if err != nil {
+			txn.Discard()
 			return err
+		}
+		err = txn.Commit()
+		if !errors.Is(err, badger.ErrConflict) {
+			if err != nil {
+				return fmt.Errorf("commit: %w", err)
+			}
+			return nil
 		}
 		// Tiny, growing backoff so that colliding writers spread out.
 		time.Sleep(time.Duration(attempt+1) * 20 * time.Microsecond)
@@ -192,34 +197,11 @@ func (b *badgerKV) Update(fn func(tx Txn) error) error {
 	return fmt.Errorf("commit after %d attempts: %w", maxConflictRetries, err)
 }
 
-// update is one attempt of Update; badger.ErrConflict when a transaction
-// that committed since it began wrote what it read.
-func (b *badgerKV) update(fn func(tx Txn) error) error {
-	read := b.clock.beginRead()
-	defer b.clock.endRead(read)
-	txn := b.db.NewTransactionAt(read, true)
-	if err := fn(&badgerTxn{txn: txn}); err != nil {
-		txn.Discard()
-		return err
-	}
-	b.clock.write.Lock()
-	defer b.clock.write.Unlock()
-	ts := b.clock.commitTs()
-	if err := txn.CommitAt(ts, nil); err != nil {
-		if errors.Is(err, badger.ErrConflict) {
-			return err
-		}
-		return fmt.Errorf("commit: %w", err)
-	}
-	b.clock.applied(ts)
-	return nil
-}
-
 // View runs fn in a read-only snapshot.
 func (b *badgerKV) View(fn func(tx Txn) error) error {
-	txn, discard := b.snapshot()
-	defer discard()
-	return fn(txn)
+	txn := b.db.NewTransaction(false)
+	defer txn.Discard()
+	return fn(&badgerTxn{txn: txn})
 }
 
 // Sync makes every committed transaction durable.
@@ -293,13 +275,6 @@ func (b *badgerKV) Size() (lsm, vlog int64) { return b.db.Size() }
 // snapshot opens a read-only transaction that stays open until discard,
 // for cachedKV, which opens one only when the cache misses.
 func (b *badgerKV) snapshot() (Txn, func()) {
-	ts := b.clock.beginRead()
-	txn := b.db.NewTransactionAt(ts, false)
-	var once sync.Once
-	return &badgerTxn{txn: txn}, func() {
-		once.Do(func() {
-			txn.Discard()
-			b.clock.endRead(ts)
-		})
-	}
+	txn := b.db.NewTransaction(false)
+	return &badgerTxn{txn: txn}, txn.Discard
 }
