@@ -38,47 +38,70 @@ type mapping struct {
 // pages stay valid: the next access reads them again (from the page cache
 // if the kernel still holds them, else from the file).
 func Trim(dir, suffix string, budget int64) (int64, error) {
-	rss, err := fileRSS()
+	return TrimOver(dir, suffix, budget, 0)
+}
+
+// TrimOver is Trim that also leaves the maps alone while the process's
+// whole RSS is at most rssBudget. MADV_PAGEOUT drops a clean page of a
+// file only this process maps from the page cache as well, so every read
+// of a trimmed page is a read from the disk: trimming is worth its cost
+// only when the RSS it bounds is near its limit, not whenever the maps
+// hold more than the binary.
+func TrimOver(dir, suffix string, fileBudget, rssBudget int64) (int64, error) {
+	file, total, err := readRSS()
 	if err != nil {
 		return 0, err
 	}
-	if rss <= budget {
-		return rss, nil
+	if file <= fileBudget || total <= rssBudget {
+		return file, nil
 	}
 	ms, err := mappings(dir, suffix)
 	if err != nil {
-		return rss, err
+		return file, err
 	}
 	for _, m := range ms {
 		// EINVAL or ENOMEM: the map went away or changed meanwhile,
 		// which the next round sees.
 		_, _, _ = unix.Syscall(unix.SYS_MADVISE, m.start, m.end-m.start, unix.MADV_PAGEOUT)
 	}
-	return rss, nil
+	return file, nil
 }
 
-// fileRSS reads RssFile from /proc/self/status.
-func fileRSS() (int64, error) {
+// readRSS reads RssFile and VmRSS from /proc/self/status.
+func readRSS() (file, total int64, err error) {
 	data, err := os.ReadFile("/proc/self/status")
 	if err != nil {
-		return 0, fmt.Errorf("maptrim: %w", err)
+		return 0, 0, fmt.Errorf("maptrim: %w", err)
 	}
-	for line := range strings.Lines(string(data)) {
-		rest, ok := strings.CutPrefix(line, "RssFile:")
-		if !ok {
+	return parseRSS(string(data))
+}
+
+// parseRSS reads the RssFile and VmRSS lines of a /proc/PID/status text.
+func parseRSS(status string) (file, total int64, err error) {
+	var haveFile, haveTotal bool
+	for line := range strings.Lines(status) {
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok || (name != "RssFile" && name != "VmRSS") {
 			continue
 		}
 		f := strings.Fields(rest)
 		if len(f) != 2 || f[1] != "kB" {
-			break
+			continue
 		}
 		kb, err := strconv.ParseInt(f[0], 10, 64)
 		if err != nil {
-			break
+			continue
 		}
-		return kb << 10, nil
+		if name == "RssFile" {
+			file, haveFile = kb<<10, true
+		} else {
+			total, haveTotal = kb<<10, true
+		}
 	}
-	return 0, fmt.Errorf("maptrim: no RssFile line in /proc/self/status")
+	if !haveFile || !haveTotal {
+		return 0, 0, fmt.Errorf("maptrim: no RssFile or VmRSS line in /proc/self/status")
+	}
+	return file, total, nil
 }
 
 // mappings reads /proc/self/maps for the shared maps of files in dir

@@ -117,3 +117,45 @@ func TestTrimLeavesOtherDirs(t *testing.T) {
 		t.Fatalf("Trim of another dir reclaimed this one's map: %d -> %d", before, after)
 	}
 }
+
+// Under the budget of the whole RSS the maps stay, however much of the
+// file-backed RSS they are: paged out, every later read of them is a read
+// from the disk.
+func TestTrimOverLeavesMapsUnderRSSBudget(t *testing.T) {
+	dir := t.TempDir()
+	const size = 4 << 20
+	mapFile(t, dir, "000001.sst", size)
+	before := mapped(t, dir, ".sst")
+	if _, err := TrimOver(dir, ".sst", 0, 1<<40); err != nil {
+		t.Fatal(err)
+	}
+	if now := mapped(t, dir, ".sst"); now < before {
+		t.Fatalf("TrimOver under the RSS budget reclaimed: %d -> %d", before, now)
+	}
+	if _, err := TrimOver(dir, ".sst", 0, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if after := mapped(t, dir, ".sst"); after > before/4 {
+		t.Fatalf("TrimOver over both budgets: %d bytes still resident of %d", after, before)
+	}
+}
+
+func TestParseRSS(t *testing.T) {
+	for _, tc := range []struct {
+		name, status string
+		file, total  int64
+		err          bool
+	}{
+		{"both", "Name:\tshedfs\nVmRSS:\t  153600 kB\nRssAnon:\t  100000 kB\nRssFile:\t   51200 kB\n", 50 << 20, 150 << 20, false},
+		{"order", "RssFile:\t1 kB\nVmRSS:\t2 kB\n", 1 << 10, 2 << 10, false},
+		{"no VmRSS", "RssFile:\t1 kB\n", 0, 0, true},
+		{"no RssFile", "VmRSS:\t1 kB\n", 0, 0, true},
+		{"bad unit", "RssFile:\t1 MB\nVmRSS:\t2 kB\n", 0, 0, true},
+		{"empty", "", 0, 0, true},
+	} {
+		file, total, err := parseRSS(tc.status)
+		if (err != nil) != tc.err || file != tc.file || total != tc.total {
+			t.Errorf("%s: parseRSS = %d, %d, %v; want %d, %d, error %v", tc.name, file, total, err, tc.file, tc.total, tc.err)
+		}
+	}
+}
