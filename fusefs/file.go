@@ -145,21 +145,12 @@ func (f *FS) release(oi *openInode) {
 		return
 	}
 	if !orphan {
-		if f.deferRelease(oi) {
-			return // persisted with the next batch (releases.go)
-		}
 		// Persisted while every view still finds it open, so that none
 		// reads the record behind what a flush held (hold.go).
 		oi.mu.Lock()
 		f.persistLocked(oi)
 		oi.mu.Unlock()
 	}
-	f.closeIfUnused(oi)
-}
-
-// closeIfUnused ends the open state of oi unless it was opened again
-// since its last release.
-func (f *FS) closeIfUnused(oi *openInode) {
 	f.mu.Lock()
 	if oi.refs > 0 || f.open[oi.ino] != oi {
 		f.mu.Unlock()
@@ -201,40 +192,26 @@ func (f *FS) persistLocked(oi *openInode) syscall.Errno {
 	if !oi.dirty {
 		return 0
 	}
+	size, mtime, held := oi.size, oi.mtime, oi.held
 	unlock := f.acct.Lock(oi.holder)
 	defer unlock()
-	size, set := persistedFieldsLocked(oi)
-	if err := f.persistWritten(oi, set); err != nil {
-		return f.errno("persist size", err)
-	}
-	f.persistedLocked(oi, size)
-	return 0
-}
-
-// persistedFieldsLocked is what a persist of oi stores over its record:
-// the size, times and held attributes (hold.go) of now. oi.mu must be
-// held.
-func persistedFieldsLocked(oi *openInode) (uint64, func(n *metadata.Inode) error) {
-	size, mtime, held := oi.size, oi.mtime, oi.held
-	return size, func(n *metadata.Inode) error {
+	err := f.persistWritten(oi, func(n *metadata.Inode) error {
 		n.Size = size
 		n.Mtime = mtime
 		n.Ctime = mtime
 		held.apply(n)
 		return nil
+	})
+	if err != nil {
+		return f.errno("persist size", err)
 	}
-}
-
-// persistedLocked records that oi's state of size was committed: the
-// pending charge moves into the stored usage. oi.mu and the holder's
-// admission lock must be held.
-func (f *FS) persistedLocked(oi *openInode, size uint64) {
 	f.persists.tick(oi.ino)
 	f.acct.Add(oi.holder, -oi.pendingCharge)
 	oi.pendingCharge = 0
 	oi.persisted = size
 	oi.dirty = false
 	oi.held = heldAttrs{}
+	return 0
 }
 
 // overlay puts the not yet persisted size and times of an open inode over

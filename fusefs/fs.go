@@ -128,9 +128,6 @@ type FS struct {
 
 	// trash is the retention and generation of the trash (trash.go).
 	trash trashState
-	// releases are the files released dirty, persisted in batches
-	// (releases.go).
-	releases releaseQueue
 }
 
 // New prepares the shared state for views of one store. The caller keeps
@@ -175,7 +172,6 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
 	f.locks.share(store, log)
 	f.SettingsChanged()
 	go f.sweeper(f.stopSweep)
-	f.startReleases()
 	go f.trashSweeper(f.stopSweep, f.trashCap)
 	if store.Shared() {
 		go f.markReleaser(f.stopSweep)
@@ -407,7 +403,6 @@ func statfsDisk(path string, out *syscall.Statfs_t) error {
 // Shutdown persists and closes whatever is still open once every view is
 // unmounted, and reclaims inodes that were unlinked while open.
 func (f *FS) Shutdown() {
-	f.stopReleases()
 	f.notify.close()
 	f.mu.Lock()
 	left := make([]*openInode, 0, len(f.open))

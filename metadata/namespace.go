@@ -231,52 +231,44 @@ func (s *Store) Update(ino uint64, fn func(n *Inode) error, admit func(u Usage, 
 func (s *Store) updateInode(ino uint64, fn func(n *Inode) error, admit func(u Usage, l Limit, delta int64) error, also func(o *op) error) (*Inode, error) {
 	var out *Inode
 	err := s.update(func(o *op) error {
-		var err error
-		out, err = o.updateInode(ino, fn, admit, also)
-		return err
+		n, err := o.inode(ino)
+		if err != nil {
+			return err
+		}
+		before := *n
+		if err := fn(n); err != nil {
+			return err
+		}
+		if n.Ino != before.Ino || n.Zone != before.Zone || n.Nlink != before.Nlink ||
+			n.Parent != before.Parent || n.Mode&syscall.S_IFMT != before.Mode&syscall.S_IFMT {
+			return fmt.Errorf("update inode %d: identity, zone, link count or type changed: %w", ino, syscall.EINVAL)
+		}
+		if delta := chargeOf(n) - chargeOf(&before); n.Size != before.Size && n.IsRegular() {
+			h := HolderOf(n.Zone)
+			if admit != nil {
+				u, l, err := o.admission(h)
+				if err != nil {
+					return err
+				}
+				if err := admit(u, l, delta); err != nil {
+					return err
+				}
+			}
+			if err := o.charge(h, delta, 0); err != nil {
+				return err
+			}
+		}
+		o.put(n)
+		out = n
+		if also != nil {
+			return also(o)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	return out, nil
-}
-
-// updateInode is the body of Store.updateInode inside o.
-func (o *op) updateInode(ino uint64, fn func(n *Inode) error, admit func(u Usage, l Limit, delta int64) error, also func(o *op) error) (*Inode, error) {
-	n, err := o.inode(ino)
-	if err != nil {
-		return nil, err
-	}
-	before := *n
-	if err := fn(n); err != nil {
-		return nil, err
-	}
-	if n.Ino != before.Ino || n.Zone != before.Zone || n.Nlink != before.Nlink ||
-		n.Parent != before.Parent || n.Mode&syscall.S_IFMT != before.Mode&syscall.S_IFMT {
-		return nil, fmt.Errorf("update inode %d: identity, zone, link count or type changed: %w", ino, syscall.EINVAL)
-	}
-	if delta := chargeOf(n) - chargeOf(&before); n.Size != before.Size && n.IsRegular() {
-		h := HolderOf(n.Zone)
-		if admit != nil {
-			u, l, err := o.admission(h)
-			if err != nil {
-				return nil, err
-			}
-			if err := admit(u, l, delta); err != nil {
-				return nil, err
-			}
-		}
-		if err := o.charge(h, delta, 0); err != nil {
-			return nil, err
-		}
-	}
-	o.put(n)
-	if also != nil {
-		if err := also(o); err != nil {
-			return nil, err
-		}
-	}
-	return n, nil
 }
 
 // Link adds name in newParent for the existing non-directory inode ino
