@@ -435,12 +435,11 @@ func (f *FS) holdersOf(except *View, items []inval) map[*View][]inval {
 			if it.was != noneBefore {
 				views = f.known.holders(it.was, except, views)
 			}
-		} else if it.name != "" {
-			views = f.known.holders(it.ino, except, buf[:0])
-		} else if it.off > 0 || it.len > 0 {
-			// A range of pages: the kernel keeps the others and reads
-			// them without asking, so a view told of one range must
-			// still be told of the next.
+		} else if it.name != "" || it.off > 0 || it.len > 0 {
+			// An entry of a directory, or a range of pages: every
+			// view holding the inode. The kernel keeps the other
+			// pages and reads them without asking, so a view told of
+			// one range must still be told of the next.
 			views = f.known.holders(it.ino, except, buf[:0])
 		} else {
 			// Of an inode, only the views whose cache of it was not
