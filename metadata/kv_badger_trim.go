@@ -63,7 +63,7 @@ func startTableTrimmer(dir string, logger *slog.Logger) *tableTrimmer {
 				return
 			case <-tick.C:
 			}
-			if _, err := maptrim.TrimOver(dir, ".sst", fileRSSBudget, rssBudget); err != nil && !warned {
+			if _, err := maptrim.Trim(dir, ".sst", fileRSSBudget, rssBudget); err != nil && !warned {
 				warned = true
 				logger.Warn("metadata: cannot trim the table maps", "err", err)
 			}

@@ -7,7 +7,7 @@
 // MiB of its 80 MiB of tables).
 //
 // Trim hands such pages back: when the process's file-backed RSS is over a
-// budget, it asks the kernel to reclaim the pages of the chosen files' maps
+// budget (and its whole RSS over another), it asks the kernel to reclaim the pages of the chosen files' maps
 // (MADV_PAGEOUT), as it would under memory pressure. MADV_PAGEOUT is used, not MADV_DONTNEED,
 // because the list of maps is read before the advice is given: a map the
 // owner unmapped in between may already hold other memory, and
@@ -32,22 +32,16 @@ type mapping struct {
 
 // Trim reclaims the pages of this process's shared maps of the files in
 // dir whose names end in suffix once the process's file-backed RSS (its
-// binary, libraries and every file map) is over budget, and returns that
-// RSS as it was. Both are read from files of /proc that cost little (the
-// kernel keeps the RSS counted; smaps would walk every page table). The
-// pages stay valid: the next access reads them again (from the page cache
-// if the kernel still holds them, else from the file).
-func Trim(dir, suffix string, budget int64) (int64, error) {
-	return TrimOver(dir, suffix, budget, 0)
-}
-
-// TrimOver is Trim that also leaves the maps alone while the process's
-// whole RSS is at most rssBudget. MADV_PAGEOUT drops a clean page of a
+// binary, libraries and every file map) is over fileBudget and its whole
+// RSS over rssBudget, and returns the file-backed RSS as it was. Both are
+// read from /proc/self/status, which costs little (the kernel keeps the
+// RSS counted; smaps would walk every page table). The pages stay valid:
+// the next access reads them again. MADV_PAGEOUT drops a clean page of a
 // file only this process maps from the page cache as well, so every read
 // of a trimmed page is a read from the disk: trimming is worth its cost
-// only when the RSS it bounds is near its limit, not whenever the maps
-// hold more than the binary.
-func TrimOver(dir, suffix string, fileBudget, rssBudget int64) (int64, error) {
+// only when the RSS it bounds is near its limit (rssBudget), not whenever
+// the maps hold more than the binary.
+func Trim(dir, suffix string, fileBudget, rssBudget int64) (int64, error) {
 	file, total, err := readRSS()
 	if err != nil {
 		return 0, err

@@ -78,7 +78,7 @@ func TestTrimReclaimsOverBudget(t *testing.T) {
 		t.Fatalf("Mapped = %d after reading every page of a %d-byte map, want most of it", before, size)
 	}
 	// Under the budget nothing is reclaimed.
-	rss, err := Trim(dir, ".sst", 1<<40)
+	rss, err := Trim(dir, ".sst", 1<<40, 0)
 	if err != nil || rss < 2*size*3/4 {
 		t.Fatalf("Trim under budget = %d, %v; want the file-backed RSS (at least the two maps), nil", rss, err)
 	}
@@ -86,7 +86,7 @@ func TestTrimReclaimsOverBudget(t *testing.T) {
 		t.Fatalf("Trim under budget reclaimed: %d -> %d", before, now)
 	}
 	// Over it, the table's pages go; other files' maps stay.
-	if _, err := Trim(dir, ".sst", 1<<20); err != nil {
+	if _, err := Trim(dir, ".sst", 1<<20, 0); err != nil {
 		t.Fatal(err)
 	}
 	after := mapped(t, dir, ".sst")
@@ -98,7 +98,7 @@ func TestTrimReclaimsOverBudget(t *testing.T) {
 	}
 	// The pages still hold what the file holds.
 	table[0], other[0] = 7, 7
-	if _, err := Trim(dir, ".sst", 0); err != nil {
+	if _, err := Trim(dir, ".sst", 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	if table[0] != 7 {
@@ -110,7 +110,7 @@ func TestTrimLeavesOtherDirs(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
 	mapFile(t, a, "000001.sst", 1<<20)
 	before := mapped(t, a, ".sst")
-	if _, err := Trim(b, ".sst", 0); err != nil {
+	if _, err := Trim(b, ".sst", 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	if after := mapped(t, a, ".sst"); after < before {
@@ -121,22 +121,22 @@ func TestTrimLeavesOtherDirs(t *testing.T) {
 // Under the budget of the whole RSS the maps stay, however much of the
 // file-backed RSS they are: paged out, every later read of them is a read
 // from the disk.
-func TestTrimOverLeavesMapsUnderRSSBudget(t *testing.T) {
+func TestTrimLeavesMapsUnderRSSBudget(t *testing.T) {
 	dir := t.TempDir()
 	const size = 4 << 20
 	mapFile(t, dir, "000001.sst", size)
 	before := mapped(t, dir, ".sst")
-	if _, err := TrimOver(dir, ".sst", 0, 1<<40); err != nil {
+	if _, err := Trim(dir, ".sst", 0, 1<<40); err != nil {
 		t.Fatal(err)
 	}
 	if now := mapped(t, dir, ".sst"); now < before {
-		t.Fatalf("TrimOver under the RSS budget reclaimed: %d -> %d", before, now)
+		t.Fatalf("Trim under the RSS budget reclaimed: %d -> %d", before, now)
 	}
-	if _, err := TrimOver(dir, ".sst", 0, 1<<20); err != nil {
+	if _, err := Trim(dir, ".sst", 0, 1<<20); err != nil {
 		t.Fatal(err)
 	}
 	if after := mapped(t, dir, ".sst"); after > before/4 {
-		t.Fatalf("TrimOver over both budgets: %d bytes still resident of %d", after, before)
+		t.Fatalf("Trim over both budgets: %d bytes still resident of %d", after, before)
 	}
 }
 
