@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/shedfs/shedfs/metadata"
 )
 
 // smallDisk makes a filesystem of size bytes for one test: an ext4 image
@@ -241,4 +243,93 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// fullDiskCommitsEnv makes the test binary the child of
+// TestCommitsOnDiskFilledFromOutside: it names the small disk to use.
+const fullDiskCommitsEnv = "SHEDFS_TEST_FULL_DISK_COMMITS"
+
+// TestCommitsOnDiskFilledFromOutside opens a metadata store on a small
+// disk, lets a host process fill the disk to its last block, and commits
+// 1 MiB of records (a quarter of a memtable, so badger starts no new log
+// and flushes no table). Badger writes its memtable log through a memory
+// map of a sparse file, and a page without a block behind it kills the
+// process with SIGBUS; the store allocates the log's blocks when it opens
+// it, so these commits need none. The store runs in a child process: the
+// failure is a dead process.
+func TestCommitsOnDiskFilledFromOutside(t *testing.T) {
+	disk := smallDisk(t, 48<<20)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), fullDiskCommitsEnv+"="+disk)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("commits on a disk filled from outside: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "disk full, records committed") {
+		t.Fatalf("the child did not fill the disk and commit:\n%s", out)
+	}
+}
+
+// fullDiskCommitsMain is the child of TestCommitsOnDiskFilledFromOutside.
+func fullDiskCommitsMain(disk string) int {
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(os.Stderr, format+"\n", args...)
+		return 1
+	}
+	st, err := metadata.Open(filepath.Join(disk, "meta"), metadata.Options{})
+	if err != nil {
+		return fail("open: %v", err)
+	}
+	filler := filepath.Join(disk, "filler")
+	if err := fillDisk(filler); err != nil {
+		return fail("fill the disk: %v", err)
+	}
+	records := make([]metadata.AuditRecord, 0, 100)
+	for i := range 5000 { // about 1 MiB in the log
+		records = append(records, metadata.AuditRecord{
+			Time: time.Now(), User: "alice", Op: "write", Result: "ok",
+			Path: fmt.Sprintf("/a/path/long/enough/to/fill/a/page/soon/%0100d", i),
+		})
+		if len(records) == cap(records) {
+			if err := st.AppendAudit(records); err != nil {
+				return fail("append: %v", err)
+			}
+			records = records[:0]
+		}
+	}
+	fmt.Println("disk full, records committed")
+	// Closing flushes the memtable to a table, which needs blocks.
+	if err := os.Remove(filler); err != nil {
+		return fail("remove the filler: %v", err)
+	}
+	if err := st.Close(); err != nil {
+		return fail("close: %v", err)
+	}
+	return 0
+}
+
+// fillDisk takes every free block of the disk of path into the file path,
+// as a host process filling the disk would: fallocate in ever smaller
+// pieces until not even one block is left. (statfs still reports a few
+// hundred blocks free then: ext4 keeps them for its own extent changes,
+// and gives them to no file, root's or not.)
+func fillDisk(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var off int64
+	for size := int64(64 << 20); size >= 4096; {
+		err := unix.Fallocate(int(f.Fd()), 0, off, size)
+		switch {
+		case err == nil:
+			off += size
+		case errors.Is(err, unix.ENOSPC):
+			size /= 2
+		default:
+			return fmt.Errorf("fallocate %s: %w", path, err)
+		}
+	}
+	return nil
 }

@@ -44,6 +44,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(lockerEnv) != "" {
 		os.Exit(lockerMain(os.Args[1:]))
 	}
+	if disk := os.Getenv(fullDiskCommitsEnv); disk != "" {
+		os.Exit(fullDiskCommitsMain(disk))
+	}
 	flag.Parse()
 	code, err := run(m)
 	if err != nil {

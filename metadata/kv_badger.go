@@ -19,8 +19,9 @@ const maxConflictRetries = 100
 
 // badgerKV is the embedded KV engine of a single-machine store.
 type badgerKV struct {
-	db   *badger.DB
-	trim *tableTrimmer // nil in memory
+	db       *badger.DB
+	trim     *tableTrimmer       // nil in memory
+	prealloc *memLogPreallocator // nil in memory or read-only
 }
 
 // slogBadger routes badger's own logging to slog, keeping only warnings and
@@ -170,6 +171,9 @@ func openBadger(dir string, inMemory, readOnly bool, logger *slog.Logger) (kv KV
 	bkv := &badgerKV{db: db}
 	if !inMemory {
 		bkv.trim = startTableTrimmer(dir, logger)
+		if !readOnly {
+			bkv.prealloc = startMemLogPreallocator(dir, logger)
+		}
 	}
 	return bkv, nil
 }
@@ -215,6 +219,7 @@ func (b *badgerKV) Sync() error {
 // Close releases the database.
 func (b *badgerKV) Close() error {
 	b.trim.close()
+	b.prealloc.close()
 	if err := b.db.Close(); err != nil {
 		return fmt.Errorf("close metadata: %w", err)
 	}

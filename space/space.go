@@ -201,6 +201,9 @@ func (g *Guard) spaceLocked() acl.Space {
 
 // freshLocked measures again when the last measurement is stale. A
 // failing statfs keeps the last figures (and is retried after Refresh).
+// A measurement that finds less free than the metadata engine needs
+// releases the reserve at once instead of at the next tick: every write
+// of the engine until then may need a block the disk no longer has.
 func (g *Guard) freshLocked() {
 	now := g.opts.now()
 	if now.Sub(g.at) < g.opts.Refresh && g.since < g.opts.RefreshBytes {
@@ -208,6 +211,23 @@ func (g *Guard) freshLocked() {
 	}
 	if err := g.measureLocked(now); err != nil {
 		g.at = now
+		g.opts.Logger.Error("measure the store's disk", "err", err)
+		return
+	}
+	if reserveStep(g.free, g.reserved, g.headroom, g.opts.Slack) == 0 && g.reserved > 0 {
+		g.releaseForMetadataLocked(g.headroom)
+	}
+}
+
+// releaseForMetadataLocked releases the reserve because less than the
+// headroom h is free, and measures again. g.mu must be held.
+func (g *Guard) releaseForMetadataLocked(h int64) {
+	free := g.free
+	g.releaseLocked()
+	g.remake = h
+	g.opts.Logger.Warn("the store's disk is nearly full: reserve released for the metadata; growth is refused until space is freed",
+		"free", free, "needed", h)
+	if err := g.measureLocked(g.opts.now()); err != nil {
 		g.opts.Logger.Error("measure the store's disk", "err", err)
 	}
 }
@@ -288,19 +308,14 @@ func (g *Guard) tick() {
 	}
 	switch want := reserveStep(g.free, g.reserved, h, g.opts.Slack); {
 	case want == 0 && g.reserved > 0:
-		g.releaseLocked()
-		g.remake = h
-		g.opts.Logger.Warn("the store's disk is nearly full: reserve released for the metadata; growth is refused until space is freed",
-			"free", g.free, "needed", h)
+		g.releaseForMetadataLocked(h)
 	case want > g.reserved:
 		if err := g.makeReserveLocked(want); err != nil {
 			g.opts.Logger.Warn("make the store's reserve", "err", err)
 		}
-	default:
-		return
-	}
-	if err := g.measureLocked(g.opts.now()); err != nil {
-		g.opts.Logger.Error("measure the store's disk", "err", err)
+		if err := g.measureLocked(g.opts.now()); err != nil {
+			g.opts.Logger.Error("measure the store's disk", "err", err)
+		}
 	}
 }
 

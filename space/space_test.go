@@ -255,3 +255,52 @@ func TestStartClose(t *testing.T) {
 		t.Fatal("the loop made no reserve")
 	}
 }
+
+// TestReserveReleasedByMeasurement: a measurement made for growth or for
+// Short that finds less free than the headroom releases the reserve at
+// once; the metadata engine must not wait a tick for its blocks.
+func TestReserveReleasedByMeasurement(t *testing.T) {
+	for _, ask := range []struct {
+		name string
+		ask  func(g *Guard)
+	}{
+		{"Admit", func(g *Guard) { g.Admit(mb, 0) }},
+		{"Short", func(g *Guard) { g.Short() }},
+	} {
+		t.Run(ask.name, func(t *testing.T) {
+			dir := t.TempDir()
+			d := &fakeDisk{free: 100 * mb}
+			now := time.Unix(1000, 0)
+			g, err := Open(dir, Options{
+				Headroom: func() int64 { return 4 * mb },
+				Slack:    mb,
+				statfs:   d.statfs,
+				now:      func() time.Time { return now },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.tick()
+			p := filepath.Join(dir, ReserveName)
+			if allocated(p) != 4*mb {
+				t.Fatal("no reserve made")
+			}
+			d.set(3 * mb) // another process filled the disk
+			ask.ask(g)
+			if allocated(p) != 4*mb {
+				t.Fatal("reserve released before the measurement was stale")
+			}
+			now = now.Add(DefaultRefresh)
+			ask.ask(g)
+			if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("reserve not released by a fresh measurement: %v", err)
+			}
+			if f := g.Figures(); f.Reserve != 0 || f.Keep != 4*mb+mb+4*mb {
+				t.Fatalf("figures after the release: %+v", f)
+			}
+			if !g.Short() {
+				t.Error("Short: false with 3 MiB free and 4 MiB needed")
+			}
+		})
+	}
+}
