@@ -99,6 +99,9 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if b, ok := kv.(*badgerKV); ok && !opts.ReadOnly {
+		kv = newWriteBehind(b, logger)
+	}
 	s, err := openKV(kv, dir, opts.ReadOnly, logger)
 	if err != nil {
 		kv.Close()
