@@ -195,13 +195,15 @@ func (w *writeBehind) view() *behindView {
 
 func (v *behindView) release() { v.snap.release() }
 
+// Get returns a copy, as badger's Get does: the pending value is shared
+// by every reader.
 func (v *behindView) Get(key []byte) ([]byte, error) {
 	for i, l := range v.layers {
 		if e, ok := l.lookup(string(key), v.lens[i]); ok {
 			if e.del {
 				return nil, ErrNotFound
 			}
-			return e.val, nil
+			return bytes.Clone(e.val), nil
 		}
 	}
 	return v.base.Get(key)
@@ -260,7 +262,7 @@ func (v *behindView) Scan(prefix, start []byte, fn func(key, value []byte) error
 			if e.del {
 				continue
 			}
-			if err := fn([]byte(e.key), e.val); err != nil {
+			if err := fn([]byte(e.key), slices.Clip(e.val)); err != nil {
 				return err
 			}
 		}
@@ -278,7 +280,7 @@ func (v *behindView) Scan(prefix, start []byte, fn func(key, value []byte) error
 			if e.del {
 				return nil
 			}
-			value = e.val
+			value = slices.Clip(e.val)
 		}
 		err := fn(key, value)
 		stopped = errors.Is(err, errStopScan)
@@ -309,7 +311,7 @@ func (t *behindWrite) Get(key []byte) ([]byte, error) {
 		if t.writes[i].del {
 			return nil, ErrNotFound
 		}
-		return t.writes[i].val, nil
+		return bytes.Clone(t.writes[i].val), nil
 	}
 	return t.behindView.Get(key)
 }
