@@ -80,6 +80,9 @@ const (
 	// flushEntries writes the active layer at once when it holds this
 	// many writes, so that the pending log a Scan reads stays short.
 	flushEntries = 2048
+	// maxPending is where an Update waits for the flushes: while one is
+	// under way, the next layer may grow past flushEntries.
+	maxPending = 4 * flushEntries
 )
 
 // newWriteBehind puts a write-behind layer over an open badger store and
@@ -402,13 +405,23 @@ func (w *writeBehind) Update(fn func(tx Txn) error) error {
 		l.latest[e.key] = base + int32(i)
 	}
 	l.ends = append(l.ends, int32(len(l.ents)))
-	full := len(l.ents) >= flushEntries
+	n := len(l.ents)
 	l.mu.Unlock()
 	w.mu.Unlock()
-	if first || full {
+	if first || n >= flushEntries {
 		select {
 		case w.kick <- struct{}{}:
 		default:
+		}
+	}
+	if n >= maxPending {
+		// badger is behind (a flush stalled on its level 0): wait for
+		// it, as a commit to badger itself would, and write this
+		// layer too, so that memory and the Scans' merge stay bounded.
+		// This commit is made either way; a failed flush fails the
+		// next Updates.
+		if err := w.flush(); err != nil {
+			w.log.Error("metadata: writing pending changes to the store failed; further changes are refused", "err", err)
 		}
 	}
 	return nil
