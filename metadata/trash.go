@@ -496,7 +496,104 @@ func (s *Store) EvictTrash(h Holder, bytes, inodes int64, unused func(uint64) bo
 // first across holders, as many as needed to bring the trash of the
 // holders capped (those without a byte limit) under capBytes (0: no cap).
 // Open ones are skipped. It works in batches and returns what it freed.
+//
+// Trash keys are in time order within a holder, so the expired files are
+// each holder's first ones: the sweep reads those and stops, and reads the
+// whole trash only when the capped holders' trash (their tallies,
+// TrashUsage) is over capBytes. It used to read and decode the whole trash
+// every minute: with the 150,000 files three rounds of the benchmark
+// keep, 5% of the daemon's CPU.
 func (s *Store) ExpireTrash(cutoff time.Time, capped func(Holder) bool, capBytes int64, unused func(uint64) bool) ([]*Inode, error) {
+	victims, overCap, err := s.expiredTrash(cutoff, capped, capBytes, unused)
+	if err != nil {
+		return nil, err
+	}
+	if overCap {
+		if victims, err = s.trashToExpire(cutoff, capped, capBytes, unused); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.pruneRenames(cutoff); err != nil {
+		return nil, err
+	}
+	return s.purgeEntries(victims)
+}
+
+// expiredTrash returns the kept files removed before cutoff, not open,
+// reading only those (and one more per holder), and whether the capped
+// holders' trash, less them, is still over capBytes.
+func (s *Store) expiredTrash(cutoff time.Time, capped func(Holder) bool, capBytes int64, unused func(uint64) bool) (victims []TrashEntry, overCap bool, err error) {
+	holders, err := s.trashHolders()
+	if err != nil {
+		return nil, false, err
+	}
+	var capTotal int64
+	for _, h := range holders {
+		isCapped := capped != nil && capped(h)
+		if capBytes > 0 && isCapped {
+			u, err := s.TrashUsage(h)
+			if err != nil {
+				return nil, false, err
+			}
+			capTotal += u.Bytes
+		}
+		err := s.kv.View(func(tx Txn) error {
+			return tx.Scan(trashHolderPrefix(h), nil, func(k, v []byte) error {
+				e, err := decodeTrash(k, v)
+				if err != nil {
+					return err
+				}
+				if !e.Time.Before(cutoff) {
+					return errStopScan
+				}
+				if unused != nil && !unused(e.Ino) {
+					return nil
+				}
+				if isCapped {
+					capTotal -= keptCharge(e.Mode, e.Size).Bytes
+				}
+				victims = append(victims, e)
+				return nil
+			})
+		})
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	return victims, capBytes > 0 && capTotal > capBytes, nil
+}
+
+// trashHolders lists the holders that have a trash, one short scan each.
+func (s *Store) trashHolders() ([]Holder, error) {
+	var out []Holder
+	start := []byte{pTrash}
+	for {
+		var next []byte
+		err := s.kv.View(func(tx Txn) error {
+			return tx.Scan([]byte{pTrash}, start, func(k, _ []byte) error {
+				h, ok := trashKeyHolder(k)
+				if !ok {
+					return fmt.Errorf("trash key %x: %w", k, ErrCorrupt)
+				}
+				out = append(out, h)
+				// Past every key of h: its prefix ends in 0, so
+				// the prefix with 1 in its place follows them.
+				next = trashHolderPrefix(h)
+				next[len(next)-1] = 1
+				return errStopScan
+			})
+		})
+		if err != nil || next == nil {
+			return out, err
+		}
+		start = next
+	}
+}
+
+// trashToExpire is ExpireTrash's choice over the whole trash: the files
+// removed before cutoff, then, oldest first across the capped holders,
+// as many as bring their trash under capBytes.
+func (s *Store) trashToExpire(cutoff time.Time, capped func(Holder) bool, capBytes int64, unused func(uint64) bool) ([]TrashEntry, error) {
 	all, err := s.ListTrash(nil)
 	if err != nil {
 		return nil, err
@@ -525,10 +622,7 @@ func (s *Store) ExpireTrash(cutoff time.Time, capped func(Holder) bool, capBytes
 		}
 		victims = append(victims, e)
 	}
-	if err := s.pruneRenames(cutoff); err != nil {
-		return nil, err
-	}
-	return s.purgeEntries(victims)
+	return victims, nil
 }
 
 // EvictOldest purges the oldest kept files of any holder, skipping open

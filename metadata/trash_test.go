@@ -141,3 +141,62 @@ func TestKeepVersion(t *testing.T) {
 		t.Fatalf("check: %+v", rep.Problems)
 	}
 }
+
+// TestExpireTrashByHolder: the sweep purges each holder's files removed
+// before the cutoff (time order within a holder) and keeps the rest and
+// open ones; over the cap it purges the oldest across the capped holders.
+func TestExpireTrashByHolder(t *testing.T) {
+	s := newStore(t)
+	roots := map[string]uint64{"share": s.ShareRoot()}
+	for _, u := range []string{"al", "alice"} { // "al" is a prefix of "alice"
+		roots[u] = must[*User](t)(s.AddUser(u)).Roots.Private
+	}
+	del := func(where, name string) uint64 {
+		t.Helper()
+		n := must[*Inode](t)(s.Create(roots[where], name, file(0o644), nil))
+		size(t, s, n.Ino, uint64(ChargeUnit))
+		if _, _, _, err := s.UnlinkTrash(roots[where], name, false, nil, &TrashNote{Why: TrashUnlink, Path: name}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Millisecond)
+		return n.Ino
+	}
+	old := map[uint64]bool{}
+	for _, where := range []string{"share", "al", "alice"} {
+		old[del(where, "old1")] = true
+		old[del(where, "old2")] = true
+	}
+	open := del("alice", "old-open")
+	cutoff := time.Now()
+	time.Sleep(time.Millisecond)
+	var recent []uint64
+	for _, where := range []string{"share", "al", "alice"} {
+		recent = append(recent, del(where, "new"))
+	}
+	unused := func(ino uint64) bool { return ino != open }
+	gone := must[[]*Inode](t)(s.ExpireTrash(cutoff, nil, 0, unused))
+	if len(gone) != len(old) {
+		t.Fatalf("expired %d files, want the %d old ones", len(gone), len(old))
+	}
+	for _, n := range gone {
+		if !old[n.Ino] {
+			t.Errorf("expired %d, which is not an old one", n.Ino)
+		}
+	}
+	left := must[[]TrashEntry](t)(s.ListTrash(nil))
+	if len(left) != 4 {
+		t.Fatalf("left %+v, want the open one and the three new ones", left)
+	}
+	// Over a cap of one file's charge on the users' trash (three files):
+	// theirs go oldest first, the open one skipped, until what is left
+	// (the open one) fits; share's is not capped.
+	capped := func(h Holder) bool { return h != "share" }
+	gone = must[[]*Inode](t)(s.ExpireTrash(cutoff, capped, ChargeUnit, unused))
+	if len(gone) != 2 || gone[0].Ino != recent[1] || gone[1].Ino != recent[2] {
+		t.Fatalf("over the cap expired %+v, want the users' new files %d, %d", gone, recent[1], recent[2])
+	}
+	rep := must[*Report](t)(s.Check(nil, false, nil))
+	if len(rep.Problems) != 0 {
+		t.Fatalf("check: %+v", rep.Problems)
+	}
+}
