@@ -273,3 +273,34 @@ func TestWriteBehindConsistentReads(t *testing.T) {
 	}
 	t.Logf("%d reads, %d flushes", reads, w.flushes.Load())
 }
+
+// TestWriteBehindScanByHead: a Scan under a record kind and inode number
+// (a directory's entries) reads the pending entries filed under it, and
+// only those, in every layer.
+func TestWriteBehindScanByHead(t *testing.T) {
+	w := openBehind(t, "")
+	defer w.Close()
+	dir, other := string(entryPrefix(7)), string(entryPrefix(8))
+	set(t, w, dir+"a", "1", dir+"c", "3", other+"a", "x")
+	if err := w.flush(); err != nil {
+		t.Fatal(err)
+	}
+	set(t, w, dir+"b", "2", dir+"c", "-", other+"b", "y")
+	tx, done := w.snapshot()
+	defer done()
+	set(t, w, dir+"d", "4") // after the snapshot
+	w.View(func(now Txn) error {
+		got := scanAll(t, now, dir, "")
+		if want := []string{dir + "a=1", dir + "b=2", dir + "d=4"}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("scan of the directory: %q, want %q", got, want)
+		}
+		return nil
+	})
+	got := scanAll(t, tx, dir, "")
+	if want := []string{dir + "a=1", dir + "b=2"}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("scan of the directory at the snapshot: %q, want %q", got, want)
+	}
+	if got := scanAll(t, tx, other, ""); len(got) != 2 {
+		t.Errorf("scan of the other directory: %q", got)
+	}
+}
