@@ -319,6 +319,17 @@ func (t *behindWrite) Get(key []byte) ([]byte, error) {
 	return t.behindView.Get(key)
 }
 
+// A badger transaction starts counted as one entry of len("!badger!txn")
+// + 10 bytes, its end marker (badger's newTransaction).
+const (
+	txnBaseCount int64 = 1
+	txnBaseSize  int64 = int64(len("!badger!txn")) + 10
+)
+
+// entrySize is what badger counts for one write (Txn.checkSize): the
+// key and value, their two meta bytes and the version in the key.
+func entrySize(keyLen, valueLen int) int64 { return int64(keyLen+valueLen) + 2 + 10 }
+
 // put records a write, refusing what badger would refuse in one
 // transaction (ErrTxnTooBig, which callers that can split their work look
 // for), counted as badger counts it.
@@ -326,7 +337,7 @@ func (t *behindWrite) put(key, value []byte, del bool) error {
 	if len(key) == 0 {
 		return badger.ErrEmptyKey
 	}
-	count, size := t.count+1, t.size+int64(len(key)+len(value))+2+10
+	count, size := t.count+1, t.size+entrySize(len(key), len(value))
 	if count >= t.db.MaxBatchCount() || size >= t.db.MaxBatchSize() {
 		return badger.ErrTxnTooBig
 	}
@@ -379,7 +390,7 @@ func (w *writeBehind) Update(fn func(tx Txn) error) error {
 	}
 	v := w.view()
 	defer v.release()
-	t := &behindWrite{behindView: v, db: w.db}
+	t := &behindWrite{behindView: v, db: w.db, count: txnBaseCount, size: txnBaseSize}
 	if err := fn(t); err != nil {
 		return err
 	}
@@ -529,7 +540,7 @@ func (w *writeBehind) write(l *pendingLayer) error {
 	from := int32(0)
 	for from < int32(len(l.ents)) {
 		// Take whole Updates while they fit (each fit alone).
-		to, count, size := from, int64(1), int64(10)
+		to, count, size := from, txnBaseCount, txnBaseSize
 		for _, end := range l.ends {
 			if end <= to {
 				continue
@@ -537,7 +548,7 @@ func (w *writeBehind) write(l *pendingLayer) error {
 			c, s := count, size
 			for _, e := range l.ents[to:end] {
 				c++
-				s += int64(len(e.key)+len(e.val)) + 2 + 10
+				s += entrySize(len(e.key), len(e.val))
 			}
 			if to > from && (c >= maxCount || s >= maxSize) {
 				break

@@ -304,3 +304,31 @@ func TestWriteBehindScanByHead(t *testing.T) {
 		t.Errorf("scan of the other directory: %q", got)
 	}
 }
+
+// TestWriteBehindLargestUpdate: an Update filled until it is refused
+// (ErrTxnTooBig) keeps what it had, and badger takes that in one
+// transaction when it is flushed: the two count alike.
+func TestWriteBehindLargestUpdate(t *testing.T) {
+	for _, valSize := range []int{0, 100, 1000} {
+		w := openBehind(t, "")
+		val := make([]byte, valSize)
+		n := 0
+		if err := w.Update(func(tx Txn) error {
+			for ; ; n++ {
+				err := tx.Set([]byte(fmt.Sprintf("key%08d", n)), val)
+				if errors.Is(err, badger.ErrTxnTooBig) {
+					return nil
+				}
+				if err != nil {
+					return err
+				}
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Sync(); err != nil {
+			t.Fatalf("values of %d bytes: flush of an update of %d writes: %v", valSize, n, err)
+		}
+		w.Close()
+	}
+}
