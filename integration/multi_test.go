@@ -145,11 +145,20 @@ func TestEtcdTwoDaemons(t *testing.T) {
 	mustWrite(t, ga("held"), held, 0o644)
 	var fd *os.File
 	if _, ok := within(2*time.Second, func() bool {
-		var err error
-		fd, err = os.Open(gb("held"))
-		return err == nil
+		// The name can reach B before the size A's close stored (the
+		// change feed brings them apart): open once B has both.
+		f, err := os.Open(gb("held"))
+		if err != nil {
+			return false
+		}
+		if fi, err := f.Stat(); err != nil || fi.Size() != int64(len(held)) {
+			f.Close()
+			return false
+		}
+		fd = f
+		return true
 	}); !ok {
-		t.Fatal("held from A not opened on B")
+		t.Fatal("held from A not opened on B with its content")
 	}
 	defer fd.Close()
 	wantOK(t, "rm on A of a file open on B", os.Remove(ga("held")))
