@@ -175,8 +175,10 @@ type behindView struct {
 	layers []*pendingLayer
 	lens   []int32
 	snap   *sharedSnapshot
-	base   badgerTxn
 }
+
+// base reads the badger snapshot under the layers.
+func (v *behindView) base() *badgerTxn { return &badgerTxn{txn: v.snap.txn} }
 
 // view takes a read snapshot; release gives it back.
 func (w *writeBehind) view() *behindView {
@@ -184,7 +186,6 @@ func (w *writeBehind) view() *behindView {
 	defer w.mu.Unlock()
 	v := &behindView{snap: w.snap}
 	w.snap.refs.Add(1)
-	v.base = badgerTxn{txn: w.snap.txn}
 	for i := len(w.layers) - 1; i >= 0; i-- {
 		l := w.layers[i]
 		l.mu.Lock()
@@ -209,7 +210,7 @@ func (v *behindView) Get(key []byte) ([]byte, error) {
 			return bytes.Clone(e.val), nil
 		}
 	}
-	return v.base.Get(key)
+	return v.base().Get(key)
 }
 
 func (v *behindView) Set([]byte, []byte) error { return errReadOnlyTxn }
@@ -222,10 +223,11 @@ var errReadOnlyTxn = errors.New("write in a read-only transaction")
 // at or after start, in key order.
 func (v *behindView) pendingUnder(prefix, start []byte) []pendingEntry {
 	var found map[string]pendingEntry
+	p, from := string(prefix), string(start)
 	// Oldest layer first, so that a newer write replaces an older one.
 	for i := len(v.layers) - 1; i >= 0; i-- {
 		for _, e := range v.layers[i].entries(v.lens[i]) {
-			if !strings.HasPrefix(e.key, string(prefix)) || e.key < string(start) {
+			if !strings.HasPrefix(e.key, p) || e.key < from {
 				continue
 			}
 			if found == nil {
@@ -254,7 +256,7 @@ func (v *behindView) Scan(prefix, start []byte, fn func(key, value []byte) error
 	}
 	pend := v.pendingUnder(prefix, start)
 	if len(pend) == 0 {
-		return v.base.Scan(prefix, start, fn)
+		return v.base().Scan(prefix, start, fn)
 	}
 	// emit calls fn for the pending writes before key (all of them
 	// with key nil).
@@ -272,7 +274,7 @@ func (v *behindView) Scan(prefix, start []byte, fn func(key, value []byte) error
 		return nil
 	}
 	stopped := false
-	err := v.base.Scan(prefix, start, func(key, value []byte) error {
+	err := v.base().Scan(prefix, start, func(key, value []byte) error {
 		if err := emit(key); err != nil {
 			stopped = errors.Is(err, errStopScan)
 			return err
