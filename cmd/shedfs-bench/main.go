@@ -55,6 +55,18 @@ func main() {
 		return
 	}
 
+	if len(os.Args) > 1 && (os.Args[1] == serveMemfsArg || os.Args[1] == "-"+serveMemfsArg) {
+		if len(os.Args) != 3 && (len(os.Args) != 4 || os.Args[3] != "writeback") {
+			fmt.Fprintf(os.Stderr, "shedfs-bench: usage: shedfs-bench %s MNT [writeback]\n", serveMemfsArg)
+			os.Exit(2)
+		}
+		if err := serveMemfs(os.Args[2], len(os.Args) == 4); err != nil {
+			fmt.Fprintf(os.Stderr, "shedfs-bench: serve memfs: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
+
 	cfg, err := parseFlags(os.Args[1:])
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -44,6 +44,11 @@ func allTargets() []target {
 	return []target{
 		{Name: "native", Start: startNative},
 		{Name: "loopback", Compare: []string{"native"}, Start: startLoopback},
+		// The ceiling: go-fuse serving an in-memory tree, asked what a
+		// view is asked (memfs.go); and the same with the kernel's
+		// writeback cache, which views do not use. Opt-in.
+		{Name: "memfs", Compare: []string{"loopback"}, Start: memfsTarget(false)},
+		{Name: "memfs-writeback", Compare: []string{"memfs"}, Start: memfsTarget(true)},
 		{Name: "shedfs", Compare: []string{"native", "loopback"}, Start: shedfsQuotaTarget(shedfsMetricsFlags)}, // quota.go
 		// An A/B of two builds in one run: "shedfs" with the binary of
 		// -shedfs-base (base.go).
@@ -129,6 +134,27 @@ func startLoopback(ctx context.Context, b *bench, name string) (*mounted, error)
 		return nil, fmt.Errorf("find own binary for the loopback child: %w", err)
 	}
 	return startFUSEChild(ctx, b, name, mnt, self, serveLoopbackArg, src, mnt)
+}
+
+// memfsTarget returns a Start function that mounts the in-memory ceiling
+// filesystem, with the kernel's writeback cache if writeback, served by
+// this binary re-executed as a child.
+func memfsTarget(writeback bool) func(context.Context, *bench, string) (*mounted, error) {
+	return func(ctx context.Context, b *bench, name string) (*mounted, error) {
+		mnt := filepath.Join(b.work, name+"-mnt")
+		if err := os.MkdirAll(mnt, 0o755); err != nil {
+			return nil, fmt.Errorf("memfs mount point: %w", err)
+		}
+		self, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find own binary for the memfs child: %w", err)
+		}
+		args := []string{serveMemfsArg, mnt}
+		if writeback {
+			args = append(args, "writeback")
+		}
+		return startFUSEChild(ctx, b, name, mnt, self, args...)
+	}
 }
 
 // shedfsTarget returns a Start function that mounts a view of user "bench"
