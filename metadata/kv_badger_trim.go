@@ -39,8 +39,14 @@ const (
 	// stat of 100,000 files of the rss store then grew the file-backed
 	// RSS to 149 MiB between two trims a second apart (peak RSS 211-231 MiB);
 	// at 200 ms the bench's rss workload peaked at 197 and 208 MiB, at
-	// 100 ms at 172 and 181 MiB.
-	tableTrimEvery = 100 * time.Millisecond
+	// 100 ms at 172 and 181 MiB. On a store freshly filled by the bench
+	// (four tables in level 0, so that opening it starts a compaction
+	// through every level, whose reads touch the maps fastest) 100 ms
+	// peaked at 202-205 MiB in four runs of the same stat (200 and 211
+	// on a copy with level 0 compacted first), 50 ms at 188 and 210
+	// (187, 187), 25 ms at 181 and 189 (173, 174). The measurement is
+	// 40 reads a second of a few µs each.
+	tableTrimEvery = 25 * time.Millisecond
 )
 
 // tableTrimmer trims the table maps of one open database until stop.
