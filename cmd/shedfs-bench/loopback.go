@@ -38,17 +38,23 @@ func serveLoopback(src, mnt string) error {
 	if err != nil {
 		return fmt.Errorf("mount loopback at %s: %w", mnt, err)
 	}
+	serveUntilSignal("loopback", server, mnt)
+	return nil
+}
+
+// serveUntilSignal serves the mount of a baseline child (loopback, memfs)
+// at mnt until SIGTERM or SIGINT unmounts it, or someone else does.
+func serveUntilSignal(name string, server *fuse.Server, mnt string) {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	go func() {
 		sig := <-sigs
-		slog.Info("loopback: unmounting", "signal", sig.String(), "mnt", mnt)
+		slog.Info(name+": unmounting", "signal", sig.String(), "mnt", mnt)
 		if err := server.Unmount(); err != nil {
-			slog.Error("loopback: unmount failed", "mnt", mnt, "err", err)
+			slog.Error(name+": unmount failed", "mnt", mnt, "err", err)
 			// Detach so the caller is never left with a mount behind.
 			_ = syscall.Unmount(mnt, syscall.MNT_DETACH)
 		}
 	}()
 	server.Wait()
-	return nil
 }

@@ -3,9 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"os"
-	"os/signal"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -32,17 +29,7 @@ func serveMemfs(mnt string, writeback bool) error {
 	if err != nil {
 		return err
 	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		sig := <-sigs
-		slog.Info("memfs: unmounting", "signal", sig.String(), "mnt", mnt)
-		if err := server.Unmount(); err != nil {
-			slog.Error("memfs: unmount failed", "mnt", mnt, "err", err)
-			_ = syscall.Unmount(mnt, syscall.MNT_DETACH)
-		}
-	}()
-	server.Wait()
+	serveUntilSignal("memfs", server, mnt)
 	return nil
 }
 
