@@ -93,7 +93,9 @@ func (m *memfs) newNode(mode, uid, gid uint32) *memNode {
 
 // memNode is a directory, file or symlink of memfs. The tree itself (which
 // name is where) is go-fuse's: an Inode's children are the entries, looked
-// up, listed, added and removed by go-fuse's bridge.
+// up, listed, added and removed by go-fuse's bridge. Nodes are persistent
+// inodes, so that a FORGET from the kernel (a dropped dentry cache, as the
+// cold-read workloads do) does not take the entry out of the tree.
 type memNode struct {
 	fs.Inode
 	fs  *memfs
@@ -186,7 +188,7 @@ func (n *memNode) child(ctx context.Context, mode uint32, data []byte, out *fuse
 	out.SetEntryTimeout(memfsTimeout)
 	out.SetAttrTimeout(memfsTimeout)
 	n.touch()
-	return n.NewInode(ctx, ch, fs.StableAttr{Mode: mode & syscall.S_IFMT, Ino: ch.ino})
+	return n.NewPersistentInode(ctx, ch, fs.StableAttr{Mode: mode & syscall.S_IFMT, Ino: ch.ino})
 }
 
 // touch moves a directory's mtime and ctime, as a change of its entries does.
