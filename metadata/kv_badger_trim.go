@@ -25,7 +25,8 @@ const (
 	fileRSSBudget = 40 << 20
 	// rssBudget is the whole RSS below which the maps are not trimmed:
 	// the bench's target (200 MiB with a 1,000,000-inode store) less
-	// what the maps grew by between two trims (15 MiB per 100 ms, below)
+	// what the maps grew by between two trims (15 MiB in 100 ms by plain
+	// reads; a compaction grows them faster, see tableTrimEvery)
 	// and a margin. With the file budget alone, a listing or lookups in
 	// a directory of 100,000 entries (the dirscale workload), whose
 	// records do not fit the metadata cache, had the tables they read

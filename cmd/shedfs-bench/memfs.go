@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -282,10 +283,11 @@ func (n *memNode) Write(_ context.Context, _ fs.FileHandle, data []byte, off int
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if end := int(off) + len(data); end > len(n.data) {
-		if end <= cap(n.data) {
-			n.data = n.data[:end]
-		} else {
-			n.data = append(n.data, make([]byte, end-len(n.data))...)
+		old := len(n.data)
+		n.data = slices.Grow(n.data, end-old)[:end]
+		// A hole, or bytes a truncate left in the capacity, reads as zeros.
+		if int(off) > old {
+			clear(n.data[old:off])
 		}
 	}
 	copy(n.data[off:], data)

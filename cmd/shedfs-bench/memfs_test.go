@@ -67,6 +67,23 @@ func checkMemfs(t *testing.T, mnt string) {
 	if err := os.Truncate(f, 4); err != nil {
 		t.Fatal(err)
 	}
+	// A write past the end after a truncate: the gap reads as zeros (from
+	// memfs: the page cache is dropped first), not as what the truncate
+	// cut off.
+	if err := os.Truncate(f, 2); err != nil {
+		t.Fatal(err)
+	}
+	writeAt(t, f, "x", 6)
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0); err != nil {
+		t.Fatalf("drop the page cache: %v", err)
+	}
+	if got, err := os.ReadFile(f); err != nil || string(got) != "01\x00\x00\x00\x00x" {
+		t.Fatalf("after a write past the end: %q, %v; want \"01\\x00\\x00\\x00\\x00x\"", got, err)
+	}
+	writeAt(t, f, "23", 2)
+	if err := os.Truncate(f, 4); err != nil {
+		t.Fatal(err)
+	}
 	st, err := os.Stat(f)
 	if err != nil {
 		t.Fatal(err)
@@ -113,5 +130,21 @@ func checkMemfs(t *testing.T, mnt string) {
 	}
 	if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("removed directory: %v, want ENOENT", err)
+	}
+}
+
+// writeAt writes s at off in the file at p.
+func writeAt(t *testing.T, p, s string, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteAt([]byte(s), off)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatalf("write %q at %d of %s: %v", s, off, p, err)
 	}
 }
