@@ -126,6 +126,10 @@ var (
 	_ fs.NodeStatfser   = (*memNode)(nil)
 )
 
+// The methods below are go-fuse's node interfaces, listed above.
+
+// fillLocked copies n's attributes to out; n.mu is held (or n is not in
+// the tree yet).
 func (n *memNode) fillLocked(out *fuse.Attr) {
 	*out = n.attr
 	out.Size = uint64(len(n.data))
@@ -234,13 +238,23 @@ func (n *memNode) Readlink(context.Context) ([]byte, syscall.Errno) {
 }
 
 func (n *memNode) Unlink(_ context.Context, name string) syscall.Errno {
-	if ch, ok := n.GetChild(name).Operations().(*memNode); ok {
-		ch.mu.Lock()
-		ch.attr.Nlink--
-		ch.mu.Unlock()
+	ch := n.GetChild(name)
+	if ch == nil {
+		return syscall.ENOENT
 	}
+	dropLink(ch)
 	n.touch()
 	return 0
+}
+
+// dropLink counts one name of a file fewer, for an unlink or a rename
+// over it.
+func dropLink(in *fs.Inode) {
+	if m, ok := in.Operations().(*memNode); ok {
+		m.mu.Lock()
+		m.attr.Nlink--
+		m.mu.Unlock()
+	}
 }
 
 func (n *memNode) Rmdir(_ context.Context, name string) syscall.Errno {
@@ -255,8 +269,13 @@ func (n *memNode) Rename(_ context.Context, _ string, newParent fs.InodeEmbedder
 	if flags != 0 {
 		return syscall.EINVAL
 	}
-	if old := newParent.EmbeddedInode().GetChild(newName); old != nil && old.IsDir() && len(old.Children()) > 0 {
-		return syscall.ENOTEMPTY
+	if old := newParent.EmbeddedInode().GetChild(newName); old != nil {
+		if old.IsDir() && len(old.Children()) > 0 {
+			return syscall.ENOTEMPTY
+		}
+		if !old.IsDir() {
+			dropLink(old)
+		}
 	}
 	n.touch()
 	if p, ok := newParent.(*memNode); ok && p != n {

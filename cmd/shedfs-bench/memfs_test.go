@@ -109,6 +109,20 @@ func checkMemfs(t *testing.T, mnt string) {
 	if got, err := os.ReadFile(filepath.Join(mnt, "moved")); err != nil || string(got) != "0123" {
 		t.Fatalf("renamed link reads %q, %v", got, err)
 	}
+	// A rename over a name takes one link from the file it named.
+	g := filepath.Join(mnt, "g")
+	if err := os.WriteFile(g, []byte("new"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(g, filepath.Join(mnt, "moved")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("2"), 0); err != nil {
+		t.Fatalf("drop the dentry and inode caches: %v", err)
+	}
+	if st, err := os.Stat(f); err != nil || st.Sys().(*syscall.Stat_t).Nlink != 1 {
+		t.Fatalf("f after a rename over its other name: %v, %v; want 1 link", st, err)
+	}
 	entries, err := os.ReadDir(d)
 	if err != nil {
 		t.Fatal(err)
