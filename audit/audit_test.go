@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/fusefs"
 	"github.com/shedfs/shedfs/metadata"
 )
@@ -39,7 +40,7 @@ func records(t *testing.T, s *metadata.Store, f metadata.AuditFilter) []metadata
 	return out
 }
 
-var alicePrivate = metadata.Zone{Kind: metadata.ZonePrivate, Principal: "alice"}
+var alicePrivate = shedfs.Zone{Kind: shedfs.ZonePrivate, Principal: "alice"}
 
 func write(user, path string) fusefs.Event {
 	return fusefs.Event{Time: time.Now(), User: user, Zone: alicePrivate, Path: path, Op: "write", Bytes: 10}
@@ -51,7 +52,7 @@ func TestDeniedEventHasItsRule(t *testing.T) {
 	r.Record(write("alice", "/notes.txt"))
 	r.Record(fusefs.Event{
 		Time: time.Now(), User: "alice",
-		Zone: metadata.Zone{Kind: metadata.ZoneUploads, Principal: "alice"},
+		Zone: shedfs.Zone{Kind: shedfs.ZoneUploads, Principal: "alice"},
 		Path: "/uploads/report.pdf", Op: "write",
 		Errno: syscall.EACCES, Reason: "uploads-read-only",
 	})

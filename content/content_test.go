@@ -41,7 +41,7 @@ func newFixture(t *testing.T) *fixture {
 // with its pending mark.
 func (f *fixture) write(t *testing.T, name string, data []byte) uint64 {
 	t.Helper()
-	n, err := f.st.Create(f.st.ShareRoot(), name, &metadata.Inode{Mode: syscall.S_IFREG | 0o644}, nil)
+	n, err := f.st.Create(f.st.ShareRoot(), name, &shedfs.Inode{Mode: syscall.S_IFREG | 0o644}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func (f *fixture) write(t *testing.T, name string, data []byte) uint64 {
 			t.Fatal(err)
 		}
 	}
-	if _, err := f.st.UpdateWritten(n.Ino, "alice", func(r *metadata.Inode) error { r.Size = uint64(len(data)); return nil }, nil); err != nil {
+	if _, err := f.st.UpdateWritten(n.Ino, "alice", func(r *shedfs.Inode) error { r.Size = uint64(len(data)); return nil }, nil); err != nil {
 		t.Fatal(err)
 	}
 	return n.Ino

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/metadata"
 )
 
@@ -64,11 +65,11 @@ func dialTest(t testing.TB, st *Store) *Client {
 // putFile stores a file of size bytes in zone root dir, as a view would.
 func putFile(t testing.TB, st *Store, dir uint64, name string, size uint64) {
 	t.Helper()
-	n, err := st.Meta.Create(dir, name, &metadata.Inode{Mode: syscall.S_IFREG | 0o644}, nil)
+	n, err := st.Meta.Create(dir, name, &shedfs.Inode{Mode: syscall.S_IFREG | 0o644}, nil)
 	if err != nil {
 		t.Fatalf("create %s: %v", name, err)
 	}
-	if _, err := st.Meta.Update(n.Ino, func(n *metadata.Inode) error { n.Size = size; return nil }, nil); err != nil {
+	if _, err := st.Meta.Update(n.Ino, func(n *shedfs.Inode) error { n.Size = size; return nil }, nil); err != nil {
 		t.Fatalf("resize %s: %v", name, err)
 	}
 }

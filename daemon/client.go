@@ -124,7 +124,7 @@ func seg(s string) string { return url.PathEscape(s) }
 
 // AddUser asks the daemon to create a user and mount its view.
 func (c *Client) AddUser(ctx context.Context, req UserAddRequest) (*UserInfo, error) {
-	if err := ValidName("user", req.Name); err != nil {
+	if err := ValidPrincipalName("user", req.Name); err != nil {
 		return nil, err
 	}
 	var out UserInfo
@@ -145,7 +145,7 @@ func (c *Client) ListUsers(ctx context.Context) ([]UserInfo, error) {
 
 // ShowUser asks the daemon for one user.
 func (c *Client) ShowUser(ctx context.Context, name string) (*UserInfo, error) {
-	if err := ValidName("user", name); err != nil {
+	if err := ValidPrincipalName("user", name); err != nil {
 		return nil, err
 	}
 	var out UserInfo
@@ -157,7 +157,7 @@ func (c *Client) ShowUser(ctx context.Context, name string) (*UserInfo, error) {
 
 // RemoveUser asks the daemon to unmount a user's view and delete it.
 func (c *Client) RemoveUser(ctx context.Context, name string, force bool) (*RemoveResult, error) {
-	if err := ValidName("user", name); err != nil {
+	if err := ValidPrincipalName("user", name); err != nil {
 		return nil, err
 	}
 	var out RemoveResult
@@ -169,7 +169,7 @@ func (c *Client) RemoveUser(ctx context.Context, name string, force bool) (*Remo
 
 // AddGroup asks the daemon to create a group.
 func (c *Client) AddGroup(ctx context.Context, req GroupAddRequest) (*GroupInfo, error) {
-	if err := ValidName("group", req.Name); err != nil {
+	if err := ValidPrincipalName("group", req.Name); err != nil {
 		return nil, err
 	}
 	var out GroupInfo
@@ -190,7 +190,7 @@ func (c *Client) ListGroups(ctx context.Context) ([]GroupInfo, error) {
 
 // ShowGroup asks the daemon for one group.
 func (c *Client) ShowGroup(ctx context.Context, name string) (*GroupInfo, error) {
-	if err := ValidName("group", name); err != nil {
+	if err := ValidPrincipalName("group", name); err != nil {
 		return nil, err
 	}
 	var out GroupInfo
@@ -202,7 +202,7 @@ func (c *Client) ShowGroup(ctx context.Context, name string) (*GroupInfo, error)
 
 // RemoveGroup asks the daemon to delete a group.
 func (c *Client) RemoveGroup(ctx context.Context, name string, force bool) (*RemoveResult, error) {
-	if err := ValidName("group", name); err != nil {
+	if err := ValidPrincipalName("group", name); err != nil {
 		return nil, err
 	}
 	var out RemoveResult
@@ -214,10 +214,10 @@ func (c *Client) RemoveGroup(ctx context.Context, name string, force bool) (*Rem
 
 // AddMember asks the daemon to add a user to a group.
 func (c *Client) AddMember(ctx context.Context, group string, req MemberRequest) (*GroupInfo, error) {
-	if err := ValidName("group", group); err != nil {
+	if err := ValidPrincipalName("group", group); err != nil {
 		return nil, err
 	}
-	if err := ValidName("user", req.User); err != nil {
+	if err := ValidPrincipalName("user", req.User); err != nil {
 		return nil, err
 	}
 	var out GroupInfo
@@ -229,10 +229,10 @@ func (c *Client) AddMember(ctx context.Context, group string, req MemberRequest)
 
 // RemoveMember asks the daemon to take a user out of a group.
 func (c *Client) RemoveMember(ctx context.Context, group, user string) (*GroupInfo, error) {
-	if err := ValidName("group", group); err != nil {
+	if err := ValidPrincipalName("group", group); err != nil {
 		return nil, err
 	}
-	if err := ValidName("user", user); err != nil {
+	if err := ValidPrincipalName("user", user); err != nil {
 		return nil, err
 	}
 	var out GroupInfo

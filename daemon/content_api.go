@@ -40,7 +40,7 @@ func (l *Local) examineImport(ctx context.Context, ino uint64, size int64, z she
 
 // addContent puts a regular file's digest (computed now if not known)
 // and scan state into what mode get shows.
-func (l *Local) addContent(info *ModeInfo, n *metadata.Inode) {
+func (l *Local) addContent(info *ModeInfo, n *shedfs.Inode) {
 	if !n.IsRegular() {
 		return
 	}
@@ -170,7 +170,7 @@ func (l *Local) DeleteQuarantined(ctx context.Context, ino uint64) (*QuarantineI
 
 func (l *Local) auditQuarantine(info *QuarantineInfo, op string) {
 	n, err := l.st.Meta.GetInode(info.Ino)
-	z := metadata.Zone{}
+	z := shedfs.Zone{}
 	if err == nil {
 		z = n.Zone
 	}

@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/fusefs"
-	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/quota"
 )
 
@@ -237,7 +237,7 @@ func (d *Daemon) Mount(user, mountpoint string, opts fusefs.ViewOptions) (<-chan
 
 // viewOptions is the presentation of a user's view: the user's own
 // owner if it has one, else the daemon's default.
-func (d *Daemon) viewOptions(u *metadata.User) fusefs.ViewOptions {
+func (d *Daemon) viewOptions(u *shedfs.User) fusefs.ViewOptions {
 	opts := d.cfg.DefaultView
 	if u.Uid != 0 || u.Gid != 0 {
 		opts.ForceOwner, opts.Uid, opts.Gid = true, u.Uid, u.Gid
@@ -251,7 +251,7 @@ const mountParallel = 16
 
 // mountAll mounts the views of users under the mount root, several at a
 // time, and returns the first error.
-func (d *Daemon) mountAll(users []metadata.User) error {
+func (d *Daemon) mountAll(users []shedfs.User) error {
 	errs := make([]error, len(users))
 	sem := make(chan struct{}, mountParallel)
 	var wg sync.WaitGroup
@@ -275,7 +275,7 @@ func (d *Daemon) mountAll(users []metadata.User) error {
 
 // mountManaged mounts a user's view under the mount root. The mount itself
 // runs outside d.mu, so that several go on at once.
-func (d *Daemon) mountManaged(u *metadata.User) error {
+func (d *Daemon) mountManaged(u *shedfs.User) error {
 	mnt := filepath.Join(d.cfg.MountRoot, u.Name)
 	if err := os.Mkdir(mnt, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("view of %s: %w", u.Name, err)
@@ -441,7 +441,7 @@ func (d *Daemon) Views() []ViewInfo {
 func (d *Daemon) OpenFiles() int { return d.fs.OpenFiles() }
 
 // userAdded mounts the new user's view when the daemon follows users.
-func (d *Daemon) userAdded(ctx context.Context, u *metadata.User) error {
+func (d *Daemon) userAdded(ctx context.Context, u *shedfs.User) error {
 	if d.cfg.MountRoot == "" {
 		return nil
 	}

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/fusefs"
-	"github.com/shedfs/shedfs/metadata"
 )
 
 // fakeView stands in for a FUSE view in the view manager's tests.
@@ -75,7 +75,7 @@ func TestDaemonFollowsUsers(t *testing.T) {
 	if _, err := st.Meta.AddUser("alice"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Meta.UpdateUser("alice", func(u *metadata.User) error { u.Uid, u.Gid = 7, 8; return nil }); err != nil {
+	if _, err := st.Meta.UpdateUser("alice", func(u *shedfs.User) error { u.Uid, u.Gid = 7, 8; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	root := filepath.Join(t.TempDir(), "run", "shedfs")

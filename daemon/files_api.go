@@ -131,7 +131,7 @@ func modePath(user, path string) string {
 
 // GetMode asks the daemon for the ownership of a path in a user's view.
 func (c *Client) GetMode(ctx context.Context, user, path string) (*ModeInfo, error) {
-	if err := ValidName("user", user); err != nil {
+	if err := ValidPrincipalName("user", user); err != nil {
 		return nil, err
 	}
 	var out ModeInfo
@@ -144,7 +144,7 @@ func (c *Client) GetMode(ctx context.Context, user, path string) (*ModeInfo, err
 // SetMode asks the daemon to override the ownership of a path in a user's
 // view; the daemon tells the views.
 func (c *Client) SetMode(ctx context.Context, user, path string, req ModeSetRequest) (*ModeInfo, error) {
-	if err := ValidName("user", user); err != nil {
+	if err := ValidPrincipalName("user", user); err != nil {
 		return nil, err
 	}
 	if req.Mode == nil && req.Owner == nil {

@@ -3,7 +3,6 @@ package daemon
 import (
 	"bytes"
 	"context"
-	"github.com/shedfs/shedfs"
 	"io"
 	"os"
 	"slices"
@@ -11,8 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/fusefs"
-	"github.com/shedfs/shedfs/metadata"
 )
 
 // bothAdmins runs fn once on a Local of a fresh store and once on a
@@ -76,7 +75,7 @@ func TestImport(t *testing.T) {
 		if err != nil {
 			t.Fatalf("imported file not in uploads/: %v", err)
 		}
-		if n.Size != 5 || n.Owner != "alice" || n.Zone.Kind != metadata.ZoneUploads ||
+		if n.Size != 5 || n.Owner != "alice" || n.Zone.Kind != shedfs.ZoneUploads ||
 			n.Mode != syscall.S_IFREG|0o644 || n.Uid != uid || n.Gid != gid {
 			t.Errorf("imported inode %+v", n)
 		}
@@ -112,7 +111,7 @@ func TestImport(t *testing.T) {
 			}
 		}
 		sess, err := st.Meta.Lookup(u.Roots.Uploads, "run-1")
-		if err != nil || !sess.IsDir() || sess.Zone.Kind != metadata.ZoneUploads || sess.Owner != "alice" {
+		if err != nil || !sess.IsDir() || sess.Zone.Kind != shedfs.ZoneUploads || sess.Owner != "alice" {
 			t.Fatalf("session directory %+v, %v", sess, err)
 		}
 		_, err = importString(ctx, a, ImportRequest{User: "alice", Session: "report.txt", Name: "x"}, "x")
@@ -191,8 +190,8 @@ func TestImportQuota(t *testing.T) {
 			}
 		}
 		used, _ := st.Meta.Usage(shedfs.UserHolder("alice"))
-		if used.Bytes != metadata.Charge(40<<10) {
-			t.Errorf("usage %d bytes after a replace, want %d", used.Bytes, metadata.Charge(40<<10))
+		if used.Bytes != shedfs.Charge(40<<10) {
+			t.Errorf("usage %d bytes after a replace, want %d", used.Bytes, shedfs.Charge(40<<10))
 		}
 		// Inode quota.
 		if _, err := a.SetQuota(ctx, "user:alice", QuotaSetRequest{Inodes: ptr(used.Inodes)}); err != nil {
@@ -226,8 +225,8 @@ func modeFixture(t *testing.T, st *Store, a Admin) {
 		}
 	}
 	g, _ := st.Meta.GetGroup("team-alpha")
-	mk := func(dir uint64, name string, mode uint32) *metadata.Inode {
-		n, err := st.Meta.Create(dir, name, &metadata.Inode{Mode: mode, Owner: "alice", OwnMode: metadata.OwnModeGroup}, nil)
+	mk := func(dir uint64, name string, mode uint32) *shedfs.Inode {
+		n, err := st.Meta.Create(dir, name, &shedfs.Inode{Mode: mode, Owner: "alice", OwnMode: shedfs.OwnModeGroup}, nil)
 		if err != nil {
 			t.Fatalf("create %s: %v", name, err)
 		}
@@ -322,14 +321,14 @@ type fakeHooks struct {
 	events  []string
 }
 
-func (f *fakeHooks) userAdded(ctx context.Context, u *metadata.User) error { return nil }
-func (f *fakeHooks) userRemoving(ctx context.Context, name string) error   { return nil }
-func (f *fakeHooks) viewOf(name string) string                             { return "" }
-func (f *fakeHooks) fillStatus(st *Status)                                 {}
+func (f *fakeHooks) userAdded(ctx context.Context, u *shedfs.User) error { return nil }
+func (f *fakeHooks) userRemoving(ctx context.Context, name string) error { return nil }
+func (f *fakeHooks) viewOf(name string) string                           { return "" }
+func (f *fakeHooks) fillStatus(st *Status)                               {}
 func (f *fakeHooks) membershipChanged(users ...string) {
 	f.members = append(f.members, users...)
 }
-func (f *fakeHooks) entryChanged(dir uint64, name string, replaced *metadata.Inode) {
+func (f *fakeHooks) entryChanged(dir uint64, name string, replaced *shedfs.Inode) {
 	f.entries = append(f.entries, name)
 }
 func (f *fakeHooks) inodeChanged(ino uint64) { f.inodes = append(f.inodes, ino) }

@@ -1,8 +1,8 @@
 package daemon
 
 import (
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/fusefs"
-	"github.com/shedfs/shedfs/metadata"
 )
 
 // This file is how admin changes made outside any view (membership,
@@ -20,7 +20,7 @@ func (d *Daemon) membershipChanged(users ...string) {
 
 // entryChanged passes a name changed by an import to the views, which
 // reclaim a replaced inode once none of them holds it.
-func (d *Daemon) entryChanged(dir uint64, name string, replaced *metadata.Inode) {
+func (d *Daemon) entryChanged(dir uint64, name string, replaced *shedfs.Inode) {
 	d.fs.EntryChanged(dir, name, replaced)
 }
 

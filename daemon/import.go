@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/shedfs/shedfs"
 	"io"
 	"syscall"
 	"time"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
-	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/quota"
 	"github.com/shedfs/shedfs/zones"
 )
@@ -64,7 +63,7 @@ func (l *Local) Import(ctx context.Context, req ImportRequest, body io.Reader, s
 	case err == nil && !existing.IsRegular():
 		return nil, errorf(CodeExists, "%s of user %s exists and is not a regular file; it cannot be replaced by an import", rel, u.Name)
 	case err == nil:
-		credit = metadata.Charge(existing.Size)
+		credit = shedfs.Charge(existing.Size)
 	case !errors.Is(err, syscall.ENOENT):
 		return nil, asError(err, what)
 	}
@@ -72,16 +71,16 @@ func (l *Local) Import(ctx context.Context, req ImportRequest, body io.Reader, s
 	if size >= 0 {
 		announced = uint64(size)
 	}
-	res, err := l.reserveImport(u.Name, announced, credit, what)
+	res, err := l.claimImport(u.Name, announced, credit, what)
 	if err != nil {
 		return nil, err
 	}
 	defer res.Release()
-	tmpl := &metadata.Inode{
+	tmpl := &shedfs.Inode{
 		Mode: syscall.S_IFREG | importFileMode, Uid: u.Uid, Gid: u.Gid,
 		Zone: zones.UploadsZone(u.Name), Owner: u.Name,
 	}
-	if err := l.room(metadata.ChargeUnit, 1, what); err != nil {
+	if err := l.room(shedfs.ChargeUnit, 1, what); err != nil {
 		return nil, err
 	}
 	n, err := l.st.Meta.CreateTmp(dir, tmpl, admitOneInode)
@@ -99,7 +98,7 @@ func (l *Local) Import(ctx context.Context, req ImportRequest, body io.Reader, s
 		l.discard(n.Ino)
 		return nil, err
 	}
-	var replaced *metadata.Inode
+	var replaced *shedfs.Inode
 	err = res.Commit(func() error {
 		var err error
 		replaced, err = l.st.Meta.Publish(n.Ino, dir, req.Name, uint64(written), time.Now(), req.Replace, res.Admit)
@@ -135,7 +134,7 @@ func existsError(rel, user string) error {
 // checkImport checks the names of an import request, with the line the
 // operator reads.
 func CheckImport(req ImportRequest) error {
-	if err := ValidName("user", req.User); err != nil {
+	if err := ValidPrincipalName("user", req.User); err != nil {
 		return err
 	}
 	if err := checkEntryName("file", req.Name); err != nil {
@@ -164,7 +163,7 @@ func checkEntryName(kind, name string) error {
 
 // sessionDir returns the directory an import goes to: the user's uploads
 // root, or its session directory, created on first use.
-func (l *Local) sessionDir(u *metadata.User, session string) (uint64, error) {
+func (l *Local) sessionDir(u *shedfs.User, session string) (uint64, error) {
 	if session == "" {
 		return u.Roots.Uploads, nil
 	}
@@ -179,7 +178,7 @@ func (l *Local) sessionDir(u *metadata.User, session string) (uint64, error) {
 		case !errors.Is(err, syscall.ENOENT):
 			return 0, asError(err, fmt.Sprintf("look up %s of user %s", rel, u.Name))
 		}
-		tmpl := &metadata.Inode{
+		tmpl := &shedfs.Inode{
 			Mode: syscall.S_IFDIR | 0o755, Uid: u.Uid, Gid: u.Gid,
 			Zone: zones.UploadsZone(u.Name), Owner: u.Name,
 		}
@@ -212,18 +211,18 @@ func (l *Local) room(bytes, inodes int64, what string) error {
 }
 
 // admitOneInode admits the inode of a new file or session directory.
-func admitOneInode(u metadata.Usage, l metadata.Limit) error {
+func admitOneInode(u shedfs.Usage, l shedfs.Limit) error {
 	return acl.AdmitInodes(u, l, 1).Err()
 }
 
-// reserveImport admits an import of the announced size (0 when unknown;
+// claimImport admits an import of the announced size (0 when unknown;
 // writeImport reserves the rest as it streams) through the accountant, and
 // refuses early one known not to fit, so that nothing is copied in vain.
-func (l *Local) reserveImport(user string, size uint64, credit int64, what string) (*quota.Reservation, error) {
+func (l *Local) claimImport(user string, size uint64, credit int64, what string) (*quota.Claim, error) {
 	if d := acl.AdmitSize(size, l.maxFileSize()); !d.Allowed() {
 		return nil, errorf(CodeTooLarge, "%s: %s is larger than the largest file allowed", what, FormatSize(int64(min(size, uint64(1<<62)))))
 	}
-	res, d, err := l.acct.Reserve(shedfs.UserHolder(user), metadata.Charge(size), credit)
+	res, d, err := l.acct.Claim(shedfs.UserHolder(user), shedfs.Charge(size), credit)
 	if err != nil {
 		return nil, asError(err, what)
 	}
@@ -263,7 +262,7 @@ func countLimit(n int64) string {
 // beyond what res holds are reserved as they come, so the copy stops as
 // soon as the content passes the file size limit or what the user's quota
 // has left (plus what a replace frees), before it fills the disk.
-func (l *Local) writeImport(ctx context.Context, user string, ino uint64, body io.Reader, res *quota.Reservation, what string) (int64, error) {
+func (l *Local) writeImport(ctx context.Context, user string, ino uint64, body io.Reader, res *quota.Claim, what string) (int64, error) {
 	f, err := l.st.Blobs.OpenFile(ino, true)
 	if err != nil {
 		return 0, asError(err, what)
@@ -281,7 +280,7 @@ func (l *Local) writeImport(ctx context.Context, user string, ino uint64, body i
 			if !acl.AdmitSize(uint64(next), l.maxFileSize()).Allowed() {
 				return 0, errorf(CodeTooLarge, "%s: larger than the largest file allowed", what)
 			}
-			if more := metadata.Charge(uint64(next)) - res.Held(); more > 0 {
+			if more := shedfs.Charge(uint64(next)) - res.Held(); more > 0 {
 				d, err := res.Grow(more)
 				if err != nil {
 					return 0, asError(err, what)
@@ -332,7 +331,7 @@ func (l *Local) discard(ino uint64) {
 // nameChanged tells the views that name in dir changed. Without views
 // (the CLI's direct path), a replaced inode without links goes at once:
 // nothing can hold it open.
-func (l *Local) nameChanged(dir uint64, name string, replaced *metadata.Inode) {
+func (l *Local) nameChanged(dir uint64, name string, replaced *shedfs.Inode) {
 	if l.hooks != nil {
 		l.hooks.entryChanged(dir, name, replaced)
 		return

@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/shedfs/shedfs"
 	"io"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs"
 )
 
 // TestImportCountsPending: with 3 MiB written to a file still open in a
@@ -153,7 +152,7 @@ func TestImportInvisibleUntilComplete(t *testing.T) {
 			t.Errorf("broken: %v", err)
 		}
 		want := before
-		want.Bytes += metadata.Charge(3 << 20)
+		want.Bytes += shedfs.Charge(3 << 20)
 		want.Inodes++
 		if after, _ := st.Meta.Usage(shedfs.UserHolder("alice")); after != want {
 			t.Errorf("usage %+v, want %+v", after, want)

@@ -123,7 +123,7 @@ func (l *Local) CreateLink(ctx context.Context, req LinkCreateRequest) (*LinkInf
 // ListLinks returns the live links.
 func (l *Local) ListLinks(ctx context.Context, user string) ([]LinkInfo, error) {
 	if user != "" {
-		if err := ValidName("user", user); err != nil {
+		if err := ValidPrincipalName("user", user); err != nil {
 			return nil, err
 		}
 	}

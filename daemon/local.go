@@ -3,13 +3,13 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"github.com/shedfs/shedfs"
 	"log/slog"
 	"slices"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/content"
 	"github.com/shedfs/shedfs/fusefs"
 	"github.com/shedfs/shedfs/metadata"
@@ -22,7 +22,7 @@ import (
 // path) only changes the store.
 type viewHooks interface {
 	// userAdded mounts the new user's view.
-	userAdded(ctx context.Context, u *metadata.User) error
+	userAdded(ctx context.Context, u *shedfs.User) error
 	// userRemoving unmounts the user's view before its data goes; an error
 	// stops the removal.
 	userRemoving(ctx context.Context, name string) error
@@ -37,7 +37,7 @@ type viewHooks interface {
 	// for another inode (or for one where there was none), and that
 	// replaced, if not nil, lost that name; the daemon reclaims replaced
 	// once no view holds it.
-	entryChanged(dir uint64, name string, replaced *metadata.Inode)
+	entryChanged(dir uint64, name string, replaced *shedfs.Inode)
 	// inodeChanged tells the views that an inode's ownership changed
 	// outside any view, so cached attributes and open handles follow.
 	inodeChanged(ino uint64)
@@ -88,15 +88,15 @@ const (
 	groupRootInodes = 1
 )
 
-func amount(u metadata.Usage) Amount { return Amount{Bytes: u.Bytes, Inodes: u.Inodes} }
-func limitAmount(l metadata.Limit) Amount {
+func amount(u shedfs.Usage) Amount { return Amount{Bytes: u.Bytes, Inodes: u.Inodes} }
+func limitAmount(l shedfs.Limit) Amount {
 	return Amount{Bytes: l.Bytes, Inodes: l.Inodes}
 }
 
 // AddUser creates a user, optionally with a presented owner and a quota,
 // and (in a daemon) mounts its view.
 func (l *Local) AddUser(ctx context.Context, req UserAddRequest) (*UserInfo, error) {
-	if err := ValidName("user", req.Name); err != nil {
+	if err := ValidPrincipalName("user", req.Name); err != nil {
 		return nil, err
 	}
 	if (req.Uid == nil) != (req.Gid == nil) {
@@ -105,7 +105,7 @@ func (l *Local) AddUser(ctx context.Context, req UserAddRequest) (*UserInfo, err
 	if req.Quota.Bytes < 0 || req.Quota.Inodes < 0 {
 		return nil, errorf(CodeInvalid, "quota of user %s: negative limit", req.Name)
 	}
-	if err := l.room(userRootInodes*metadata.ChargeUnit, userRootInodes, "add user "+req.Name); err != nil {
+	if err := l.room(userRootInodes*shedfs.ChargeUnit, userRootInodes, "add user "+req.Name); err != nil {
 		return nil, err
 	}
 	l.mu.Lock()
@@ -115,7 +115,7 @@ func (l *Local) AddUser(ctx context.Context, req UserAddRequest) (*UserInfo, err
 		return nil, asError(err, fmt.Sprintf("user %s already exists", req.Name))
 	}
 	if req.Uid != nil {
-		u, err = l.st.Meta.UpdateUser(req.Name, func(u *metadata.User) error {
+		u, err = l.st.Meta.UpdateUser(req.Name, func(u *shedfs.User) error {
 			u.Uid, u.Gid = *req.Uid, *req.Gid
 			return nil
 		})
@@ -124,7 +124,7 @@ func (l *Local) AddUser(ctx context.Context, req UserAddRequest) (*UserInfo, err
 		}
 	}
 	if req.Quota != (Amount{}) {
-		if err := l.st.Meta.SetLimit(shedfs.UserHolder(req.Name), metadata.Limit{Bytes: req.Quota.Bytes, Inodes: req.Quota.Inodes}); err != nil {
+		if err := l.st.Meta.SetLimit(shedfs.UserHolder(req.Name), shedfs.Limit{Bytes: req.Quota.Bytes, Inodes: req.Quota.Inodes}); err != nil {
 			return nil, asError(err, fmt.Sprintf("set quota of user %s", req.Name))
 		}
 	}
@@ -138,7 +138,7 @@ func (l *Local) AddUser(ctx context.Context, req UserAddRequest) (*UserInfo, err
 }
 
 // userInfo assembles what is shown about a user.
-func (l *Local) userInfo(u *metadata.User) (*UserInfo, error) {
+func (l *Local) userInfo(u *shedfs.User) (*UserInfo, error) {
 	groups, err := l.st.Meta.GroupsOf(u.Name)
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("no user named %s", u.Name))
@@ -184,7 +184,7 @@ func (l *Local) ListUsers(ctx context.Context) ([]UserInfo, error) {
 
 // ShowUser returns one user.
 func (l *Local) ShowUser(ctx context.Context, name string) (*UserInfo, error) {
-	if err := ValidName("user", name); err != nil {
+	if err := ValidPrincipalName("user", name); err != nil {
 		return nil, err
 	}
 	u, err := l.st.Meta.GetUser(name)
@@ -198,7 +198,7 @@ func (l *Local) ShowUser(ctx context.Context, name string) (*UserInfo, error) {
 // Without force it refuses when there is data to lose and says how much.
 // In a daemon, the user's view is unmounted first.
 func (l *Local) RemoveUser(ctx context.Context, name string, force bool) (*RemoveResult, error) {
-	if err := ValidName("user", name); err != nil {
+	if err := ValidPrincipalName("user", name); err != nil {
 		return nil, err
 	}
 	l.mu.Lock()
@@ -231,7 +231,7 @@ func (l *Local) RemoveUser(ctx context.Context, name string, force bool) (*Remov
 }
 
 // holderData measures what removing a principal would delete.
-func (l *Local) holderData(name string, h metadata.Holder, roots int64) (*RemoveResult, error) {
+func (l *Local) holderData(name string, h shedfs.Holder, roots int64) (*RemoveResult, error) {
 	used, err := l.acct.Usage(h)
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("usage of %s", h))
@@ -260,10 +260,10 @@ func (l *Local) removeBlobs(inos []uint64) {
 
 // AddGroup creates an empty group.
 func (l *Local) AddGroup(ctx context.Context, req GroupAddRequest) (*GroupInfo, error) {
-	if err := ValidName("group", req.Name); err != nil {
+	if err := ValidPrincipalName("group", req.Name); err != nil {
 		return nil, err
 	}
-	if err := l.room(groupRootInodes*metadata.ChargeUnit, groupRootInodes, "add group "+req.Name); err != nil {
+	if err := l.room(groupRootInodes*shedfs.ChargeUnit, groupRootInodes, "add group "+req.Name); err != nil {
 		return nil, err
 	}
 	l.mu.Lock()
@@ -277,7 +277,7 @@ func (l *Local) AddGroup(ctx context.Context, req GroupAddRequest) (*GroupInfo, 
 }
 
 // groupInfo assembles what is shown about a group.
-func (l *Local) groupInfo(g *metadata.Group) (*GroupInfo, error) {
+func (l *Local) groupInfo(g *shedfs.Group) (*GroupInfo, error) {
 	used, err := l.acct.Usage(shedfs.GroupHolder(g.Name))
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("usage of group %s", g.Name))
@@ -317,7 +317,7 @@ func (l *Local) ListGroups(ctx context.Context) ([]GroupInfo, error) {
 
 // ShowGroup returns one group.
 func (l *Local) ShowGroup(ctx context.Context, name string) (*GroupInfo, error) {
-	if err := ValidName("group", name); err != nil {
+	if err := ValidPrincipalName("group", name); err != nil {
 		return nil, err
 	}
 	g, err := l.st.Meta.GetGroup(name)
@@ -331,7 +331,7 @@ func (l *Local) ShowGroup(ctx context.Context, name string) (*GroupInfo, error) 
 // without force when the group's zone holds data. The former members'
 // views drop the group from groups/ at once.
 func (l *Local) RemoveGroup(ctx context.Context, name string, force bool) (*RemoveResult, error) {
-	if err := ValidName("group", name); err != nil {
+	if err := ValidPrincipalName("group", name); err != nil {
 		return nil, err
 	}
 	l.mu.Lock()
@@ -359,10 +359,10 @@ func (l *Local) RemoveGroup(ctx context.Context, name string, force bool) (*Remo
 
 // AddMember adds a user to a group; adding a member again is not an error.
 func (l *Local) AddMember(ctx context.Context, group string, req MemberRequest) (*GroupInfo, error) {
-	if err := ValidName("group", group); err != nil {
+	if err := ValidPrincipalName("group", group); err != nil {
 		return nil, err
 	}
-	if err := ValidName("user", req.User); err != nil {
+	if err := ValidPrincipalName("user", req.User); err != nil {
 		return nil, err
 	}
 	l.mu.Lock()
@@ -380,10 +380,10 @@ func (l *Local) AddMember(ctx context.Context, group string, req MemberRequest) 
 
 // RemoveMember takes a user out of a group.
 func (l *Local) RemoveMember(ctx context.Context, group, user string) (*GroupInfo, error) {
-	if err := ValidName("group", group); err != nil {
+	if err := ValidPrincipalName("group", group); err != nil {
 		return nil, err
 	}
-	if err := ValidName("user", user); err != nil {
+	if err := ValidPrincipalName("user", user); err != nil {
 		return nil, err
 	}
 	l.mu.Lock()
@@ -418,7 +418,7 @@ func holderSyntax(s string) (kind, name string, err error) {
 }
 
 // parseHolder checks a holder string and that its principal exists.
-func (l *Local) parseHolder(s string) (metadata.Holder, error) {
+func (l *Local) parseHolder(s string) (shedfs.Holder, error) {
 	kind, name, err := holderSyntax(s)
 	if err != nil {
 		return "", err
@@ -432,7 +432,7 @@ func (l *Local) parseHolder(s string) (metadata.Holder, error) {
 	if err != nil {
 		return "", asError(err, fmt.Sprintf("no %s named %s", kind, name))
 	}
-	return metadata.Holder(s), nil
+	return shedfs.Holder(s), nil
 }
 
 // SetQuota changes a holder's limits; fields left nil keep their value.
@@ -466,7 +466,7 @@ func (l *Local) SetQuota(ctx context.Context, holder string, req QuotaSetRequest
 	return l.quotaInfo(h)
 }
 
-func (l *Local) quotaInfo(h metadata.Holder) (*QuotaInfo, error) {
+func (l *Local) quotaInfo(h shedfs.Holder) (*QuotaInfo, error) {
 	used, err := l.acct.Usage(h)
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("usage of %s", h))
@@ -485,13 +485,13 @@ func (l *Local) quotaInfo(h metadata.Holder) (*QuotaInfo, error) {
 // ShowQuota returns one holder's quota, or every holder's (share, every
 // group and every user, sorted) when holder is empty.
 func (l *Local) ShowQuota(ctx context.Context, holder string) ([]QuotaInfo, error) {
-	var holders []metadata.Holder
+	var holders []shedfs.Holder
 	if holder != "" {
 		h, err := l.parseHolder(holder)
 		if err != nil {
 			return nil, err
 		}
-		holders = []metadata.Holder{h}
+		holders = []shedfs.Holder{h}
 	} else {
 		users, err := l.st.Meta.ListUsers()
 		if err != nil {
@@ -570,7 +570,7 @@ func (l *Local) maxFileSize() uint64 {
 // audit records a change made through the admin operations: through the
 // daemon's recorder when one runs, so the trail keeps one order, else
 // straight into the store.
-func (l *Local) audit(user string, zone metadata.Zone, path, op string, bytes int64) {
+func (l *Local) audit(user string, zone shedfs.Zone, path, op string, bytes int64) {
 	if l.hooks != nil {
 		l.hooks.record(fusefs.Event{Time: time.Now(), User: user, Zone: zone, Path: path, Op: op, Bytes: bytes})
 		return

@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/shedfs/shedfs"
 	"slices"
 	"strings"
 	"syscall"
 
-	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/zones"
 )
 
@@ -34,16 +33,16 @@ func (l *Local) SetMode(ctx context.Context, user, path string, req ModeSetReque
 	if req.Mode == nil && req.Owner == nil {
 		return nil, errorf(CodeInvalid, "mode set: give a mode, an owner or both")
 	}
-	var mode metadata.OwnMode
+	var mode shedfs.OwnMode
 	if req.Mode != nil {
-		m, err := metadata.ParseOwnMode(*req.Mode)
+		m, err := shedfs.ParseOwnMode(*req.Mode)
 		if err != nil {
 			return nil, errorf(CodeInvalid, "invalid mode %q: use owner, group or owner_ro", *req.Mode)
 		}
 		mode = m
 	}
 	if req.Owner != nil {
-		if err := ValidName("owner", *req.Owner); err != nil {
+		if err := ValidPrincipalName("owner", *req.Owner); err != nil {
 			return nil, err
 		}
 	}
@@ -61,7 +60,7 @@ func (l *Local) SetMode(ctx context.Context, user, path string, req ModeSetReque
 			return nil, err
 		}
 	}
-	out, err := l.st.Meta.Update(n.Ino, func(n *metadata.Inode) error {
+	out, err := l.st.Meta.Update(n.Ino, func(n *shedfs.Inode) error {
 		if req.Mode != nil {
 			n.OwnMode = mode
 		}
@@ -87,9 +86,9 @@ func (l *Local) SetMode(ctx context.Context, user, path string, req ModeSetReque
 
 // canOwn checks that principal may own an entry of zone z: a member of the
 // group for a group zone, any existing user for share.
-func (l *Local) canOwn(principal string, z metadata.Zone) error {
+func (l *Local) canOwn(principal string, z shedfs.Zone) error {
 	switch z.Kind {
-	case metadata.ZoneGroup:
+	case shedfs.ZoneGroup:
 		g, err := l.st.Meta.GetGroup(z.Principal)
 		if err != nil {
 			return asError(err, fmt.Sprintf("no group named %s", z.Principal))
@@ -97,7 +96,7 @@ func (l *Local) canOwn(principal string, z metadata.Zone) error {
 		if !slices.Contains(g.Members, principal) {
 			return errorf(CodeInvalid, "%s cannot own an entry of groups/%s: not a member of group %s", principal, z.Principal, z.Principal)
 		}
-	case metadata.ZoneShare:
+	case shedfs.ZoneShare:
 		if _, err := l.st.Meta.GetUser(principal); err != nil {
 			return asError(err, fmt.Sprintf("%s cannot own an entry of share/: no user named %s", principal, principal))
 		}
@@ -106,16 +105,16 @@ func (l *Local) canOwn(principal string, z metadata.Zone) error {
 }
 
 // modeInfo describes an entry's ownership.
-func modeInfo(user, rel string, n *metadata.Inode) *ModeInfo {
+func modeInfo(user, rel string, n *shedfs.Inode) *ModeInfo {
 	info := &ModeInfo{User: user, Path: rel, Type: typeName(n), Zone: n.Zone.Label(), Owner: n.Owner}
-	if m := zones.EffectiveMode(n.Zone.Kind, n.OwnMode); m != metadata.OwnModeNone {
+	if m := zones.EffectiveMode(n.Zone.Kind, n.OwnMode); m != shedfs.OwnModeNone {
 		info.Mode = m.String()
 	}
 	return info
 }
 
 // typeName is the kind of an inode as ls would name it.
-func typeName(n *metadata.Inode) string {
+func typeName(n *shedfs.Inode) string {
 	switch n.Mode & syscall.S_IFMT {
 	case syscall.S_IFDIR:
 		return "directory"
@@ -134,8 +133,8 @@ func typeName(n *metadata.Inode) string {
 // path can never leave the zone it names. A path the view does not show
 // is "not found", whatever lies behind it, so the answer leaks nothing
 // the user could not see. It returns the cleaned path as well.
-func (l *Local) resolve(user, path string) (*metadata.Inode, string, error) {
-	if err := ValidName("user", user); err != nil {
+func (l *Local) resolve(user, path string) (*shedfs.Inode, string, error) {
+	if err := ValidPrincipalName("user", user); err != nil {
 		return nil, "", err
 	}
 	var parts []string

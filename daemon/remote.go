@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/metadata"
 )
 
@@ -66,12 +67,12 @@ func (d *Daemon) syncUsers() {
 	d.mu.Lock()
 	stopped := d.stopped
 	var gone, stale []*view
-	var owners []*metadata.User
+	var owners []*shedfs.User
 	for name, v := range d.views {
 		if !v.managed {
 			continue
 		}
-		i := slices.IndexFunc(users, func(u metadata.User) bool { return u.Name == name })
+		i := slices.IndexFunc(users, func(u shedfs.User) bool { return u.Name == name })
 		switch {
 		case i < 0:
 			gone = append(gone, v)
@@ -116,7 +117,7 @@ const remountRetry = 5 * time.Second
 // remount mounts v again with u's owner, which another daemon changed. A
 // view in use is not pulled from under its processes: it keeps the old
 // owner, and the remount is tried again after remountRetry.
-func (d *Daemon) remount(v *view, u *metadata.User) {
+func (d *Daemon) remount(v *view, u *shedfs.User) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	err := d.unmount(ctx, v, false)
 	cancel()

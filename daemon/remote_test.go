@@ -5,8 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/fusefs"
-	"github.com/shedfs/shedfs/metadata"
 )
 
 // TestDaemonFollowsForeignOwner: a user's uid/gid changed in the store by
@@ -31,7 +31,7 @@ func TestDaemonFollowsForeignOwner(t *testing.T) {
 	defer d.Stop(ctx)
 	setOwner := func(uid, gid uint32) {
 		t.Helper()
-		if _, err := st.Meta.UpdateUser("alice", func(u *metadata.User) error { u.Uid, u.Gid = uid, gid; return nil }); err != nil {
+		if _, err := st.Meta.UpdateUser("alice", func(u *shedfs.User) error { u.Uid, u.Gid = uid, gid; return nil }); err != nil {
 			t.Fatal(err)
 		}
 	}

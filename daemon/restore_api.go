@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/zones"
 )
@@ -53,7 +54,7 @@ type RestoreAtResult struct {
 type restorer struct {
 	l    *Local
 	req  RestoreAtRequest
-	zone metadata.Zone
+	zone shedfs.Zone
 	rel  string // the subtree, within zone ("" for its root)
 	res  *RestoreAtResult
 	// renames are the journaled renames in the zone since the time.
@@ -63,7 +64,7 @@ type restorer struct {
 // RestoreAt puts the subtree req.Path of req.User's view back as it was
 // at req.At.
 func (l *Local) RestoreAt(ctx context.Context, req RestoreAtRequest) (*RestoreAtResult, error) {
-	if err := ValidName("user", req.User); err != nil {
+	if err := ValidPrincipalName("user", req.User); err != nil {
 		return nil, err
 	}
 	if req.At.IsZero() || req.At.After(time.Now()) {
@@ -102,9 +103,9 @@ func (l *Local) RestoreAt(ctx context.Context, req RestoreAtRequest) (*RestoreAt
 }
 
 // canSee reports whether user's view shows zone z.
-func (l *Local) canSee(user string, z metadata.Zone) bool {
+func (l *Local) canSee(user string, z shedfs.Zone) bool {
 	hs, err := l.visibleHolders(user)
-	return err == nil && slices.Contains(hs, metadata.HolderOf(z))
+	return err == nil && slices.Contains(hs, shedfs.HolderOf(z))
 }
 
 // under reports whether zrel (a path within the zone) lies in the subtree.
@@ -187,8 +188,8 @@ func (r *restorer) trashNew() ([]string, error) {
 		return nil, err
 	}
 	var dirs []string
-	var walk func(n *metadata.Inode, zrel string) error
-	walk = func(n *metadata.Inode, zrel string) error {
+	var walk func(n *shedfs.Inode, zrel string) error
+	walk = func(n *shedfs.Inode, zrel string) error {
 		born, err := l.st.Meta.Birth(n.Ino)
 		if err != nil {
 			return asError(err, "birth of "+zrel)
@@ -242,7 +243,7 @@ func (r *restorer) trashOne(zrel string) error {
 	}
 	switch {
 	case freed && n.IsRegular():
-		l.freed([]*metadata.Inode{n})
+		l.freed([]*shedfs.Inode{n})
 	case !kept && !freed:
 		l.nameChanged(dir.Ino, path.Base(a.Path), n)
 		r.did(a)
@@ -275,7 +276,7 @@ func (r *restorer) before(zrel string, t time.Time) string {
 // kept since the time that existed at the time.
 func (r *restorer) restoreKept() error {
 	l := r.l
-	list, err := l.st.Meta.ListTrash([]metadata.Holder{metadata.HolderOf(r.zone)})
+	list, err := l.st.Meta.ListTrash([]shedfs.Holder{shedfs.HolderOf(r.zone)})
 	if err != nil {
 		return asError(err, "list the trash")
 	}

@@ -44,13 +44,13 @@ var _ SessionAdmin = (*Local)(nil)
 // limit (metadata.Store.OpenSession), its uploads/ID, and with a daemon
 // its view at <mount-root>/USER@ID.
 func (l *Local) OpenSession(ctx context.Context, req SessionOpenRequest) (*SessionInfo, error) {
-	if err := ValidName("user", req.User); err != nil {
+	if err := ValidPrincipalName("user", req.User); err != nil {
 		return nil, err
 	}
 	if req.ID == "" {
 		req.ID = randomSessionID()
 	}
-	if err := ValidName("session id", req.ID); err != nil {
+	if err := ValidPrincipalName("session id", req.ID); err != nil {
 		return nil, err
 	}
 	var expires time.Time
@@ -70,7 +70,7 @@ func (l *Local) OpenSession(ctx context.Context, req SessionOpenRequest) (*Sessi
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("no user named %s", req.User))
 	}
-	ss, err := l.st.Meta.OpenSession(req.User, req.ID, expires, metadata.Limit{Bytes: req.Quota.Bytes, Inodes: req.Quota.Inodes})
+	ss, err := l.st.Meta.OpenSession(req.User, req.ID, expires, shedfs.Limit{Bytes: req.Quota.Bytes, Inodes: req.Quota.Inodes})
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("session %s of %s: it is open, or home/sessions/%s exists", req.ID, req.User, req.ID))
 	}
@@ -129,7 +129,7 @@ func (l *Local) sessionInfo(ss *metadata.Session) (*SessionInfo, error) {
 // ListSessions lists the open sessions of user (every user for "").
 func (l *Local) ListSessions(ctx context.Context, user string) ([]SessionInfo, error) {
 	if user != "" {
-		if err := ValidName("user", user); err != nil {
+		if err := ValidPrincipalName("user", user); err != nil {
 			return nil, err
 		}
 	}
@@ -154,10 +154,10 @@ func (l *Local) ListSessions(ctx context.Context, user string) ([]SessionInfo, e
 // CloseSession), which without Keep goes to the trash at once, so that
 // trash restore or shedfs restore brings it back.
 func (l *Local) CloseSession(ctx context.Context, req SessionCloseRequest) (*SessionInfo, error) {
-	if err := ValidName("user", req.User); err != nil {
+	if err := ValidPrincipalName("user", req.User); err != nil {
 		return nil, err
 	}
-	if err := ValidName("session id", req.ID); err != nil {
+	if err := ValidPrincipalName("session id", req.ID); err != nil {
 		return nil, err
 	}
 	l.mu.Lock()
@@ -246,7 +246,7 @@ func (l *Local) trashTree(user string, parent uint64, name, rel string) error {
 	}
 	switch {
 	case freed && out.IsRegular():
-		l.freed([]*metadata.Inode{out})
+		l.freed([]*shedfs.Inode{out})
 	case !kept && !freed:
 		l.nameChanged(parent, name, out)
 		return nil

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs"
 )
 
 // TestSettings sets the store's defaults and max file size both ways:
@@ -38,7 +38,7 @@ func TestSettings(t *testing.T) {
 			t.Errorf("get after set: %+v, %v; want %+v", again, err, want)
 		}
 		ms, err := st.Meta.GetSettings()
-		if err != nil || ms.MaxFileSize != 5<<30 || ms.DefaultUserLimit != (metadata.Limit{Bytes: 10 << 30}) {
+		if err != nil || ms.MaxFileSize != 5<<30 || ms.DefaultUserLimit != (shedfs.Limit{Bytes: 10 << 30}) {
 			t.Errorf("store holds %+v, %v", ms, err)
 		}
 		u, err := a.AddUser(ctx, UserAddRequest{Name: "new"})

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/zones"
 )
@@ -90,19 +91,19 @@ type TrashSettings struct {
 // change the admin made to the trash.
 type trashNotifier interface {
 	trashChanged()
-	trashFreed(gone []*metadata.Inode)
+	trashFreed(gone []*shedfs.Inode)
 	unused(ino uint64) bool
 }
 
-func (d *Daemon) trashChanged()                     { d.fs.TrashChanged() }
-func (d *Daemon) trashFreed(gone []*metadata.Inode) { d.fs.TrashFreed(gone) }
-func (d *Daemon) unused(ino uint64) bool            { return d.fs.Unused(ino) }
+func (d *Daemon) trashChanged()                   { d.fs.TrashChanged() }
+func (d *Daemon) trashFreed(gone []*shedfs.Inode) { d.fs.TrashFreed(gone) }
+func (d *Daemon) unused(ino uint64) bool          { return d.fs.Unused(ino) }
 
 var _ trashNotifier = (*Daemon)(nil)
 
 // evictTrash is the accountant's evictor when no daemon serves views:
 // nothing is open, so the oldest kept files go at once with their blobs.
-func (l *Local) evictTrash(h metadata.Holder, bytes, inodes int64) bool {
+func (l *Local) evictTrash(h shedfs.Holder, bytes, inodes int64) bool {
 	gone, err := l.st.Meta.EvictTrash(h, bytes, inodes, nil)
 	if err != nil {
 		l.log.Warn("evict trash", "holder", h, "err", err)
@@ -113,7 +114,7 @@ func (l *Local) evictTrash(h metadata.Holder, bytes, inodes int64) bool {
 
 // freed removes the blobs of kept files the store deleted: through the
 // views when a daemon runs (a request may be under way), at once if not.
-func (l *Local) freed(gone []*metadata.Inode) {
+func (l *Local) freed(gone []*shedfs.Inode) {
 	if len(gone) == 0 {
 		return
 	}
@@ -143,7 +144,7 @@ func (l *Local) unusedIno(ino uint64) bool {
 }
 
 // visibleHolders are the holders whose trash user's view shows.
-func (l *Local) visibleHolders(user string) ([]metadata.Holder, error) {
+func (l *Local) visibleHolders(user string) ([]shedfs.Holder, error) {
 	if _, err := l.st.Meta.GetUser(user); err != nil {
 		return nil, asError(err, fmt.Sprintf("no user named %s", user))
 	}
@@ -151,16 +152,16 @@ func (l *Local) visibleHolders(user string) ([]metadata.Holder, error) {
 	if err != nil {
 		return nil, asError(err, "groups of "+user)
 	}
-	hs := []metadata.Holder{metadata.HolderOf(zones.PrivateZone(user)), metadata.HolderOf(zones.ShareZone())}
+	hs := []shedfs.Holder{shedfs.HolderOf(zones.PrivateZone(user)), shedfs.HolderOf(zones.ShareZone())}
 	for _, g := range groups {
-		hs = append(hs, metadata.HolderOf(zones.GroupZone(g)))
+		hs = append(hs, shedfs.HolderOf(zones.GroupZone(g)))
 	}
 	return hs, nil
 }
 
 // ListTrash lists kept files, oldest first.
 func (l *Local) ListTrash(ctx context.Context, req TrashListRequest) ([]TrashEntry, error) {
-	var holders []metadata.Holder
+	var holders []shedfs.Holder
 	switch {
 	case req.User != "" && req.Holder != "":
 		return nil, errorf(CodeInvalid, "trash list: give a user or a holder, not both")
@@ -175,7 +176,7 @@ func (l *Local) ListTrash(ctx context.Context, req TrashListRequest) ([]TrashEnt
 		if err != nil {
 			return nil, err
 		}
-		holders = []metadata.Holder{h}
+		holders = []shedfs.Holder{h}
 	}
 	list, err := l.st.Meta.ListTrash(holders)
 	if err != nil {
@@ -208,9 +209,9 @@ func trashEntry(user string, e metadata.TrashEntry) TrashEntry {
 	te := TrashEntry{
 		Path: p, Holder: string(e.Holder), Zone: e.Zone.Label(), Owner: e.Owner,
 		By: e.By, Why: e.Why, Time: e.Time, Size: e.Size, Ino: e.Ino,
-		Type: typeName(&metadata.Inode{Mode: e.Mode}),
+		Type: typeName(&shedfs.Inode{Mode: e.Mode}),
 	}
-	if m := zones.EffectiveMode(e.Zone.Kind, e.OwnMode); m != metadata.OwnModeNone {
+	if m := zones.EffectiveMode(e.Zone.Kind, e.OwnMode); m != shedfs.OwnModeNone {
 		te.Mode = m.String()
 	}
 	if p != "" {
@@ -313,7 +314,7 @@ func (l *Local) trashOff() bool {
 
 // mkdirs returns directory p of user's view, creating what is missing
 // below its zone root as directories owned by user.
-func (l *Local) mkdirs(user, p string) (*metadata.Inode, error) {
+func (l *Local) mkdirs(user, p string) (*shedfs.Inode, error) {
 	n, _, err := l.resolve(user, p)
 	if err == nil {
 		if !n.IsDir() {
@@ -333,7 +334,7 @@ func (l *Local) mkdirs(user, p string) (*metadata.Inode, error) {
 	if err != nil {
 		return nil, asError(err, "no user named "+user)
 	}
-	tmpl := &metadata.Inode{Mode: syscall.S_IFDIR | 0o755, Uid: u.Uid, Gid: u.Gid, Owner: user,
+	tmpl := &shedfs.Inode{Mode: syscall.S_IFDIR | 0o755, Uid: u.Uid, Gid: u.Gid, Owner: user,
 		OwnMode: zones.PolicyOf(parent.Zone.Kind).DefaultMode}
 	d, err := l.st.Meta.Create(parent.Ino, path.Base(p), tmpl, admitOneInode)
 	if err != nil {
@@ -353,7 +354,7 @@ func (l *Local) PurgeTrash(ctx context.Context, req TrashPurgeRequest) (*TrashPu
 		return nil, err
 	}
 	res := &TrashPurgeResult{}
-	var gone []*metadata.Inode
+	var gone []*shedfs.Inode
 	for _, e := range list {
 		if !req.Before.IsZero() && !e.Time.Before(req.Before) {
 			continue
@@ -369,11 +370,11 @@ func (l *Local) PurgeTrash(ctx context.Context, req TrashPurgeRequest) (*TrashPu
 			gone = append(gone, n)
 		}
 		res.Entries++
-		res.Bytes += metadata.Charge(e.Size)
+		res.Bytes += shedfs.Charge(e.Size)
 	}
 	l.freed(gone)
 	l.trashChanged()
-	l.audit("", metadata.Zone{}, "/"+zones.NameTrash, "admin_trash_purge", res.Bytes)
+	l.audit("", shedfs.Zone{}, "/"+zones.NameTrash, "admin_trash_purge", res.Bytes)
 	return res, nil
 }
 

@@ -5,7 +5,6 @@ import (
 	"hash"
 
 	"github.com/shedfs/shedfs"
-	"github.com/shedfs/shedfs/metadata"
 )
 
 // runningDigest is the SHA-256 of an open file's content while it is
@@ -64,7 +63,7 @@ func (f *FS) knownLocked(oi *openInode) (shedfs.Content, bool) {
 // digest and verdict in the same transaction when there is one (then
 // oi.known is set and the content worker is not asked), else with a
 // pending mark for the worker. oi.mu must be held.
-func (f *FS) persistWritten(oi *openInode, fn func(n *metadata.Inode) error) error {
+func (f *FS) persistWritten(oi *openInode, fn func(n *shedfs.Inode) error) error {
 	c, ok := f.knownLocked(oi)
 	if !ok {
 		oi.known = nil

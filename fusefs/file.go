@@ -13,7 +13,6 @@ import (
 
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
-	"github.com/shedfs/shedfs/metadata"
 )
 
 // openInode is the state of a regular file while any view holds it open:
@@ -22,7 +21,7 @@ import (
 // and the last release, so a stream of writes costs no transaction each.
 type openInode struct {
 	ino    uint64
-	holder metadata.Holder
+	holder shedfs.Holder
 
 	mu   sync.Mutex
 	blob *os.File
@@ -67,7 +66,7 @@ type openInode struct {
 // in step. oi.mu must be held.
 func (f *FS) setSizeLocked(oi *openInode, size uint64) {
 	oi.size = size
-	pc := metadata.Charge(size) - metadata.Charge(oi.persisted)
+	pc := shedfs.Charge(size) - shedfs.Charge(oi.persisted)
 	f.acct.Add(oi.holder, pc-oi.pendingCharge)
 	oi.pendingCharge = pc
 }
@@ -77,7 +76,7 @@ func (f *FS) setSizeLocked(oi *openInode, size uint64) {
 // in parallel; of two first opens of one file, the second closes its
 // descriptor and shares the first's. create says n was just made by
 // newChild for openNew (a new blob; marked open in a shared store).
-func (f *FS) acquire(n *metadata.Inode, create bool) (*openInode, syscall.Errno) {
+func (f *FS) acquire(n *shedfs.Inode, create bool) (*openInode, syscall.Errno) {
 	f.mu.Lock()
 	if oi := f.open[n.Ino]; oi != nil {
 		oi.refs++
@@ -105,7 +104,7 @@ func (f *FS) acquire(n *metadata.Inode, create bool) (*openInode, syscall.Errno)
 	}
 	oi := &openInode{
 		ino:       n.Ino,
-		holder:    metadata.HolderOf(n.Zone),
+		holder:    shedfs.HolderOf(n.Zone),
 		blob:      blob,
 		refs:      1,
 		entry:     acl.EntryOf(n),
@@ -195,7 +194,7 @@ func (f *FS) persistLocked(oi *openInode) syscall.Errno {
 	size, mtime, held := oi.size, oi.mtime, oi.held
 	unlock := f.acct.Lock(oi.holder)
 	defer unlock()
-	err := f.persistWritten(oi, func(n *metadata.Inode) error {
+	err := f.persistWritten(oi, func(n *shedfs.Inode) error {
 		n.Size = size
 		n.Mtime = mtime
 		n.Ctime = mtime
@@ -216,7 +215,7 @@ func (f *FS) persistLocked(oi *openInode) syscall.Errno {
 
 // overlay puts the not yet persisted size and times of an open inode over
 // a stored record.
-func (f *FS) overlay(n *metadata.Inode) {
+func (f *FS) overlay(n *shedfs.Inode) {
 	if !n.IsRegular() {
 		return
 	}
@@ -244,7 +243,7 @@ func (f *FS) overlay(n *metadata.Inode) {
 func (n *node) resizeLocked(oi *openInode, op acl.Op, newSize uint64, blocks int64, apply func() (uint64, error)) syscall.Errno {
 	f := n.v.fs
 	a := n.v.actor()
-	grows := metadata.Charge(newSize) > metadata.Charge(oi.size) || newSize > oi.size
+	grows := shedfs.Charge(newSize) > shedfs.Charge(oi.size) || newSize > oi.size
 	var unlock func()
 	var d acl.Decision
 	if grows {
@@ -264,7 +263,7 @@ func (n *node) resizeLocked(oi *openInode, op acl.Op, newSize uint64, blocks int
 	} else {
 		d = acl.Truncate(a, oi.entry, acl.Quota{}, oi.size, newSize)
 	}
-	if grows && d.Errno == syscall.EDQUOT && f.acct.MakeRoom(oi.holder, metadata.Charge(newSize)-metadata.Charge(oi.size), 0) {
+	if grows && d.Errno == syscall.EDQUOT && f.acct.MakeRoom(oi.holder, shedfs.Charge(newSize)-shedfs.Charge(oi.size), 0) {
 		if q, err := f.quota(oi.entry.Zone); err == nil {
 			d = acl.Write(a, oi.entry, q, oi.size, newSize)
 			if op != acl.OpWrite {
@@ -278,7 +277,7 @@ func (n *node) resizeLocked(oi *openInode, op acl.Op, newSize uint64, blocks int
 	if d.Allowed() && grows {
 		// Other daemons sharing the store see it reserved (quota).
 		var err error
-		if d, err = f.acct.Cover(oi.holder, metadata.Charge(newSize)-metadata.Charge(oi.size)); err != nil {
+		if d, err = f.acct.Cover(oi.holder, shedfs.Charge(newSize)-shedfs.Charge(oi.size)); err != nil {
 			unlock()
 			return f.errno("quota", err)
 		}
@@ -582,7 +581,7 @@ func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (_ uint64
 
 // truncate sets the size of a regular file, through its open state so
 // concurrent writers and this agree, and persists it at once.
-func (n *node) truncate(rec *metadata.Inode, size uint64) syscall.Errno {
+func (n *node) truncate(rec *shedfs.Inode, size uint64) syscall.Errno {
 	f := n.v.fs
 	oi, e := f.acquire(rec, false)
 	if e != 0 {

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/blobs"
 	"github.com/shedfs/shedfs/content"
@@ -237,13 +238,13 @@ const ghostGrace = 2 * time.Second
 
 // ghost is a reclaimed inode kept for requests under way.
 type ghost struct {
-	rec   *metadata.Inode
+	rec   *shedfs.Inode
 	until time.Time
 }
 
 // reclaimIfUnused notes that n lost its last link and reclaims it unless
 // a handle still holds it.
-func (f *FS) reclaimIfUnused(n *metadata.Inode) {
+func (f *FS) reclaimIfUnused(n *shedfs.Inode) {
 	if n == nil || n.Nlink > 0 {
 		return
 	}
@@ -308,7 +309,7 @@ func (f *FS) unused(ino uint64) bool {
 
 // addGhost keeps rec reachable for ghostGrace in case its record goes;
 // dropGhost takes it back when it did not.
-func (f *FS) addGhost(rec *metadata.Inode) {
+func (f *FS) addGhost(rec *shedfs.Inode) {
 	g := *rec
 	g.Nlink = 0
 	f.mu.Lock()
@@ -324,7 +325,7 @@ func (f *FS) dropGhost(ino uint64) {
 
 // ghostOf returns the last record of a reclaimed inode still in its grace
 // period, or nil.
-func (f *FS) ghostOf(ino uint64) *metadata.Inode {
+func (f *FS) ghostOf(ino uint64) *shedfs.Inode {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if g := f.ghosts[ino]; g != nil {

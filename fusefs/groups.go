@@ -9,8 +9,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
-	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/zones"
 )
 
@@ -95,7 +95,7 @@ func (g *groupsDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
 
 // Statfs implements fs.NodeStatfser.
 func (g *groupsDir) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
-	return g.v.statfs(metadata.Zone{}, out)
+	return g.v.statfs(shedfs.Zone{}, out)
 }
 
 // groups/ is read-only itself: acl refuses every change in it, and the

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs"
 )
 
 // A small file costs a commit at its CREATE and one when its size is
@@ -30,7 +30,7 @@ type heldAttrs struct {
 }
 
 // apply lays h over n.
-func (h heldAttrs) apply(n *metadata.Inode) {
+func (h heldAttrs) apply(n *shedfs.Inode) {
 	if !h.anything {
 		return
 	}
@@ -70,7 +70,7 @@ func (f *FS) flushHeldLocked(n *node, oi *openInode) bool {
 // updateHeld is Store.Update for a SETATTR of times and mode: on a file
 // open and dirty here, fn's changes are held in the open inode and
 // persisted with its size; else it is Store.Update.
-func (f *FS) updateHeld(ino uint64, fn func(n *metadata.Inode) error, admit func(u metadata.Usage, l metadata.Limit, delta int64) error) (*metadata.Inode, error) {
+func (f *FS) updateHeld(ino uint64, fn func(n *shedfs.Inode) error, admit func(u shedfs.Usage, l shedfs.Limit, delta int64) error) (*shedfs.Inode, error) {
 	oi := f.lookupOpen(ino)
 	if oi == nil || f.store.Shared() {
 		return f.store.Update(ino, fn, admit)
@@ -177,7 +177,7 @@ func (c *persistClock) persistedSince(ino, since uint64) bool {
 // regular file's record is read again (a few times at most: only a
 // persist landing in each window forces another). A ghost (no record any
 // more) is returned as it is.
-func (f *FS) overlaid(rec *metadata.Inode, since uint64) *metadata.Inode {
+func (f *FS) overlaid(rec *shedfs.Inode, since uint64) *shedfs.Inode {
 	f.overlay(rec)
 	for range 8 {
 		if !rec.IsRegular() || !f.persists.persistedSince(rec.Ino, since) {

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs"
 )
 
 // TestHeldAttrsApply: held attributes replace the record's, a held ctime
@@ -14,16 +14,16 @@ func TestHeldAttrsApply(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	t1 := time.Unix(2000, 0)
 	t2 := time.Unix(3000, 0)
-	base := metadata.Inode{Mode: 0o100600, Atime: t0, Mtime: t0, Ctime: t1}
+	base := shedfs.Inode{Mode: 0o100600, Atime: t0, Mtime: t0, Ctime: t1}
 	for _, tc := range []struct {
 		name string
 		h    heldAttrs
-		want metadata.Inode
+		want shedfs.Inode
 	}{
 		{"nothing", heldAttrs{mode: 0o100644, setMode: true}, base},
-		{"mode", heldAttrs{anything: true, mode: 0o100644, setMode: true}, metadata.Inode{Mode: 0o100644, Atime: t0, Mtime: t0, Ctime: t1}},
-		{"atime", heldAttrs{anything: true, atime: t2, setAtime: true}, metadata.Inode{Mode: 0o100600, Atime: t2, Mtime: t0, Ctime: t1}},
-		{"later ctime", heldAttrs{anything: true, ctime: t2, setCtime: true}, metadata.Inode{Mode: 0o100600, Atime: t0, Mtime: t0, Ctime: t2}},
+		{"mode", heldAttrs{anything: true, mode: 0o100644, setMode: true}, shedfs.Inode{Mode: 0o100644, Atime: t0, Mtime: t0, Ctime: t1}},
+		{"atime", heldAttrs{anything: true, atime: t2, setAtime: true}, shedfs.Inode{Mode: 0o100600, Atime: t2, Mtime: t0, Ctime: t1}},
+		{"later ctime", heldAttrs{anything: true, ctime: t2, setCtime: true}, shedfs.Inode{Mode: 0o100600, Atime: t0, Mtime: t0, Ctime: t2}},
 		{"earlier ctime", heldAttrs{anything: true, ctime: t0, setCtime: true}, base},
 	} {
 		n := base

@@ -11,8 +11,8 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
-	"github.com/shedfs/shedfs/metadata"
 )
 
 // Views share the inodes of share/ and the group zones, and the kernel of
@@ -403,14 +403,14 @@ func (v *View) resync() {
 }
 
 // shared reports whether inodes of zone z are visible in more than one view.
-func shared(z metadata.Zone) bool {
-	return z.Kind == metadata.ZoneShare || z.Kind == metadata.ZoneGroup
+func shared(z shedfs.Zone) bool {
+	return z.Kind == shedfs.ZoneShare || z.Kind == shedfs.ZoneGroup
 }
 
 // invalidate tells the views other than from whose kernel holds what
 // changed. Inodes of a private zone are in from's kernel only, which saw
 // the change itself.
-func (f *FS) invalidate(from *View, z metadata.Zone, items ...inval) {
+func (f *FS) invalidate(from *View, z shedfs.Zone, items ...inval) {
 	if !f.sharedIn(z) || len(items) == 0 {
 		return
 	}
@@ -474,7 +474,7 @@ func (f *FS) changedContent(from *node, ino uint64) {
 // the kernels of the other views, or when ctx ends. A lock taken in view
 // v calls it, so that whatever the previous holder wrote through another
 // view is out of v's cache before the new holder reads.
-func (f *FS) syncCaches(ctx context.Context, v *View, z metadata.Zone) {
+func (f *FS) syncCaches(ctx context.Context, v *View, z shedfs.Zone) {
 	if f.sharedIn(z) {
 		f.notify.flush(ctx, v)
 	}
@@ -483,7 +483,7 @@ func (f *FS) syncCaches(ctx context.Context, v *View, z metadata.Zone) {
 // EntryChanged tells the views that name in directory dir changed outside
 // any view (an import by the admin), and reclaims replaced, the inode the
 // change took the name from, once nothing holds it.
-func (f *FS) EntryChanged(dir uint64, name string, replaced *metadata.Inode) {
+func (f *FS) EntryChanged(dir uint64, name string, replaced *shedfs.Inode) {
 	f.changedContent(nil, dir)
 	was := uint64(noneBefore)
 	if replaced != nil {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
-	"github.com/shedfs/shedfs/metadata"
 )
 
 // Views negotiate FUSE_HANDLE_KILLPRIV_V2: the daemon clears set-user-ID
@@ -158,7 +158,7 @@ func (n *node) killSetID() (bool, syscall.Errno) {
 	now := time.Now()
 	// Through updateHeld: a mode an open file holds (a chmod since its
 	// last persist) is the one to clear, not the stored one.
-	_, err := f.updateHeld(n.ino, func(rec *metadata.Inode) error {
+	_, err := f.updateHeld(n.ino, func(rec *shedfs.Inode) error {
 		rec.Mode = acl.SetIDKilled(rec.Mode)
 		rec.Ctime = now
 		return nil

@@ -5,9 +5,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/links"
-	"github.com/shedfs/shedfs/metadata"
 )
 
 // Links is the daemon's share-by-link service as the views use it: reading
@@ -117,7 +117,7 @@ func (n *node) getLinkXattr(attr string, dest []byte) (uint32, syscall.Errno) {
 
 // newLink makes a link to n for the view's user, or hands out the one a
 // size query just made.
-func (n *node) newLink(rec *metadata.Inode, sizeQuery bool) (string, syscall.Errno) {
+func (n *node) newLink(rec *shedfs.Inode, sizeQuery bool) (string, syscall.Errno) {
 	now := time.Now()
 	if !sizeQuery {
 		if url, ok := n.v.links.take(n.ino, now); ok {
@@ -163,7 +163,7 @@ func (n *node) setLinkTTL(value string) syscall.Errno {
 // Stat returns the record of ino as the views see it, with the size and
 // times of an open file not yet persisted laid over it, for the link
 // server, which reads the same blobs.
-func (f *FS) Stat(ino uint64) (*metadata.Inode, error) {
+func (f *FS) Stat(ino uint64) (*shedfs.Inode, error) {
 	rec, err := f.store.GetInode(ino)
 	if err != nil {
 		return nil, err

@@ -8,8 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sys/unix"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
-	"github.com/shedfs/shedfs/metadata"
 )
 
 // Metrics are the Prometheus families the callback path feeds
@@ -30,7 +30,7 @@ type Metrics struct {
 	// (metricseries.go); readBy and writtenBy those of the byte counters
 	// per zone kind, made at the start.
 	perRequest        *requestSeries
-	readBy, writtenBy [metadata.ZoneGroup + 1]prometheus.Counter
+	readBy, writtenBy [shedfs.ZoneGroup + 1]prometheus.Counter
 }
 
 // NewMetrics creates the callback-path families and registers them.
@@ -64,7 +64,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		m.denials.WithLabelValues(r)
 	}
 	// Every series exists from the start, so rate() sees the first bytes.
-	for k := metadata.ZonePrivate; k <= metadata.ZoneGroup; k++ {
+	for k := shedfs.ZonePrivate; k <= shedfs.ZoneGroup; k++ {
 		m.readBy[k] = m.bytesRead.WithLabelValues(k.String())
 		m.writtenBy[k] = m.bytesWritten.WithLabelValues(k.String())
 	}
@@ -80,8 +80,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 }
 
 // zoneLabel is the bounded label of a zone: its kind.
-func zoneLabel(z metadata.Zone) string {
-	if z.Kind == metadata.ZoneNone {
+func zoneLabel(z shedfs.Zone) string {
+	if z.Kind == shedfs.ZoneNone {
 		return "none"
 	}
 	return z.Kind.String()
@@ -100,7 +100,7 @@ func resultLabel(e syscall.Errno) string {
 
 // track counts one request when it returns. Callbacks call it deferred
 // with a pointer to their errno result.
-func (f *FS) track(op string, z metadata.Zone, start time.Time, errno *syscall.Errno) {
+func (f *FS) track(op string, z shedfs.Zone, start time.Time, errno *syscall.Errno) {
 	f.requests.Add(1)
 	m := f.opts.Metrics
 	if m == nil {
@@ -115,13 +115,13 @@ func (f *FS) track(op string, z metadata.Zone, start time.Time, errno *syscall.E
 // metrics, so that status can show a rate.
 func (f *FS) Requests() uint64 { return f.requests.Load() }
 
-func (f *FS) countRead(z metadata.Zone, n int) {
+func (f *FS) countRead(z shedfs.Zone, n int) {
 	if m := f.opts.Metrics; m != nil && n > 0 {
 		m.zoneCounter(&m.readBy, m.bytesRead, z).Add(float64(n))
 	}
 }
 
-func (f *FS) countWrite(z metadata.Zone, n int) {
+func (f *FS) countWrite(z shedfs.Zone, n int) {
 	if m := f.opts.Metrics; m != nil && n > 0 {
 		m.zoneCounter(&m.writtenBy, m.bytesWritten, z).Add(float64(n))
 	}
@@ -129,7 +129,7 @@ func (f *FS) countWrite(z metadata.Zone, n int) {
 
 // zoneCounter is the child of vec for z's kind: the one made at the
 // start, or (a zone without a kind) looked up.
-func (m *Metrics) zoneCounter(by *[metadata.ZoneGroup + 1]prometheus.Counter, vec *prometheus.CounterVec, z metadata.Zone) prometheus.Counter {
+func (m *Metrics) zoneCounter(by *[shedfs.ZoneGroup + 1]prometheus.Counter, vec *prometheus.CounterVec, z shedfs.Zone) prometheus.Counter {
 	if int(z.Kind) < len(by) && by[z.Kind] != nil {
 		return by[z.Kind]
 	}

@@ -5,8 +5,7 @@ import (
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs"
 )
 
 // requestSeries keeps the resolved children of the per-request families,
@@ -27,7 +26,7 @@ type requestSeries struct {
 // seriesKey is one (op, zone kind, result) of shedfs_fuse_requests_total.
 type seriesKey struct {
 	op    string
-	kind  metadata.ZoneKind
+	kind  shedfs.ZoneKind
 	errno syscall.Errno
 }
 
@@ -42,7 +41,7 @@ func newRequestSeries(requests *prometheus.CounterVec, duration *prometheus.Hist
 }
 
 // of returns the children for op in zone z with result errno.
-func (r *requestSeries) of(op string, z metadata.Zone, errno syscall.Errno) series {
+func (r *requestSeries) of(op string, z shedfs.Zone, errno syscall.Errno) series {
 	k := seriesKey{op: op, kind: z.Kind, errno: errno}
 	r.mu.RLock()
 	s, ok := r.by[k]

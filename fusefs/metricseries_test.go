@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs"
 )
 
 // TestTrackSeries checks that the resolved children count exactly what
@@ -23,22 +22,22 @@ func TestTrackSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &FS{opts: Options{Metrics: m}}
-	private := metadata.Zone{Kind: metadata.ZonePrivate, Principal: "alice"}
-	group := metadata.Zone{Kind: metadata.ZoneGroup, Principal: "team"}
-	track := func(op string, z metadata.Zone, e syscall.Errno) {
+	private := shedfs.Zone{Kind: shedfs.ZonePrivate, Principal: "alice"}
+	group := shedfs.Zone{Kind: shedfs.ZoneGroup, Principal: "team"}
+	track := func(op string, z shedfs.Zone, e syscall.Errno) {
 		f.track(op, z, time.Now(), &e)
 	}
 	for range 3 {
 		track("lookup", private, 0)
 	}
 	track("lookup", private, syscall.ENOENT)
-	track("lookup", metadata.Zone{Kind: metadata.ZoneGroup, Principal: "other"}, 0)
+	track("lookup", shedfs.Zone{Kind: shedfs.ZoneGroup, Principal: "other"}, 0)
 	track("lookup", group, 0)
-	track("create", metadata.Zone{}, syscall.EACCES)
+	track("create", shedfs.Zone{}, syscall.EACCES)
 	f.countWrite(group, 10)
 	f.countWrite(group, 5)
 	f.countRead(private, 7)
-	f.countRead(metadata.Zone{}, 3)
+	f.countRead(shedfs.Zone{}, 3)
 
 	got := gathered(t, reg)
 	want := []string{
@@ -109,7 +108,7 @@ func BenchmarkTrack(b *testing.B) {
 		b.Fatal(err)
 	}
 	f := &FS{opts: Options{Metrics: m}}
-	z := metadata.Zone{Kind: metadata.ZonePrivate, Principal: "alice"}
+	z := shedfs.Zone{Kind: shedfs.ZonePrivate, Principal: "alice"}
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

@@ -10,6 +10,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/zones"
@@ -22,7 +23,7 @@ type node struct {
 	fs.Inode
 	v    *View
 	ino  uint64
-	zone metadata.Zone
+	zone shedfs.Zone
 	// seen is the content version this view's kernel last opened the
 	// inode at (see contentVersions).
 	seen atomic.Uint64
@@ -53,7 +54,7 @@ var (
 
 // load reads the node's record with the not yet persisted state of an open
 // file laid over it.
-func (n *node) load() (*metadata.Inode, syscall.Errno) {
+func (n *node) load() (*shedfs.Inode, syscall.Errno) {
 	f := n.v.fs
 	since := f.persists.now()
 	rec, err := f.store.GetInode(n.ino)
@@ -72,7 +73,7 @@ func (n *node) load() (*metadata.Inode, syscall.Errno) {
 // from a group loses the group's inodes even where the kernel still holds
 // them.
 func (n *node) visible(op acl.Op) syscall.Errno {
-	if n.zone.Kind != metadata.ZoneGroup {
+	if n.zone.Kind != shedfs.ZoneGroup {
 		return 0
 	}
 	if d := acl.Read(n.v.actor(), acl.Entry{Zone: n.zone, Dir: true}); !d.Allowed() {
@@ -83,7 +84,7 @@ func (n *node) visible(op acl.Op) syscall.Errno {
 
 // fillAttr copies a record into the kernel's attribute struct, presenting
 // the view's forced owner when it has one.
-func (v *View) fillAttr(rec *metadata.Inode, out *fuse.Attr) {
+func (v *View) fillAttr(rec *shedfs.Inode, out *fuse.Attr) {
 	out.Ino = rec.Ino
 	out.Mode = rec.Mode
 	out.Nlink = rec.Nlink
@@ -102,13 +103,13 @@ func (v *View) fillAttr(rec *metadata.Inode, out *fuse.Attr) {
 
 // entry fills an EntryOut and returns the kernel-side inode for rec,
 // reusing the one this view already has for the same inode number.
-func (n *node) entry(ctx context.Context, rec *metadata.Inode, out *fuse.EntryOut) *fs.Inode {
+func (n *node) entry(ctx context.Context, rec *shedfs.Inode, out *fuse.EntryOut) *fs.Inode {
 	return n.v.entryUnder(ctx, &n.Inode, rec, out)
 }
 
 // entryUnder is entry for a child of any kernel-side parent, such as the
 // synthetic groups/ folder.
-func (v *View) entryUnder(ctx context.Context, parent *fs.Inode, rec *metadata.Inode, out *fuse.EntryOut) *fs.Inode {
+func (v *View) entryUnder(ctx context.Context, parent *fs.Inode, rec *shedfs.Inode, out *fuse.EntryOut) *fs.Inode {
 	rec = v.learn(rec)
 	v.fillAttr(rec, &out.Attr)
 	out.SetEntryTimeout(v.fs.opts.EntryTimeout)
@@ -121,7 +122,7 @@ func (v *View) entryUnder(ctx context.Context, parent *fs.Inode, rec *metadata.I
 // about to be given, and returns its record read after that: a change
 // committed later finds the view among the holders and invalidates the
 // entry, one committed before is in the record.
-func (v *View) learn(rec *metadata.Inode) *metadata.Inode {
+func (v *View) learn(rec *shedfs.Inode) *shedfs.Inode {
 	if !v.fs.sharedIn(rec.Zone) {
 		return rec
 	}
@@ -144,7 +145,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *
 // reply. known, when not nil, is name's record as a batch just read it
 // (readdirplus.go); otherwise the store is asked. since is the persist
 // clock before either was read (hold.go).
-func (n *node) resolve(ctx context.Context, name string, known *metadata.Inode, since uint64, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+func (n *node) resolve(ctx context.Context, name string, known *shedfs.Inode, since uint64, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if ch := n.v.lookupReserved(ctx, n, name, out); ch != nil {
 		return ch, 0
 	}
@@ -252,7 +253,7 @@ func (n *node) setattr(fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) 
 		if !setUID && !setGID {
 			update = f.updateHeld // times and mode of a dirty open file (hold.go)
 		}
-		_, err := update(n.ino, func(rec *metadata.Inode) error {
+		_, err := update(n.ino, func(rec *shedfs.Inode) error {
 			if setMode {
 				rec.Mode = rec.Mode&syscall.S_IFMT | mode&07777
 			}
@@ -307,7 +308,7 @@ func caller(ctx context.Context) (uint32, uint32) {
 // name makes an O_TMPFILE file, which no directory names yet. open says
 // the caller opens it at once (openNew), which marks it open in a shared
 // store from its create on.
-func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev uint32, target string, open bool) (*metadata.Inode, syscall.Errno) {
+func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev uint32, target string, open bool) (*shedfs.Inode, syscall.Errno) {
 	f := n.v.fs
 	parent, e := n.load()
 	if e != 0 {
@@ -329,7 +330,7 @@ func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev 
 		}
 	}
 	d := decide(q)
-	h := metadata.HolderOf(parent.Zone)
+	h := shedfs.HolderOf(parent.Zone)
 	if d.Errno == syscall.EDQUOT && f.acct.MakeRoom(h, 0, 1) {
 		if q, err = f.quota(parent.Zone); err != nil {
 			return nil, f.errno("quota", err)
@@ -350,7 +351,7 @@ func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev 
 			mode |= syscall.S_ISGID
 		}
 	}
-	tmpl := &metadata.Inode{
+	tmpl := &shedfs.Inode{
 		Mode:    mode,
 		Uid:     uid,
 		Gid:     gid,
@@ -363,11 +364,11 @@ func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev 
 	// Admitted again inside the transaction, so concurrent creates never
 	// pass the limit; a refusal there is acl's decision like any other.
 	var refused acl.Decision
-	admit := func(u metadata.Usage, l metadata.Limit) error {
+	admit := func(u shedfs.Usage, l shedfs.Limit) error {
 		refused = acl.AdmitInodes(u, l, 1)
 		return refused.Err()
 	}
-	var rec *metadata.Inode
+	var rec *shedfs.Inode
 	for try := 0; try < 2; try++ {
 		refused = acl.Decision{}
 		if open {
@@ -406,7 +407,7 @@ func (n *node) created(op acl.Op, name string) {
 
 // uncreate takes back a file newChild made whose blob could not be
 // created (a full disk): a failed create leaves no entry behind.
-func (n *node) uncreate(name string, rec *metadata.Inode) {
+func (n *node) uncreate(name string, rec *shedfs.Inode) {
 	f := n.v.fs
 	if name == "" {
 		f.reclaimIfIdle(rec.Ino)
@@ -419,7 +420,7 @@ func (n *node) uncreate(name string, rec *metadata.Inode) {
 
 // openNew opens the first handle of a file just created below n as name
 // ("" for O_TMPFILE), creating its blob; if that fails, the file goes.
-func (n *node) openNew(ctx context.Context, name string, rec *metadata.Inode, flags uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
+func (n *node) openNew(ctx context.Context, name string, rec *shedfs.Inode, flags uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
 	oi, e := n.v.fs.acquire(rec, true)
 	if e != 0 {
 		n.uncreate(name, rec)
@@ -440,7 +441,7 @@ func (n *node) openNew(ctx context.Context, name string, rec *metadata.Inode, fl
 
 // depth counts the directories between dir and its zone root, for the
 // symlink policy.
-func (v *View) depth(dir *metadata.Inode) int {
+func (v *View) depth(dir *shedfs.Inode) int {
 	d := 0
 	for p := dir.Parent; p != 0 && d < 4096; d++ {
 		rec, err := v.fs.store.GetInode(p)
@@ -675,7 +676,7 @@ func (n *node) Rmdir(ctx context.Context, name string) (errno syscall.Errno) {
 
 // child returns the record of name in n, and the reserved zone roots of
 // the view root as what they are.
-func (n *node) child(name string) (*metadata.Inode, syscall.Errno) {
+func (n *node) child(name string) (*shedfs.Inode, syscall.Errno) {
 	f := n.v.fs
 	if ino, ok := n.v.reservedIno(n, name); ok {
 		rec, err := f.store.GetInode(ino)

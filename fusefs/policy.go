@@ -6,8 +6,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
-	"github.com/shedfs/shedfs/metadata"
 )
 
 // This file is the glue between the callbacks and the rules: it gathers
@@ -20,7 +20,7 @@ import (
 type Event struct {
 	Time   time.Time
 	User   string
-	Zone   metadata.Zone
+	Zone   shedfs.Zone
 	Path   string // in the view, at the time of the event
 	Op     string
 	Errno  syscall.Errno // 0 for a change that happened
@@ -86,12 +86,12 @@ func (n *node) deny(op acl.Op, name string, d acl.Decision) syscall.Errno {
 }
 
 // deny records a denial and returns its errno.
-func (v *View) deny(op acl.Op, p string, z metadata.Zone, d acl.Decision) syscall.Errno {
+func (v *View) deny(op acl.Op, p string, z shedfs.Zone, d acl.Decision) syscall.Errno {
 	return v.denyDetail(op, p, z, d, "")
 }
 
 // denyDetail is deny of an open refused by the content's scan state.
-func (v *View) denyDetail(op acl.Op, p string, z metadata.Zone, d acl.Decision, scan string) syscall.Errno {
+func (v *View) denyDetail(op acl.Op, p string, z shedfs.Zone, d acl.Decision, scan string) syscall.Errno {
 	v.fs.countDenial(d.Reason)
 	v.fs.record(Event{
 		Time:   time.Now(),
@@ -141,8 +141,8 @@ func (f *FS) record(e Event) {
 // the accountant's usage (stored plus pending) and limit, and the max file
 // size. Call with the holder's accountant lock held when the answer is
 // acted on.
-func (f *FS) quota(z metadata.Zone) (acl.Quota, error) {
-	u, l, err := f.acct.Quota(metadata.HolderOf(z))
+func (f *FS) quota(z shedfs.Zone) (acl.Quota, error) {
+	u, l, err := f.acct.Quota(shedfs.HolderOf(z))
 	if err != nil {
 		return acl.Quota{}, err
 	}
@@ -164,4 +164,4 @@ func (f *FS) room(bytes, inodes int64) acl.Decision {
 
 // entryBytes is what a new entry is taken to grow the store by on disk:
 // its metadata and, for a file, its blob's inode and shard.
-const entryBytes = metadata.ChargeUnit
+const entryBytes = shedfs.ChargeUnit

@@ -4,7 +4,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs"
 )
 
 func TestLabels(t *testing.T) {
@@ -16,10 +16,10 @@ func TestLabels(t *testing.T) {
 			t.Errorf("resultLabel(%d) = %q, want %q", c.e, got, c.want)
 		}
 	}
-	if got := zoneLabel(metadata.Zone{Kind: metadata.ZoneGroup, Principal: "team"}); got != "group" {
+	if got := zoneLabel(shedfs.Zone{Kind: shedfs.ZoneGroup, Principal: "team"}); got != "group" {
 		t.Errorf("zone label %q: principals must not become label values", got)
 	}
-	if got := zoneLabel(metadata.Zone{}); got != "none" {
+	if got := zoneLabel(shedfs.Zone{}); got != "none" {
 		t.Errorf("zone label of no zone %q", got)
 	}
 }

@@ -6,8 +6,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
-
-	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs"
 )
 
 // A READDIRPLUS reply hands the kernel every entry with its attributes,
@@ -36,7 +35,7 @@ const (
 // entryBatch is what a dirHandle read ahead for the request under way.
 type entryBatch struct {
 	req  *fuse.Context
-	recs map[string]*metadata.Inode
+	recs map[string]*shedfs.Inode
 	// used counts the entries the request handed out.
 	used int
 	// last is how many the previous request handed out.
@@ -59,7 +58,7 @@ func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 // the store alone).
 // A record is not handed out when its file was persisted since the batch
 // was read (resolve then reads it alone).
-func (d *dirHandle) batched(ctx context.Context, name string) *metadata.Inode {
+func (d *dirHandle) batched(ctx context.Context, name string) *shedfs.Inode {
 	n := d.node
 	req, _ := ctx.(*fuse.Context)
 	if req == nil || n.v.fs.sharedIn(n.zone) {
@@ -96,7 +95,7 @@ func (d *dirHandle) batched(ctx context.Context, name string) *metadata.Inode {
 	if err != nil {
 		return nil
 	}
-	b.recs = make(map[string]*metadata.Inode, len(names))
+	b.recs = make(map[string]*shedfs.Inode, len(names))
 	for j, rec := range recs {
 		if rec != nil {
 			b.recs[names[j]] = rec
@@ -108,7 +107,7 @@ func (d *dirHandle) batched(ctx context.Context, name string) *metadata.Inode {
 }
 
 // fresh is rec unless its file was persisted since the batch was read.
-func (b *entryBatch) fresh(f *FS, rec *metadata.Inode) *metadata.Inode {
+func (b *entryBatch) fresh(f *FS, rec *shedfs.Inode) *shedfs.Inode {
 	if rec != nil && rec.IsRegular() && f.persists.persistedSince(rec.Ino, b.clock) {
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"syscall"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/metadata"
 )
@@ -56,7 +57,7 @@ func (f *FS) Foreign(c metadata.Change) {
 // tellRemote delivers items about ino, changed by another daemon: to the
 // views whose kernel holds it, and for a private zone to its user's views.
 // rec is ino's record, nil if it is gone.
-func (f *FS) tellRemote(ino uint64, rec *metadata.Inode, items []inval) {
+func (f *FS) tellRemote(ino uint64, rec *shedfs.Inode, items []inval) {
 	byView := f.holdersOf(nil, items)
 	if rec != nil && !shared(rec.Zone) {
 		if byView == nil {

@@ -10,7 +10,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 
 	"github.com/shedfs/shedfs"
-
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/zones"
 )
@@ -150,7 +149,7 @@ func (v *View) learnAll() {
 // sharedIn reports whether more than one view's kernel may hold inodes of
 // zone z: always for share and group zones, and for a user's own zones
 // once the user has had a session.
-func (f *FS) sharedIn(z metadata.Zone) bool {
+func (f *FS) sharedIn(z shedfs.Zone) bool {
 	if shared(z) {
 		return true
 	}
@@ -159,7 +158,7 @@ func (f *FS) sharedIn(z metadata.Zone) bool {
 
 // zoneUser is the user whose views show per-user zone z (her private
 // tree, output/, uploads/, or one of her sessions' scratch).
-func zoneUser(z metadata.Zone) string {
+func zoneUser(z shedfs.Zone) string {
 	if z.Kind == metadata.ZoneSession {
 		user, _ := shedfs.SplitSession(z.Principal)
 		return user
@@ -173,7 +172,7 @@ func zoneUser(z metadata.Zone) string {
 // absent (the table of absent names, negatives.go, is kept for share/ and
 // groups/ only). A user has a few views, and a name a kernel does not
 // hold costs it nothing.
-func (f *FS) tellUserViews(from *View, z metadata.Zone, items []inval, byView map[*View][]inval) map[*View][]inval {
+func (f *FS) tellUserViews(from *View, z shedfs.Zone, items []inval, byView map[*View][]inval) map[*View][]inval {
 	var names []inval
 	for _, it := range items {
 		if it.name != "" {
@@ -201,7 +200,7 @@ func (f *FS) tellUserViews(from *View, z metadata.Zone, items []inval, byView ma
 
 // nestedHolder reports whether h nests in another holder (a session in
 // its user), which metrics leave out: they carry no per-session labels.
-func nestedHolder(h metadata.Holder) bool {
+func nestedHolder(h shedfs.Holder) bool {
 	_, ok := shedfs.OuterHolder(h)
 	return ok
 }
@@ -219,14 +218,14 @@ func (v *View) Session() string { return v.session }
 
 // sessionView fills the fields of a session's view: its root, its
 // uploads/ and the root's zone.
-func (v *View) sessionView(ss *metadata.Session) (metadata.Zone, error) {
+func (v *View) sessionView(ss *metadata.Session) (shedfs.Zone, error) {
 	if ss == nil {
 		v.rootIno, v.uploadsIno = v.roots.Private, v.roots.Uploads
 		return zones.PrivateZone(v.user), nil
 	}
 	up, err := v.fs.store.Lookup(v.roots.Uploads, ss.ID)
 	if err != nil {
-		return metadata.Zone{}, fmt.Errorf("uploads/%s of session: %w", ss.ID, err)
+		return shedfs.Zone{}, fmt.Errorf("uploads/%s of session: %w", ss.ID, err)
 	}
 	v.session, v.rootIno, v.uploadsIno = ss.ID, ss.Root, up.Ino
 	return zones.SessionZone(ss.User, ss.ID), nil
@@ -236,7 +235,7 @@ func (v *View) sessionView(ss *metadata.Session) (metadata.Zone, error) {
 // in the store: a session's placeholder is that session's scratch root
 // in the user's main view and does not exist in a session view (each
 // session sees no other's scratch).
-func (v *View) sessionOverlay(rec *metadata.Inode) (*metadata.Inode, syscall.Errno) {
+func (v *View) sessionOverlay(rec *shedfs.Inode) (*shedfs.Inode, syscall.Errno) {
 	ss, ok := v.fs.sessions.placeholder(rec.Ino)
 	if !ok || ss.User != v.user {
 		return rec, 0
@@ -255,7 +254,7 @@ func (v *View) sessionOverlay(rec *metadata.Inode) (*metadata.Inode, syscall.Err
 // rec: a directory an open session relies on (its placeholder, sessions/,
 // its uploads/ID) is taken as a zone root, which no view may remove,
 // replace or move (reserved_name) while the session is open.
-func (v *View) sessionTarget(rec *metadata.Inode) *metadata.Inode {
+func (v *View) sessionTarget(rec *shedfs.Inode) *shedfs.Inode {
 	if _, ok := v.fs.sessions.pin(rec.Ino); !ok {
 		return rec
 	}
@@ -265,7 +264,7 @@ func (v *View) sessionTarget(rec *metadata.Inode) *metadata.Inode {
 }
 
 // viewPath is where rel, a path within zone z, appears in this view.
-func (v *View) viewPath(z metadata.Zone, rel string) string {
+func (v *View) viewPath(z shedfs.Zone, rel string) string {
 	if v.session != "" {
 		return zones.SessionViewPath(v.user, v.session, z, rel)
 	}
@@ -273,7 +272,7 @@ func (v *View) viewPath(z metadata.Zone, rel string) string {
 }
 
 // zonePath is the inverse of viewPath.
-func (v *View) zonePath(p string) (metadata.Zone, string, bool) {
+func (v *View) zonePath(p string) (shedfs.Zone, string, bool) {
 	if v.session != "" {
 		return zones.SessionZonePath(v.user, v.session, p)
 	}
@@ -282,13 +281,13 @@ func (v *View) zonePath(p string) (metadata.Zone, string, bool) {
 
 // trashHolders are the holders whose kept files this view's trash/
 // shows: the user's, share's, the groups', and a session view's own.
-func (v *View) trashHolders(groups []string) []metadata.Holder {
-	holders := []metadata.Holder{metadata.HolderOf(zones.PrivateZone(v.user)), metadata.HolderOf(zones.ShareZone())}
+func (v *View) trashHolders(groups []string) []shedfs.Holder {
+	holders := []shedfs.Holder{shedfs.HolderOf(zones.PrivateZone(v.user)), shedfs.HolderOf(zones.ShareZone())}
 	for _, g := range groups {
-		holders = append(holders, metadata.HolderOf(zones.GroupZone(g)))
+		holders = append(holders, shedfs.HolderOf(zones.GroupZone(g)))
 	}
 	if v.session != "" {
-		holders = append(holders, metadata.HolderOf(zones.SessionZone(v.user, v.session)))
+		holders = append(holders, shedfs.HolderOf(zones.SessionZone(v.user, v.session)))
 	}
 	return holders
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/zones"
@@ -71,7 +72,7 @@ func (f *FS) kept() { f.trashChanged() }
 // inTrash reports whether rec is a kept file: one without links that the
 // trash holds (an O_TMPFILE file or an orphan kept for open handles also
 // has none, and is not).
-func (f *FS) inTrash(rec *metadata.Inode) bool {
+func (f *FS) inTrash(rec *shedfs.Inode) bool {
 	return rec.Nlink == 0 && metadata.Keepable(rec)
 }
 
@@ -79,7 +80,7 @@ func (f *FS) inTrash(rec *metadata.Inode) bool {
 // truncating or chmod by name, linking it back): trash/ is read-only but
 // for mv and rm. A handle opened before the file went on working on it,
 // as on any unlinked open file.
-func (n *node) refuseKept(op acl.Op, rec *metadata.Inode) syscall.Errno {
+func (n *node) refuseKept(op acl.Op, rec *shedfs.Inode) syscall.Errno {
 	if !n.v.fs.inTrash(rec) || !n.v.fs.store.InTrash(rec.Ino) {
 		return 0
 	}
@@ -93,7 +94,7 @@ func (n *node) refuseKept(op acl.Op, rec *metadata.Inode) syscall.Errno {
 // when the trash is off, the file is empty or may not be truncated by
 // this view, or the holder has no inode to spare even after eviction; the
 // caller then truncates as usual.
-func (n *node) keepVersion(rec *metadata.Inode) bool {
+func (n *node) keepVersion(rec *shedfs.Inode) bool {
 	f := n.v.fs
 	if rec.Size == 0 || !rec.IsRegular() {
 		return false
@@ -157,7 +158,7 @@ func (f *FS) undoMove(ino, version uint64) {
 // its stored usage under its limit, and reports whether it freed any. It
 // is the accountant's evictor (quota.Accountant.MakeRoom): every
 // admission that would fail with EDQUOT asks it first.
-func (f *FS) evictTrash(h metadata.Holder, bytes, inodes int64) bool {
+func (f *FS) evictTrash(h shedfs.Holder, bytes, inodes int64) bool {
 	gone, err := f.store.EvictTrash(h, bytes, inodes, f.unused)
 	if err != nil {
 		f.log.Error("evict trash", "holder", h, "err", err)
@@ -168,7 +169,7 @@ func (f *FS) evictTrash(h metadata.Holder, bytes, inodes int64) bool {
 
 // freedKept removes the blobs of kept files the store deleted (after the
 // ghost grace, for requests already under way) and counts them.
-func (f *FS) freedKept(gone []*metadata.Inode, why string) {
+func (f *FS) freedKept(gone []*shedfs.Inode, why string) {
 	if len(gone) == 0 {
 		return
 	}
@@ -190,7 +191,7 @@ func (f *FS) freedKept(gone []*metadata.Inode, why string) {
 // (evicted for room, expired) into the audit trail: one record each, by
 // the daemon ("-"), with the zone and the size; the trash record that
 // knew the path is gone with them.
-func (f *FS) recordFreed(why string, gone []*metadata.Inode) {
+func (f *FS) recordFreed(why string, gone []*shedfs.Inode) {
 	now := time.Now()
 	for _, n := range gone {
 		f.record(Event{Time: now, User: "-", Zone: n.Zone, Op: "trash_" + why, Bytes: int64(n.Size)})
@@ -205,7 +206,7 @@ func (f *FS) ExpireTrash(capBytes int64) {
 	if ret <= 0 {
 		ret = 0 // trash off: whatever is left goes
 	}
-	capped := func(h metadata.Holder) bool {
+	capped := func(h shedfs.Holder) bool {
 		l, err := f.store.GetLimit(h)
 		return err == nil && l.Bytes <= 0
 	}
@@ -222,7 +223,7 @@ func (f *FS) TrashChanged() { f.trashChanged() }
 
 // TrashFreed takes kept files the admin purged: their blobs go once no
 // request is under way.
-func (f *FS) TrashFreed(gone []*metadata.Inode) { f.freedKept(gone, "purge") }
+func (f *FS) TrashFreed(gone []*shedfs.Inode) { f.freedKept(gone, "purge") }
 
 // Unused reports whether no view holds ino open, for the admin's purges.
 func (f *FS) Unused(ino uint64) bool { return f.unused(ino) }
@@ -397,7 +398,7 @@ func (d *trashDir) child(name string) (trashItem, syscall.Errno) {
 
 // Lookup implements fs.NodeLookuper.
 func (d *trashDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
-	defer d.v.fs.track("lookup", metadata.Zone{}, time.Now(), &errno)
+	defer d.v.fs.track("lookup", shedfs.Zone{}, time.Now(), &errno)
 	it, e := d.child(name)
 	if e != 0 {
 		return nil, e
@@ -426,7 +427,7 @@ func (d *trashDir) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.Attr
 
 // Readdir implements fs.NodeReaddirer.
 func (d *trashDir) Readdir(ctx context.Context) (_ fs.DirStream, errno syscall.Errno) {
-	defer d.v.fs.track("readdir", metadata.Zone{}, time.Now(), &errno)
+	defer d.v.fs.track("readdir", shedfs.Zone{}, time.Now(), &errno)
 	t, e := d.v.trashTree()
 	if e != 0 {
 		return nil, e
@@ -450,7 +451,7 @@ func (d *trashDir) Readdir(ctx context.Context) (_ fs.DirStream, errno syscall.E
 
 // Statfs implements fs.NodeStatfser.
 func (d *trashDir) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
-	return d.v.statfs(metadata.Zone{}, out)
+	return d.v.statfs(shedfs.Zone{}, out)
 }
 
 // path is the view path of name in d, for the audit trail.
@@ -493,7 +494,7 @@ func (d *trashDir) Rmdir(ctx context.Context, name string) syscall.Errno {
 // as deleting it in its zone.
 func (d *trashDir) Unlink(ctx context.Context, name string) (errno syscall.Errno) {
 	f := d.v.fs
-	defer f.track("unlink", metadata.Zone{}, time.Now(), &errno)
+	defer f.track("unlink", shedfs.Zone{}, time.Now(), &errno)
 	it, e := d.child(name)
 	if e != 0 {
 		return e
@@ -531,7 +532,7 @@ func (d *trashDir) Unlink(ctx context.Context, name string) (errno syscall.Errno
 // name; anything else in trash/ is refused.
 func (d *trashDir) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) (errno syscall.Errno) {
 	f := d.v.fs
-	defer f.track("rename", metadata.Zone{}, time.Now(), &errno)
+	defer f.track("rename", shedfs.Zone{}, time.Now(), &errno)
 	np, ok := newParent.(*node)
 	if !ok || flags&metadata.RenameExchange != 0 {
 		return d.refuse(acl.OpRename, name)
@@ -584,7 +585,7 @@ func (d *trashDir) Rename(ctx context.Context, name string, newParent fs.InodeEm
 }
 
 // recordTrash puts a change in trash/ into the audit trail.
-func (v *View) recordTrash(op string, z metadata.Zone, p string) {
+func (v *View) recordTrash(op string, z shedfs.Zone, p string) {
 	v.fs.record(Event{Time: time.Now(), User: v.user, Zone: z, Path: p, Op: op, Session: v.session})
 }
 
@@ -621,8 +622,8 @@ func (n *node) truncated(size int64) {
 
 // withoutTrash is u less what the trash of zone z's holder holds: what df
 // shows, since kept files are evicted before anything is refused.
-func (f *FS) withoutTrash(z metadata.Zone, u metadata.Usage) metadata.Usage {
-	t, err := f.store.TrashUsage(metadata.HolderOf(z))
+func (f *FS) withoutTrash(z shedfs.Zone, u shedfs.Usage) shedfs.Usage {
+	t, err := f.store.TrashUsage(shedfs.HolderOf(z))
 	if err != nil {
 		return u
 	}

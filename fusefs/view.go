@@ -3,7 +3,6 @@ package fusefs
 import (
 	"context"
 	"fmt"
-	"github.com/shedfs/shedfs"
 	"slices"
 	"sync"
 	"syscall"
@@ -11,6 +10,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/zones"
@@ -33,7 +33,7 @@ type View struct {
 	// id tells this view's lock owners from other views'.
 	id     uint64
 	user   string
-	roots  metadata.Roots
+	roots  shedfs.Roots
 	opts   ViewOptions
 	server *fuse.Server
 	root   *node
@@ -290,7 +290,7 @@ func (v *View) isGroupsName(parent *node, name string) bool {
 // statfs reports the figures df shows in zone z: the quota of the zone's
 // holder where it has a limit, the backing disk otherwise (and for what
 // the limit leaves unset).
-func (v *View) statfs(z metadata.Zone, out *fuse.StatfsOut) syscall.Errno {
+func (v *View) statfs(z shedfs.Zone, out *fuse.StatfsOut) syscall.Errno {
 	f := v.fs
 	var st syscall.Statfs_t
 	if err := statfsDisk(f.blobs.Root(), &st); err != nil {
@@ -299,7 +299,7 @@ func (v *View) statfs(z metadata.Zone, out *fuse.StatfsOut) syscall.Errno {
 	out.FromStatfsT(&st)
 	out.NameLen = shedfs.MaxNameLen
 	out.Frsize = uint32(st.Bsize)
-	if z.Kind == metadata.ZoneNone {
+	if z.Kind == shedfs.ZoneNone {
 		return 0
 	}
 	q, err := f.quota(z)

@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/metadata"
 )
@@ -61,7 +62,7 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (_ uint32
 
 // Setxattr implements fs.NodeSetxattrer. Setting user.shedfs.mode or
 // user.shedfs.owner changes the entry's ownership, as acl allows. Other
-// attributes are charged to the entry's holder (metadata.XattrCost) and
+// attributes are charged to the entry's holder (shedfs.XattrCost) and
 // capped per inode, as acl.AdmitXattr decides inside the store's
 // transaction.
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) (errno syscall.Errno) {
@@ -84,12 +85,12 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if acl.IsShedfsXattr(attr) {
 		return n.setOwnership(attr, string(data))
 	}
-	if d := f.room(metadata.XattrCost(attr, len(data)), 0); !d.Allowed() {
+	if d := f.room(shedfs.XattrCost(attr, len(data)), 0); !d.Allowed() {
 		return n.deny(acl.OpSetattr, "", d)
 	}
 	// The holder's lock and pending bytes, as for a write, so that xattrs
 	// and open files never pass the quota together.
-	h := metadata.HolderOf(rec.Zone)
+	h := shedfs.HolderOf(rec.Zone)
 	unlock := f.acct.Lock(h)
 	pending := f.acct.Pending(h)
 	d = acl.Decision{}
@@ -125,10 +126,10 @@ func xattrOp(attr string) acl.Op {
 // setOwnership applies an admitted change of user.shedfs.mode or .owner.
 func (n *node) setOwnership(attr, value string) syscall.Errno {
 	f := n.v.fs
-	rec, err := f.store.Update(n.ino, func(rec *metadata.Inode) error {
+	rec, err := f.store.Update(n.ino, func(rec *shedfs.Inode) error {
 		switch attr {
 		case acl.XattrMode:
-			m, err := metadata.ParseOwnMode(value)
+			m, err := shedfs.ParseOwnMode(value)
 			if err != nil {
 				return err
 			}
@@ -153,13 +154,13 @@ func (n *node) setOwnership(attr, value string) syscall.Errno {
 
 // memberOf answers who may receive ownership of an entry of zone z: the
 // group's members in a group zone, any user in share.
-func (v *View) memberOf(z metadata.Zone) func(string) bool {
+func (v *View) memberOf(z shedfs.Zone) func(string) bool {
 	return func(p string) bool {
 		switch z.Kind {
-		case metadata.ZoneGroup:
+		case shedfs.ZoneGroup:
 			g, err := v.fs.store.GetGroup(z.Principal)
 			return err == nil && slices.Contains(g.Members, p)
-		case metadata.ZoneShare:
+		case shedfs.ZoneShare:
 			_, err := v.fs.store.GetUser(p)
 			return err == nil
 		}

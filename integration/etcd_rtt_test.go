@@ -133,7 +133,7 @@ func etcdTotal(f families) float64 {
 }
 
 // settled scrapes once the daemon's requests have gone quiet: two
-// intervals of 1.5 s (longer than quota.ReserveIdle) that each grew by the
+// intervals of 1.5 s (longer than quota.AllotIdle) that each grew by the
 // same count, which is then what one scrape costs. A phase is so charged
 // with the work it caused in the background too: audit batches,
 // checksums, the reservation given back.

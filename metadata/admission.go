@@ -1,5 +1,7 @@
 package metadata
 
+import "github.com/shedfs/shedfs"
+
 // On a store several daemons share, each daemon covers the bytes pending
 // in its open files with a reservation in the store (reserve.go), and
 // writes within it without asking again. A charge that lands in the
@@ -13,13 +15,13 @@ package metadata
 // and limit (quota) with the other daemons' reservations of h counted as
 // used. The reservations are read in the transaction and compared at its
 // commit, so one that grows meanwhile makes it run again.
-func (o *op) admission(h Holder) (Usage, Limit, error) {
+func (o *op) admission(h shedfs.Holder) (shedfs.Usage, shedfs.Limit, error) {
 	u, l, err := o.quota(h)
 	if err != nil {
 		return u, l, err
 	}
-	if r, ok := o.tx.(reserveTxn); ok {
-		others, err := r.reservations(h)
+	if r, ok := o.tx.(allotTxn); ok {
+		others, err := r.allotments(h)
 		if err != nil {
 			return u, l, err
 		}

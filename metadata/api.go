@@ -5,9 +5,10 @@ package metadata
 
 import (
 	"errors"
-	"github.com/shedfs/shedfs"
 	"log/slog"
 	"time"
+
+	"github.com/shedfs/shedfs"
 )
 
 // Errors callers match with errors.Is. Namespace errors are syscall.Errno

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+
+	"github.com/shedfs/shedfs"
 )
 
 // countingKV counts the engine snapshots a Store opens.
@@ -45,9 +47,9 @@ func newCountingStore(t *testing.T) (*Store, *countingKV) {
 func TestCacheServesKnownEntries(t *testing.T) {
 	s, kv := newCountingStore(t)
 	root := s.ShareRoot()
-	d := must[*Inode](t)(s.Create(root, "d", dir(), nil))
-	f := must[*Inode](t)(s.Create(d.Ino, "f", file(0o644), nil))
-	must[*Inode](t)(s.Update(f.Ino, func(n *Inode) error { n.Size = 5000; return nil }, nil))
+	d := must[*shedfs.Inode](t)(s.Create(root, "d", dir(), nil))
+	f := must[*shedfs.Inode](t)(s.Create(d.Ino, "f", file(0o644), nil))
+	must[*shedfs.Inode](t)(s.Update(f.Ino, func(n *shedfs.Inode) error { n.Size = 5000; return nil }, nil))
 	var before int64
 	for round := range 3 {
 		if round == 1 {
@@ -55,17 +57,17 @@ func TestCacheServesKnownEntries(t *testing.T) {
 			// name and limit.
 			before = kv.snaps.Load()
 		}
-		n := must[*Inode](t)(s.Lookup(d.Ino, "f"))
+		n := must[*shedfs.Inode](t)(s.Lookup(d.Ino, "f"))
 		if n.Ino != f.Ino || n.Size != 5000 {
 			t.Fatalf("lookup: ino %d size %d", n.Ino, n.Size)
 		}
-		if n := must[*Inode](t)(s.GetInode(d.Ino)); n.Nlink != 2 {
+		if n := must[*shedfs.Inode](t)(s.GetInode(d.Ino)); n.Nlink != 2 {
 			t.Fatalf("directory nlink %d", n.Nlink)
 		}
-		if u := must[Usage](t)(s.Usage("share")); u.Inodes != 3 || u.Bytes != 8192 {
+		if u := must[shedfs.Usage](t)(s.Usage("share")); u.Inodes != 3 || u.Bytes != 8192 {
 			t.Fatalf("usage %+v", u)
 		}
-		must[Limit](t)(s.GetLimit("share"))
+		must[shedfs.Limit](t)(s.GetLimit("share"))
 		_, err := s.Lookup(d.Ino, "missing")
 		wantErrno(t, err, syscall.ENOENT)
 		_, err = s.Lookup(f.Ino, "x")
@@ -75,14 +77,14 @@ func TestCacheServesKnownEntries(t *testing.T) {
 		t.Errorf("%d engine snapshots for reads of known records, want 0", n)
 	}
 	// Changes show at once: unlink, reclaim, a new limit.
-	must[*Inode](t)(s.Unlink(d.Ino, "f", false))
+	must[*shedfs.Inode](t)(s.Unlink(d.Ino, "f", false))
 	_, err := s.Lookup(d.Ino, "f")
 	wantErrno(t, err, syscall.ENOENT)
-	must[*Inode](t)(s.Reclaim(f.Ino))
+	must[*shedfs.Inode](t)(s.Reclaim(f.Ino))
 	_, err = s.GetInode(f.Ino)
 	wantErrno(t, err, syscall.ENOENT)
-	must[error](t)(nil, s.SetLimit("share", Limit{Inodes: 10}))
-	if l := must[Limit](t)(s.GetLimit("share")); l.Inodes != 10 {
+	must[error](t)(nil, s.SetLimit("share", shedfs.Limit{Inodes: 10}))
+	if l := must[shedfs.Limit](t)(s.GetLimit("share")); l.Inodes != 10 {
 		t.Fatalf("limit %+v after SetLimit", l)
 	}
 	// Invalidate drops what another writer changed in the engine.
@@ -91,11 +93,11 @@ func TestCacheServesKnownEntries(t *testing.T) {
 		n.Mode = syscall.S_IFDIR | 0o700
 		return tx.Set(inodeKey(d.Ino), encodeInode(&n))
 	}))
-	if n := must[*Inode](t)(s.GetInode(d.Ino)); n.Mode&0o777 != 0o755 {
+	if n := must[*shedfs.Inode](t)(s.GetInode(d.Ino)); n.Mode&0o777 != 0o755 {
 		t.Fatalf("before Invalidate: mode %o, want the cached 755", n.Mode)
 	}
 	s.kv.(*cachedKV).Invalidate(inodeKey(d.Ino))
-	if n := must[*Inode](t)(s.GetInode(d.Ino)); n.Mode&0o777 != 0o700 {
+	if n := must[*shedfs.Inode](t)(s.GetInode(d.Ino)); n.Mode&0o777 != 0o700 {
 		t.Fatalf("after Invalidate: mode %o", n.Mode)
 	}
 }
@@ -104,15 +106,15 @@ func TestCacheServesKnownEntries(t *testing.T) {
 // reads it again sees its own write, not the cached value.
 func TestCacheReadsOwnWrites(t *testing.T) {
 	s := newStore(t)
-	h := Holder("share")
-	must[Usage](t)(s.Usage(h)) // cached
+	h := shedfs.Holder("share")
+	must[shedfs.Usage](t)(s.Usage(h)) // cached
 	must[error](t)(nil, s.update(func(o *op) error {
 		if err := o.charge(h, 4096, 1); err != nil {
 			return err
 		}
 		return o.charge(h, 4096, 1)
 	}))
-	if u := must[Usage](t)(s.Usage(h)); u.Bytes != 8192 || u.Inodes != 3 {
+	if u := must[shedfs.Usage](t)(s.Usage(h)); u.Bytes != 8192 || u.Inodes != 3 {
 		t.Fatalf("usage %+v after two charges in one transaction, want 8192 bytes, 3 inodes", u)
 	}
 }
@@ -123,8 +125,8 @@ func TestCacheReadsOwnWrites(t *testing.T) {
 func TestCacheViewMoved(t *testing.T) {
 	s := newStore(t)
 	root := s.ShareRoot()
-	a := must[*Inode](t)(s.Create(root, "a", file(0o644), nil))
-	b := must[*Inode](t)(s.Create(root, "b", file(0o644), nil))
+	a := must[*shedfs.Inode](t)(s.Create(root, "a", file(0o644), nil))
+	b := must[*shedfs.Inode](t)(s.Create(root, "b", file(0o644), nil))
 	s.kv.(*cachedKV).Invalidate(inodeKey(b.Ino))
 	runs := 0
 	var sizeA, sizeB uint64
@@ -137,7 +139,7 @@ func TestCacheViewMoved(t *testing.T) {
 		if runs == 1 {
 			// Both change while this transaction runs.
 			for _, ino := range []uint64{a.Ino, b.Ino} {
-				if _, err := s.Update(ino, func(n *Inode) error { n.Size = 7; return nil }, nil); err != nil {
+				if _, err := s.Update(ino, func(n *shedfs.Inode) error { n.Size = 7; return nil }, nil); err != nil {
 					return err
 				}
 			}
@@ -164,7 +166,7 @@ func TestCacheNeverStale(t *testing.T) {
 	inos := make([]uint64, files)
 	var done [files]atomic.Uint64
 	for i := range inos {
-		inos[i] = must[*Inode](t)(s.Create(root, fmt.Sprintf("f%d", i), file(0o644), nil)).Ino
+		inos[i] = must[*shedfs.Inode](t)(s.Create(root, fmt.Sprintf("f%d", i), file(0o644), nil)).Ino
 	}
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
@@ -174,7 +176,7 @@ func TestCacheNeverStale(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for r := uint64(1); r <= rounds; r++ {
-				if _, err := s.Update(inos[i], func(n *Inode) error { n.Size = r; return nil }, nil); err != nil {
+				if _, err := s.Update(inos[i], func(n *shedfs.Inode) error { n.Size = r; return nil }, nil); err != nil {
 					errs <- err
 					return
 				}
@@ -229,16 +231,16 @@ func TestCacheKeepsRecordsAcrossRewrites(t *testing.T) {
 	s, kv := newCountingStore(t)
 	s.kv.(*cachedKV).c = newCache(64)
 	root := s.ShareRoot()
-	f := must[*Inode](t)(s.Create(root, "f", file(0o644), nil))
-	g := must[*Inode](t)(s.Create(root, "g", file(0o644), nil))
+	f := must[*shedfs.Inode](t)(s.Create(root, "f", file(0o644), nil))
+	g := must[*shedfs.Inode](t)(s.Create(root, "g", file(0o644), nil))
 	for i := range 500 {
-		must[*Inode](t)(s.Update(g.Ino, func(n *Inode) error { n.Size = uint64(i); return nil }, nil))
+		must[*shedfs.Inode](t)(s.Update(g.Ino, func(n *shedfs.Inode) error { n.Size = uint64(i); return nil }, nil))
 	}
 	before := kv.snaps.Load()
-	if n := must[*Inode](t)(s.Lookup(root, "f")); n.Ino != f.Ino {
+	if n := must[*shedfs.Inode](t)(s.Lookup(root, "f")); n.Ino != f.Ino {
 		t.Fatalf("lookup f: ino %d, want %d", n.Ino, f.Ino)
 	}
-	if n := must[*Inode](t)(s.GetInode(g.Ino)); n.Size != 499 {
+	if n := must[*shedfs.Inode](t)(s.GetInode(g.Ino)); n.Size != 499 {
 		t.Fatalf("g size %d, want 499", n.Size)
 	}
 	if n := kv.snaps.Load() - before; n != 0 {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"syscall"
 	"testing"
+
+	"github.com/shedfs/shedfs"
 )
 
 // TestCacheCompleteDirLookups: in a directory this store made, a lookup of
@@ -13,10 +15,10 @@ import (
 func TestCacheCompleteDirLookups(t *testing.T) {
 	s, kv := newCountingStore(t)
 	root := s.ShareRoot()
-	d := must[*Inode](t)(s.Create(root, "d", dir(), nil))
-	sub := must[*Inode](t)(s.Create(d.Ino, "sub", dir(), nil))
-	a := must[*Inode](t)(s.Create(d.Ino, "a", file(0o644), nil))
-	must[*Inode](t)(s.Create(d.Ino, "b", file(0o644), nil))
+	d := must[*shedfs.Inode](t)(s.Create(root, "d", dir(), nil))
+	sub := must[*shedfs.Inode](t)(s.Create(d.Ino, "sub", dir(), nil))
+	a := must[*shedfs.Inode](t)(s.Create(d.Ino, "a", file(0o644), nil))
+	must[*shedfs.Inode](t)(s.Create(d.Ino, "b", file(0o644), nil))
 
 	before := kv.snaps.Load()
 	for i := range 50 {
@@ -30,30 +32,30 @@ func TestCacheCompleteDirLookups(t *testing.T) {
 		t.Errorf("%d engine snapshots for lookups of absent names in new directories, want 0", n)
 	}
 
-	if n := must[*Inode](t)(s.Lookup(d.Ino, "a")); n.Ino != a.Ino {
+	if n := must[*shedfs.Inode](t)(s.Lookup(d.Ino, "a")); n.Ino != a.Ino {
 		t.Fatalf("lookup a: ino %d, want %d", n.Ino, a.Ino)
 	}
-	c := must[*Inode](t)(s.Create(d.Ino, "c", file(0o644), nil))
-	if n := must[*Inode](t)(s.Lookup(d.Ino, "c")); n.Ino != c.Ino {
+	c := must[*shedfs.Inode](t)(s.Create(d.Ino, "c", file(0o644), nil))
+	if n := must[*shedfs.Inode](t)(s.Lookup(d.Ino, "c")); n.Ino != c.Ino {
 		t.Fatalf("lookup c after create: ino %d, want %d", n.Ino, c.Ino)
 	}
-	must[*Inode](t)(s.Unlink(d.Ino, "a", false))
+	must[*shedfs.Inode](t)(s.Unlink(d.Ino, "a", false))
 	_, err := s.Lookup(d.Ino, "a")
 	wantErrno(t, err, syscall.ENOENT)
-	must[*Inode](t)(s.Rename(d.Ino, "b", sub.Ino, "b2", 0))
+	must[*shedfs.Inode](t)(s.Rename(d.Ino, "b", sub.Ino, "b2", 0))
 	_, err = s.Lookup(d.Ino, "b")
 	wantErrno(t, err, syscall.ENOENT)
-	must[*Inode](t)(s.Lookup(sub.Ino, "b2"))
+	must[*shedfs.Inode](t)(s.Lookup(sub.Ino, "b2"))
 	_, err = s.Create(d.Ino, "c", file(0o644), nil)
 	wantErrno(t, err, syscall.EEXIST)
 
 	// Another process's entry, made known the way the change feed does.
-	ext := must[*Inode](t)(s.Create(root, "ext", file(0o644), nil))
+	ext := must[*shedfs.Inode](t)(s.Create(root, "ext", file(0o644), nil))
 	must[error](t)(nil, kv.badgerKV.Update(func(tx Txn) error {
 		return tx.Set(entryKey(d.Ino, "ext"), entryValue(ext.Ino, ext.Mode))
 	}))
 	s.kv.(*cachedKV).Invalidate(entryKey(d.Ino, "ext"))
-	if n := must[*Inode](t)(s.Lookup(d.Ino, "ext")); n.Ino != ext.Ino {
+	if n := must[*shedfs.Inode](t)(s.Lookup(d.Ino, "ext")); n.Ino != ext.Ino {
 		t.Fatalf("lookup ext after Invalidate: ino %d, want %d", n.Ino, ext.Ino)
 	}
 }

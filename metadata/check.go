@@ -19,7 +19,7 @@ type ckNode struct {
 	nlink     uint32
 	size      uint64
 	parent    uint64
-	holder    Holder
+	holder    shedfs.Holder
 	links     uint32 // entries from reachable directories
 	subdirs   uint32 // subdirectories among those entries (directories only)
 	entParent uint64 // directory holding the entry of a directory
@@ -63,14 +63,14 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 	nodes := map[uint64]*ckNode{}
 	var entries []ckEntry
 	var dangling [][]byte
-	stored := map[Holder]Usage{}
-	limits := map[Holder]Limit{}
+	stored := map[shedfs.Holder]shedfs.Usage{}
+	limits := map[shedfs.Holder]shedfs.Limit{}
 	xattrs := map[uint64]int64{} // XattrCost per inode that has any
 	var roots []uint64
 
 	// Phase 1: read everything in one snapshot.
 	err := s.kv.View(func(tx Txn) error {
-		holders := map[Zone]Holder{}
+		holders := map[shedfs.Zone]shedfs.Holder{}
 		if err := tx.Scan([]byte{pInode}, nil, func(k, v []byte) error {
 			ino := keyIno(k)
 			n, err := decodeInode(ino, v)
@@ -80,7 +80,7 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 			}
 			h, ok := holders[n.Zone]
 			if !ok {
-				h = HolderOf(n.Zone)
+				h = shedfs.HolderOf(n.Zone)
 				holders[n.Zone] = h
 			}
 			nodes[ino] = &ckNode{mode: n.Mode, nlink: n.Nlink, size: n.Size, parent: n.Parent, holder: h}
@@ -131,14 +131,14 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 			if err != nil {
 				b, i = -1, -1 // forces a rewrite
 			}
-			stored[Holder(k[1:])] = Usage{Bytes: b, Inodes: i}
+			stored[shedfs.Holder(k[1:])] = shedfs.Usage{Bytes: b, Inodes: i}
 			return nil
 		}); err != nil {
 			return err
 		}
 		if err := tx.Scan([]byte{pLimit}, nil, func(k, v []byte) error {
 			if b, i, err := decodePair(v); err == nil {
-				limits[Holder(k[1:])] = Limit{Bytes: b, Inodes: i}
+				limits[shedfs.Holder(k[1:])] = shedfs.Limit{Bytes: b, Inodes: i}
 			}
 			return nil
 		}); err != nil {
@@ -146,7 +146,7 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 		}
 		roots = append(roots, s.shareRoot)
 		if err := tx.Scan([]byte{pUser}, nil, func(_, v []byte) error {
-			var u User
+			var u shedfs.User
 			if json.Unmarshal(v, &u) == nil {
 				roots = append(roots, u.Roots.Private, u.Roots.Output, u.Roots.Uploads)
 			}
@@ -155,7 +155,7 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 			return err
 		}
 		if err := tx.Scan([]byte{pGroup}, nil, func(_, v []byte) error {
-			var g Group
+			var g shedfs.Group
 			if json.Unmarshal(v, &g) == nil {
 				roots = append(roots, g.Root)
 			}
@@ -240,9 +240,9 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 	// Phase 3: judge every inode.
 	var actions []func(o *op) error
 	var blobOps []func() error
-	usage := map[Holder]Usage{}
+	usage := map[shedfs.Holder]shedfs.Usage{}
 	for h := range stored {
-		usage[h] = Usage{}
+		usage[h] = shedfs.Usage{}
 	}
 	inos := make([]uint64, 0, len(nodes))
 	for ino := range nodes {
@@ -339,7 +339,7 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 		u.Inodes++
 		u.Bytes += xattrs[ino]
 		if n.isReg() {
-			u.Bytes += Charge(size)
+			u.Bytes += shedfs.Charge(size)
 		}
 		usage[n.holder] = u
 		if outer, ok := shedfs.OuterHolder(n.holder); ok {
@@ -354,7 +354,7 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 		rep.Problems = append(rep.Problems, Problem{Kind: "orphan-blob", Ino: ino, Detail: "blob of no inode"})
 		blobOps = append(blobOps, func() error { return blobs.Remove(ino) })
 	}
-	holders := make([]Holder, 0, len(usage))
+	holders := make([]shedfs.Holder, 0, len(usage))
 	for h := range usage {
 		holders = append(holders, h)
 	}
@@ -420,7 +420,7 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 // every charge, so this means a limit lowered below the usage, or a charge
 // that escaped admission; either way the operator decides: raise the limit
 // or delete data.
-func overQuotaProblems(holders []Holder, usage map[Holder]Usage, limits map[Holder]Limit) []Problem {
+func overQuotaProblems(holders []shedfs.Holder, usage map[shedfs.Holder]shedfs.Usage, limits map[shedfs.Holder]shedfs.Limit) []Problem {
 	var out []Problem
 	for _, h := range holders {
 		u, l := usage[h], limits[h]
@@ -472,7 +472,7 @@ func updateInBatches[T any](s *Store, size int, list []T, fn func(o *op, x T) er
 // record, a directory's entries), whatever its link count. Usage is left to
 // Check's recount.
 func (o *op) purge(ino uint64) error {
-	n := &Inode{Ino: ino, Mode: syscall.S_IFDIR}
+	n := &shedfs.Inode{Ino: ino, Mode: syscall.S_IFDIR}
 	if got, err := o.inode(ino); err == nil {
 		n.Mode = got.Mode
 	} else if !errors.Is(err, syscall.ENOENT) && !errors.Is(err, ErrCorrupt) {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/shedfs/shedfs"
 )
 
 func kinds(r *Report) string {
@@ -25,29 +27,29 @@ func TestCheckRepairs(t *testing.T) {
 	blobs := dirBlobs{bdir}
 	s := openTest(t, filepath.Join(base, "meta"))
 	root := s.ShareRoot()
-	u := must[*User](t)(s.AddUser("dan"))
-	g := must[*Group](t)(s.AddGroup("crew"))
+	u := must[*shedfs.User](t)(s.AddUser("dan"))
+	g := must[*shedfs.Group](t)(s.AddGroup("crew"))
 
-	mk := func(parent uint64, name string, size int64) *Inode {
+	mk := func(parent uint64, name string, size int64) *shedfs.Inode {
 		t.Helper()
-		n := must[*Inode](t)(s.Create(parent, name, file(0o644), nil))
+		n := must[*shedfs.Inode](t)(s.Create(parent, name, file(0o644), nil))
 		if size >= 0 {
 			must[error](t)(nil, blobs.Truncate(n.Ino, size))
-			n = must[*Inode](t)(s.Update(n.Ino, func(n *Inode) error { n.Size = uint64(size); return nil }, nil))
+			n = must[*shedfs.Inode](t)(s.Update(n.Ino, func(n *shedfs.Inode) error { n.Size = uint64(size); return nil }, nil))
 		}
 		return n
 	}
-	d := must[*Inode](t)(s.Create(root, "d", dir(), nil))
+	d := must[*shedfs.Inode](t)(s.Create(root, "d", dir(), nil))
 	sizeBad := mk(d.Ino, "size-bad", 100)
 	missing := mk(root, "missing", 5000)
 	emptyNoBlob := mk(u.Roots.Private, "empty", -1)
 	nlinkBad := mk(g.Root, "nlink-bad", 10)
 	victim := mk(root, "victim", 10)
 	mk(u.Roots.Output, "fine", 4097)
-	lost := must[*Inode](t)(s.Create(root, "lost", dir(), nil))
+	lost := must[*shedfs.Inode](t)(s.Create(root, "lost", dir(), nil))
 	lostChild := mk(lost.Ino, "child", 3)
 	openUnlinked := mk(root, "open", 7)
-	must[*Inode](t)(s.Unlink(root, "open", false))
+	must[*shedfs.Inode](t)(s.Unlink(root, "open", false))
 
 	rep := must[*Report](t)(s.Check(blobs, false, nil))
 	// An unlinked inode is reclaimed by Check, and usage is compared with
@@ -55,13 +57,13 @@ func TestCheckRepairs(t *testing.T) {
 	if kinds(rep) != "orphan-inode,usage" || rep.Problems[0].Ino != openUnlinked.Ino {
 		t.Fatalf("healthy store: %+v", rep.Problems)
 	}
-	must[*Inode](t)(s.Reclaim(openUnlinked.Ino))
+	must[*shedfs.Inode](t)(s.Reclaim(openUnlinked.Ino))
 	must[error](t)(nil, blobs.Remove(openUnlinked.Ino))
 	if rep = must[*Report](t)(s.Check(blobs, false, nil)); len(rep.Problems) != 0 {
 		t.Fatalf("healthy store: %+v", rep.Problems)
 	}
 	openUnlinked = mk(root, "open", 7)
-	must[*Inode](t)(s.Unlink(root, "open", false))
+	must[*shedfs.Inode](t)(s.Unlink(root, "open", false))
 
 	// Damage it.
 	must[error](t)(nil, blobs.Truncate(sizeBad.Ino, 9000)) // blob grew, metadata lost it
@@ -120,10 +122,10 @@ func TestCheckRepairs(t *testing.T) {
 	}
 
 	// The repairs themselves.
-	if n := must[*Inode](t)(s.GetInode(sizeBad.Ino)); n.Size != 9000 {
+	if n := must[*shedfs.Inode](t)(s.GetInode(sizeBad.Ino)); n.Size != 9000 {
 		t.Fatalf("size not taken from blob: %d", n.Size)
 	}
-	if n := must[*Inode](t)(s.GetInode(missing.Ino)); n.Size != 0 {
+	if n := must[*shedfs.Inode](t)(s.GetInode(missing.Ino)); n.Size != 0 {
 		t.Fatalf("missing blob: size %d", n.Size)
 	}
 	if _, err := os.Stat(blobs.path(missing.Ino)); err != nil {
@@ -132,10 +134,10 @@ func TestCheckRepairs(t *testing.T) {
 	if _, err := s.GetInode(emptyNoBlob.Ino); err != nil {
 		t.Fatal("empty file without blob touched")
 	}
-	if n := must[*Inode](t)(s.GetInode(nlinkBad.Ino)); n.Nlink != 1 {
+	if n := must[*shedfs.Inode](t)(s.GetInode(nlinkBad.Ino)); n.Nlink != 1 {
 		t.Fatalf("nlink %d", n.Nlink)
 	}
-	if n := must[*Inode](t)(s.GetInode(d.Ino)); n.Parent != root {
+	if n := must[*shedfs.Inode](t)(s.GetInode(d.Ino)); n.Parent != root {
 		t.Fatalf("parent %d", n.Parent)
 	}
 	for _, ino := range []uint64{lost.Ino, lostChild.Ino, openUnlinked.Ino} {
@@ -149,7 +151,7 @@ func TestCheckRepairs(t *testing.T) {
 	}
 	_, err = s.Lookup(root, "victim")
 	wantErrno(t, err, syscall.ENOENT)
-	if got := must[Usage](t)(s.Usage("user:dan")); got != (Usage{Bytes: 8192, Inodes: 5}) {
+	if got := must[shedfs.Usage](t)(s.Usage("user:dan")); got != (shedfs.Usage{Bytes: 8192, Inodes: 5}) {
 		t.Fatalf("dan usage %+v", got)
 	}
 	if o := must[[]uint64](t)(s.Orphans()); len(o) != 0 {
@@ -167,17 +169,17 @@ func TestCheckOverQuota(t *testing.T) {
 	os.Mkdir(bdir, 0o700)
 	blobs := dirBlobs{bdir}
 	s := openTest(t, filepath.Join(base, "meta"))
-	u := must[*User](t)(s.AddUser("dan"))
-	h := Holder("user:dan")
+	u := must[*shedfs.User](t)(s.AddUser("dan"))
+	h := shedfs.Holder("user:dan")
 	var inos []uint64
 	for _, name := range []string{"a", "b"} {
-		n := must[*Inode](t)(s.Create(u.Roots.Private, name, file(0o644), nil))
+		n := must[*shedfs.Inode](t)(s.Create(u.Roots.Private, name, file(0o644), nil))
 		must[error](t)(nil, blobs.Truncate(n.Ino, 1<<20))
-		must[*Inode](t)(s.Update(n.Ino, func(n *Inode) error { n.Size = 1 << 20; return nil }, nil))
+		must[*shedfs.Inode](t)(s.Update(n.Ino, func(n *shedfs.Inode) error { n.Size = 1 << 20; return nil }, nil))
 		inos = append(inos, n.Ino)
 	}
 	// 2 MiB stored; the limit goes down to 1 MiB and 4 inodes.
-	must[error](t)(nil, s.SetLimit(h, Limit{Bytes: 1 << 20, Inodes: 4}))
+	must[error](t)(nil, s.SetLimit(h, shedfs.Limit{Bytes: 1 << 20, Inodes: 4}))
 	for _, repair := range []bool{false, true} {
 		rep := must[*Report](t)(s.Check(blobs, repair, nil))
 		if kinds(rep) != KindOverQuota+","+KindOverQuota || rep.Unrepaired() != 2 {
@@ -196,11 +198,11 @@ func TestCheckOverQuota(t *testing.T) {
 	if rec := must[CheckRecord](t)(s.LastCheck()); rec.Problems != 2 || rec.Unrepaired != 2 {
 		t.Errorf("last check record %+v, want 2 problems, 2 unrepaired", rec)
 	}
-	if u := must[Usage](t)(s.Usage(h)); u.Bytes != 2<<20 {
+	if u := must[shedfs.Usage](t)(s.Usage(h)); u.Bytes != 2<<20 {
 		t.Errorf("a check changed the usage of an over-quota holder: %+v", u)
 	}
-	must[*Inode](t)(s.Unlink(u.Roots.Private, "b", false))
-	must[*Inode](t)(s.Reclaim(inos[1]))
+	must[*shedfs.Inode](t)(s.Unlink(u.Roots.Private, "b", false))
+	must[*shedfs.Inode](t)(s.Reclaim(inos[1]))
 	must[error](t)(nil, blobs.Remove(inos[1]))
 	if rep := must[*Report](t)(s.Check(blobs, false, nil)); len(rep.Problems) != 0 {
 		t.Errorf("at the limit: %+v", rep.Problems)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+
+	"github.com/shedfs/shedfs"
 )
 
 // Creates racing in one directory conflict on the parent and the usage
@@ -30,7 +32,7 @@ func TestConcurrentCreates(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	ents := must[[]DirEntry](t)(s.ReadDir(root))
+	ents := must[[]shedfs.DirEntry](t)(s.ReadDir(root))
 	seen := map[uint64]bool{}
 	for _, e := range ents {
 		if seen[e.Ino] {
@@ -41,7 +43,7 @@ func TestConcurrentCreates(t *testing.T) {
 	if len(ents) != workers*per {
 		t.Fatalf("%d entries", len(ents))
 	}
-	if u := must[Usage](t)(s.Usage("share")); u.Inodes != workers*per+1 {
+	if u := must[shedfs.Usage](t)(s.Usage("share")); u.Inodes != workers*per+1 {
 		t.Fatalf("usage %+v", u)
 	}
 }

@@ -68,7 +68,7 @@ func (o *op) markPending(ino uint64, writer string) error {
 // UpdateWritten is Update for a change of a file's content (a write
 // persisted, a truncate): in the same transaction it marks the content
 // pending, by the view of writer, for the digest and the scan.
-func (s *Store) UpdateWritten(ino uint64, writer string, fn func(n *Inode) error, admit func(u Usage, l Limit, delta int64) error) (*Inode, error) {
+func (s *Store) UpdateWritten(ino uint64, writer string, fn func(n *shedfs.Inode) error, admit func(u shedfs.Usage, l shedfs.Limit, delta int64) error) (*shedfs.Inode, error) {
 	return s.updateInode(ino, fn, admit, func(o *op) error { return o.markPending(ino, writer) })
 }
 
@@ -78,7 +78,7 @@ func (s *Store) UpdateWritten(ino uint64, writer string, fn func(n *Inode) error
 // place of the pending mark, so that nothing needs to read the file back,
 // and a pending mark of an earlier change goes (its verdict, if the worker
 // still finds one, is then stale and not stored).
-func (s *Store) UpdateWrittenKnown(ino uint64, c Content, fn func(n *Inode) error, admit func(u Usage, l Limit, delta int64) error) (*Inode, error) {
+func (s *Store) UpdateWrittenKnown(ino uint64, c Content, fn func(n *shedfs.Inode) error, admit func(u shedfs.Usage, l shedfs.Limit, delta int64) error) (*shedfs.Inode, error) {
 	return s.updateInode(ino, fn, admit, func(o *op) error { return o.setKnown(ino, c) })
 }
 

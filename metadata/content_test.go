@@ -8,11 +8,11 @@ import (
 
 func TestContentLifecycle(t *testing.T) {
 	s := newStore(t)
-	f := must[*Inode](t)(s.Create(s.ShareRoot(), "f", file(0o644), nil))
+	f := must[*shedfs.Inode](t)(s.Create(s.ShareRoot(), "f", file(0o644), nil))
 	if c := must[Content](t)(s.Content(f.Ino)); c.State != shedfs.ScanUnscanned || c.SHA256 != "" {
 		t.Fatalf("new file: %+v", c)
 	}
-	must[*Inode](t)(s.UpdateWritten(f.Ino, "alice", func(n *Inode) error { n.Size = 5; return nil }, nil))
+	must[*shedfs.Inode](t)(s.UpdateWritten(f.Ino, "alice", func(n *shedfs.Inode) error { n.Size = 5; return nil }, nil))
 	c := must[Content](t)(s.Content(f.Ino))
 	if c.State != shedfs.ScanPending || c.Writer != "alice" {
 		t.Fatalf("after a write: %+v", c)
@@ -29,7 +29,7 @@ func TestContentLifecycle(t *testing.T) {
 		t.Fatalf("digest while pending: %+v", c)
 	}
 	// Another write meanwhile: the verdict for the old content is refused.
-	must[*Inode](t)(s.UpdateWritten(f.Ino, "bob", func(n *Inode) error { n.Size = 6; return nil }, nil))
+	must[*shedfs.Inode](t)(s.UpdateWritten(f.Ino, "bob", func(n *shedfs.Inode) error { n.Size = 6; return nil }, nil))
 	if must[bool](t)(s.SetVerdict(f.Ino, gen, Content{SHA256: "aa", State: shedfs.ScanClean})) {
 		t.Fatal("stale verdict stored")
 	}
@@ -62,9 +62,9 @@ func TestContentLifecycle(t *testing.T) {
 		t.Fatal("release of a clean file")
 	}
 	// Removing the file removes its content records.
-	must[*Inode](t)(s.UpdateWritten(f.Ino, "bob", func(n *Inode) error { n.Size = 7; return nil }, nil))
-	must[*Inode](t)(s.Unlink(s.ShareRoot(), "f", false))
-	must[*Inode](t)(s.Reclaim(f.Ino))
+	must[*shedfs.Inode](t)(s.UpdateWritten(f.Ino, "bob", func(n *shedfs.Inode) error { n.Size = 7; return nil }, nil))
+	must[*shedfs.Inode](t)(s.Unlink(s.ShareRoot(), "f", false))
+	must[*shedfs.Inode](t)(s.Reclaim(f.Ino))
 	if len(must[[]Pending](t)(s.PendingContent(0, 10))) != 0 {
 		t.Fatal("queue keeps a removed inode")
 	}

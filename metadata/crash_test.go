@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shedfs/shedfs"
 )
 
 const crashEnv = "SHEDFS_METADATA_CRASH_CHILD"
@@ -30,7 +32,7 @@ func TestCrashChild(t *testing.T) {
 	}
 	blobs := dirBlobs{filepath.Join(base, "blobs")}
 	root := s.ShareRoot()
-	work := must[*Inode](t)(s.Create(root, "work", dir(), nil)).Ino
+	work := must[*shedfs.Inode](t)(s.Create(root, "work", dir(), nil)).Ino
 	out := bufio.NewWriter(os.Stdout)
 	for i := 0; ; i++ {
 		tmp := fmt.Sprintf("tmp-%d", i)
@@ -41,7 +43,7 @@ func TestCrashChild(t *testing.T) {
 		}
 		size := int64(i%7) * 1000
 		blobs.Truncate(n.Ino, size) // blob first, as the daemon does
-		s.Update(n.Ino, func(n *Inode) error { n.Size = uint64(size); return nil }, nil)
+		s.Update(n.Ino, func(n *shedfs.Inode) error { n.Size = uint64(size); return nil }, nil)
 		sub := fmt.Sprintf("sub-%d", i%5)
 		s.Create(work, sub, dir(), nil)
 		if p, err := s.Lookup(work, sub); err == nil {
@@ -61,7 +63,7 @@ func TestCrashChild(t *testing.T) {
 			}
 			ksize := int64(i * 13)
 			blobs.Truncate(k.Ino, ksize)
-			s.Update(k.Ino, func(n *Inode) error { n.Size = uint64(ksize); return nil }, nil)
+			s.Update(k.Ino, func(n *shedfs.Inode) error { n.Size = uint64(ksize); return nil }, nil)
 			if err := s.Sync(); err != nil {
 				fmt.Println("sync failed:", err)
 				os.Exit(4)
@@ -144,26 +146,26 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatalf("second check: %+v", rep.Problems)
 	}
 	for name, size := range synced {
-		if n := must[*Inode](t)(s.Lookup(s.ShareRoot(), name)); n.Size != size {
+		if n := must[*shedfs.Inode](t)(s.Lookup(s.ShareRoot(), name)); n.Size != size {
 			t.Fatalf("check changed synced %s: size %d, want %d", name, n.Size, size)
 		}
 	}
 	// Usage equals the sum of charges.
-	var want Usage
+	var want shedfs.Usage
 	must[error](t)(nil, s.kv.View(func(tx Txn) error {
 		return tx.Scan([]byte{pInode}, nil, func(k, v []byte) error {
 			n, err := decodeInode(keyIno(k), v)
 			if err != nil {
 				return err
 			}
-			if n.Zone.Kind == ZoneShare {
+			if n.Zone.Kind == shedfs.ZoneShare {
 				want.Inodes++
 				want.Bytes += chargeOf(n)
 			}
 			return nil
 		})
 	}))
-	if got := must[Usage](t)(s.Usage("share")); got != want {
+	if got := must[shedfs.Usage](t)(s.Usage("share")); got != want {
 		t.Fatalf("share usage %+v, inodes say %+v", got, want)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"time"
+
+	"github.com/shedfs/shedfs"
 )
 
 // inodeEncodingV1 is the version byte that starts every inode record, so
@@ -15,7 +17,7 @@ const inodeFixedLen = 1 + 5*4 + 2*8 + 3*12 + 2
 
 // encodeInode is the compact binary form of an inode (the hot path of every
 // lookup and getattr decodes it, so no JSON). Ino is the key, not the value.
-func encodeInode(n *Inode) []byte {
+func encodeInode(n *shedfs.Inode) []byte {
 	b := make([]byte, 0, inodeFixedLen+3+len(n.Target)+len(n.Zone.Principal)+len(n.Owner))
 	b = append(b, inodeEncodingV1)
 	b = binary.BigEndian.AppendUint32(b, n.Mode)
@@ -38,12 +40,12 @@ func encodeInode(n *Inode) []byte {
 }
 
 // decodeInode parses a record written by encodeInode.
-func decodeInode(ino uint64, b []byte) (*Inode, error) {
+func decodeInode(ino uint64, b []byte) (*shedfs.Inode, error) {
 	if len(b) < inodeFixedLen || b[0] != inodeEncodingV1 {
 		return nil, fmt.Errorf("inode %d: bad record (%d bytes): %w", ino, len(b), ErrCorrupt)
 	}
 	be := binary.BigEndian
-	n := &Inode{Ino: ino}
+	n := &shedfs.Inode{Ino: ino}
 	p := b[1:]
 	n.Mode = be.Uint32(p[0:])
 	n.Uid = be.Uint32(p[4:])
@@ -61,8 +63,8 @@ func decodeInode(ino uint64, b []byte) (*Inode, error) {
 		*t = time.Unix(sec, int64(nsec))
 		p = p[12:]
 	}
-	n.Zone.Kind = ZoneKind(p[0])
-	n.OwnMode = OwnMode(p[1])
+	n.Zone.Kind = shedfs.ZoneKind(p[0])
+	n.OwnMode = shedfs.OwnMode(p[1])
 	p = p[2:]
 	for _, s := range [3]*string{&n.Target, &n.Zone.Principal, &n.Owner} {
 		l, k := binary.Uvarint(p)

@@ -2,6 +2,8 @@ package metadata
 
 import (
 	"testing"
+
+	"github.com/shedfs/shedfs"
 )
 
 // TestEtcdRoundTripsPerChange counts the requests single changes send to
@@ -18,10 +20,10 @@ func TestEtcdRoundTripsPerChange(t *testing.T) {
 	}
 	defer s.Close()
 	root := s.ShareRoot()
-	d := must[*Inode](t)(s.Create(root, "d", dir(), nil))
-	f := must[*Inode](t)(s.Create(d.Ino, "f", file(0o644), nil))
-	must[*Inode](t)(s.GetInode(f.Ino))
-	must[*Inode](t)(s.Create(d.Ino, "warm", file(0o644), nil)) // the parent's usage and the directory are cached
+	d := must[*shedfs.Inode](t)(s.Create(root, "d", dir(), nil))
+	f := must[*shedfs.Inode](t)(s.Create(d.Ino, "f", file(0o644), nil))
+	must[*shedfs.Inode](t)(s.GetInode(f.Ino))
+	must[*shedfs.Inode](t)(s.Create(d.Ino, "warm", file(0o644), nil)) // the parent's usage and the directory are cached
 
 	cost := func(what string, fn func()) {
 		t.Helper()
@@ -40,8 +42,8 @@ func TestEtcdRoundTripsPerChange(t *testing.T) {
 		}
 	}
 	cost("chmod", func() {
-		must[*Inode](t)(s.Update(f.Ino, func(n *Inode) error { n.Mode = n.Mode&^0o777 | 0o600; return nil }, nil))
+		must[*shedfs.Inode](t)(s.Update(f.Ino, func(n *shedfs.Inode) error { n.Mode = n.Mode&^0o777 | 0o600; return nil }, nil))
 	})
-	cost("unlink", func() { must[*Inode](t)(s.Unlink(d.Ino, "f", false)) })
-	cost("create again", func() { must[*Inode](t)(s.Create(d.Ino, "f", file(0o644), nil)) })
+	cost("unlink", func() { must[*shedfs.Inode](t)(s.Unlink(d.Ino, "f", false)) })
+	cost("create again", func() { must[*shedfs.Inode](t)(s.Create(d.Ino, "f", file(0o644), nil)) })
 }

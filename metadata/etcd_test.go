@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/internal/etcdtest"
 )
 
@@ -117,8 +118,8 @@ func TestMigrateToEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := src.ShareRoot()
-	d := must[*Inode](t)(src.Create(root, "d", dir(), nil))
-	f := must[*Inode](t)(src.Create(d.Ino, "f", file(0o644), nil))
+	d := must[*shedfs.Inode](t)(src.Create(root, "d", dir(), nil))
+	f := must[*shedfs.Inode](t)(src.Create(d.Ino, "f", file(0o644), nil))
 	if err := src.SetXattr(f.Ino, "user.x", []byte("v"), 0, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +145,7 @@ func TestMigrateToEtcd(t *testing.T) {
 	if !dst.WasClean() || dst.ShareRoot() != root {
 		t.Fatalf("migrated store: clean %v, share root %d want %d", dst.WasClean(), dst.ShareRoot(), root)
 	}
-	n := must[*Inode](t)(dst.Lookup(d.Ino, "f"))
+	n := must[*shedfs.Inode](t)(dst.Lookup(d.Ino, "f"))
 	if n.Ino != f.Ino {
 		t.Fatalf("d/f is inode %d on etcd, %d before", n.Ino, f.Ino)
 	}

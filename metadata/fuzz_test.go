@@ -6,14 +6,16 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shedfs/shedfs"
 )
 
-func FuzzValidName(f *testing.F) {
+func FuzzValidEntryName(f *testing.F) {
 	for _, s := range []string{"", ".", "..", "a", "a/b", "a\x00", "...", " ", "é", strings.Repeat("x", 255), strings.Repeat("x", 256)} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
-		err := ValidName(name)
+		err := ValidEntryName(name)
 		bad := name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\x00")
 		var errno syscall.Errno
 		switch {
@@ -37,15 +39,15 @@ func FuzzValidName(f *testing.F) {
 
 func FuzzInodeEncoding(f *testing.F) {
 	f.Add(uint64(1024), uint32(syscall.S_IFREG|0o644), uint32(1000), uint32(100), uint32(1), uint64(4096), uint32(0),
-		int64(1700000000), int64(123), uint64(0), "", uint8(ZoneShare), "", "alice", uint8(OwnModeOwner))
+		int64(1700000000), int64(123), uint64(0), "", uint8(shedfs.ZoneShare), "", "alice", uint8(shedfs.OwnModeOwner))
 	f.Add(uint64(1<<63), uint32(syscall.S_IFLNK|0o777), uint32(0), uint32(0), uint32(1), uint64(3), uint32(7),
-		int64(-62135596800), int64(0), uint64(5), "../x", uint8(ZoneGroup), "team", "", uint8(0))
+		int64(-62135596800), int64(0), uint64(5), "../x", uint8(shedfs.ZoneGroup), "team", "", uint8(0))
 	f.Fuzz(func(t *testing.T, ino uint64, mode, uid, gid, nlink uint32, size uint64, rdev uint32,
 		sec, nsec int64, parent uint64, target string, zk uint8, zp, owner string, om uint8) {
 		tm := time.Unix(sec, nsec%1e9)
-		n := &Inode{Ino: ino, Mode: mode, Uid: uid, Gid: gid, Nlink: nlink, Size: size, Rdev: rdev,
+		n := &shedfs.Inode{Ino: ino, Mode: mode, Uid: uid, Gid: gid, Nlink: nlink, Size: size, Rdev: rdev,
 			Atime: tm, Mtime: tm.Add(time.Nanosecond), Ctime: time.Unix(sec/2, 0), Parent: parent, Target: target,
-			Zone: Zone{Kind: ZoneKind(zk), Principal: zp}, Owner: owner, OwnMode: OwnMode(om)}
+			Zone: shedfs.Zone{Kind: shedfs.ZoneKind(zk), Principal: zp}, Owner: owner, OwnMode: shedfs.OwnMode(om)}
 		b := encodeInode(n)
 		got, err := decodeInode(ino, b)
 		if err != nil {
@@ -71,7 +73,7 @@ func FuzzInodeEncoding(f *testing.F) {
 }
 
 func FuzzDecodeInode(f *testing.F) {
-	f.Add(encodeInode(&Inode{Mode: syscall.S_IFDIR, Owner: "x"}))
+	f.Add(encodeInode(&shedfs.Inode{Mode: syscall.S_IFDIR, Owner: "x"}))
 	f.Add([]byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		n, err := decodeInode(7, b)

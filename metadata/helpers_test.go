@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"syscall"
 	"testing"
+
+	"github.com/shedfs/shedfs"
 )
 
 func openTest(t *testing.T, dir string) *Store {
@@ -53,8 +55,10 @@ func must[T any](t *testing.T) func(T, error) T {
 	}
 }
 
-func file(mode uint32) *Inode { return &Inode{Mode: syscall.S_IFREG | mode, Uid: 1000, Gid: 1000} }
-func dir() *Inode             { return &Inode{Mode: syscall.S_IFDIR | 0o755} }
+func file(mode uint32) *shedfs.Inode {
+	return &shedfs.Inode{Mode: syscall.S_IFREG | mode, Uid: 1000, Gid: 1000}
+}
+func dir() *shedfs.Inode { return &shedfs.Inode{Mode: syscall.S_IFDIR | 0o755} }
 
 // dirBlobs is a BlobIndex over a directory of files named by inode number.
 type dirBlobs struct{ dir string }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/shedfs/shedfs"
 )
 
 // History is what a restore to a point in time needs beyond the trash:
@@ -75,7 +77,7 @@ type RenameNote struct {
 type RenameRecord struct {
 	Time time.Time
 	Ino  uint64
-	Zone Zone
+	Zone shedfs.Zone
 	RenameNote
 }
 
@@ -85,7 +87,7 @@ type renameValue struct {
 }
 
 // journalRename records that n moved as note says.
-func (o *op) journalRename(n *Inode, note *RenameNote) error {
+func (o *op) journalRename(n *shedfs.Inode, note *RenameNote) error {
 	v, err := json.Marshal(renameValue{Zone: n.Zone.String(), RenameNote: *note})
 	if err != nil {
 		return err
@@ -95,7 +97,7 @@ func (o *op) journalRename(n *Inode, note *RenameNote) error {
 
 // RenamesSince returns the journaled renames in zone z since t, oldest
 // first.
-func (s *Store) RenamesSince(z Zone, t time.Time) ([]RenameRecord, error) {
+func (s *Store) RenamesSince(z shedfs.Zone, t time.Time) ([]RenameRecord, error) {
 	var out []RenameRecord
 	start := renameKey(t.UnixNano(), 0)
 	err := s.kv.View(func(tx Txn) error {

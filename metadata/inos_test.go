@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+
+	"github.com/shedfs/shedfs"
 )
 
 func testPerm(t *testing.T) *inoPerm {
@@ -85,7 +87,7 @@ func TestInoNumbersRevealNothing(t *testing.T) {
 	root := s.ShareRoot()
 	var inos []uint64
 	for i := range 64 {
-		n := must[*Inode](t)(s.Create(root, fmt.Sprintf("carol-%d", i), file(0o644), nil))
+		n := must[*shedfs.Inode](t)(s.Create(root, fmt.Sprintf("carol-%d", i), file(0o644), nil))
 		inos = append(inos, n.Ino)
 	}
 	const near = 1 << 20
@@ -109,12 +111,12 @@ func TestInoNumbersRevealNothing(t *testing.T) {
 
 	// The case: carol, then 37 creates of alice elsewhere, then
 	// carol again.
-	a := must[*Inode](t)(s.Create(root, "carol-a", file(0o644), nil)).Ino
-	other := must[*Inode](t)(s.Create(root, "alice-dir", dir(), nil)).Ino
+	a := must[*shedfs.Inode](t)(s.Create(root, "carol-a", file(0o644), nil)).Ino
+	other := must[*shedfs.Inode](t)(s.Create(root, "alice-dir", dir(), nil)).Ino
 	for i := range 37 {
-		must[*Inode](t)(s.Create(other, fmt.Sprintf("f%d", i), file(0o644), nil))
+		must[*shedfs.Inode](t)(s.Create(other, fmt.Sprintf("f%d", i), file(0o644), nil))
 	}
-	b := must[*Inode](t)(s.Create(root, "carol-b", file(0o644), nil)).Ino
+	b := must[*shedfs.Inode](t)(s.Create(root, "carol-b", file(0o644), nil)).Ino
 	if d := absDiff(a, b); d < near {
 		t.Errorf("carol's two numbers are %d apart across 38 other creates", d)
 	}
@@ -154,7 +156,7 @@ func TestInoAcrossRestarts(t *testing.T) {
 		t.Helper()
 		for i := range 1500 {
 			name := fmt.Sprintf("r%d-%d", round, i)
-			n := must[*Inode](t)(s.Create(s.ShareRoot(), name, file(0o644), nil))
+			n := must[*shedfs.Inode](t)(s.Create(s.ShareRoot(), name, file(0o644), nil))
 			if prev, dup := seen[n.Ino]; dup || reservedIno(n.Ino) {
 				t.Fatalf("%s got %d, already %q", name, n.Ino, prev)
 			}
@@ -210,7 +212,7 @@ func TestInoOlderStore(t *testing.T) {
 	// What an older store holds: no key, a counter just past its numbers,
 	// and an inode with a sequential number below it.
 	legacy := uint64(FirstIno + 7)
-	rec := &Inode{Ino: legacy, Mode: syscall.S_IFREG | 0o644, Nlink: 1, Parent: s.ShareRoot(), Zone: Zone{Kind: ZoneShare}}
+	rec := &shedfs.Inode{Ino: legacy, Mode: syscall.S_IFREG | 0o644, Nlink: 1, Parent: s.ShareRoot(), Zone: shedfs.Zone{Kind: shedfs.ZoneShare}}
 	err = s.kv.Update(func(tx Txn) error {
 		if err := tx.Delete(stateKey(stateInoKey)); err != nil {
 			return err
@@ -239,11 +241,11 @@ func TestInoOlderStore(t *testing.T) {
 	ro.Close()
 
 	s = openTest(t, dir)
-	if got := must[*Inode](t)(s.Lookup(s.ShareRoot(), "old")); got.Ino != legacy {
+	if got := must[*shedfs.Inode](t)(s.Lookup(s.ShareRoot(), "old")); got.Ino != legacy {
 		t.Fatalf("older number after reopen: %d", got.Ino)
 	}
 	for i := range 100 {
-		n := must[*Inode](t)(s.Create(s.ShareRoot(), fmt.Sprintf("new-%d", i), file(0o644), nil))
+		n := must[*shedfs.Inode](t)(s.Create(s.ShareRoot(), fmt.Sprintf("new-%d", i), file(0o644), nil))
 		if n.Ino < permutedBase || reservedIno(n.Ino) {
 			t.Fatalf("new number %d in an older store", n.Ino)
 		}
@@ -256,7 +258,7 @@ func TestCheckInoLease(t *testing.T) {
 	s := newStore(t)
 	var inos []uint64
 	for i := range 50 {
-		inos = append(inos, must[*Inode](t)(s.Create(s.ShareRoot(), fmt.Sprintf("f%d", i), file(0o644), nil)).Ino)
+		inos = append(inos, must[*shedfs.Inode](t)(s.Create(s.ShareRoot(), fmt.Sprintf("f%d", i), file(0o644), nil)).Ino)
 	}
 	if err := s.kv.Update(func(tx Txn) error { return tx.Set(nextInoKey(), encodeU64(FirstIno)) }); err != nil {
 		t.Fatal(err)

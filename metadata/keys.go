@@ -1,6 +1,10 @@
 package metadata
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/shedfs/shedfs"
+)
 
 // Key prefixes, one byte per record kind. doc.go documents the layout.
 const (
@@ -63,8 +67,8 @@ func xattrPrefix(ino uint64) []byte              { return inoKey(pXattr, ino) }
 func orphanKey(ino uint64) []byte                { return inoKey(pOrphan, ino) }
 func userKey(name string) []byte                 { return strKey(pUser, name) }
 func groupKey(name string) []byte                { return strKey(pGroup, name) }
-func limitKey(h Holder) []byte                   { return strKey(pLimit, string(h)) }
-func usageKey(h Holder) []byte                   { return strKey(pUsage, string(h)) }
+func limitKey(h shedfs.Holder) []byte            { return strKey(pLimit, string(h)) }
+func usageKey(h shedfs.Holder) []byte            { return strKey(pUsage, string(h)) }
 func stateKey(name string) []byte                { return strKey(pState, name) }
 func versionKey() []byte                         { return []byte{pVersion} }
 func nextInoKey() []byte                         { return []byte{pNextIno} }

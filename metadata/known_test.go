@@ -12,12 +12,12 @@ import (
 // without one is pending again.
 func TestUpdateWrittenKnown(t *testing.T) {
 	s := newStore(t)
-	f := must[*Inode](t)(s.Create(s.ShareRoot(), "f", file(0o644), nil))
-	must[*Inode](t)(s.UpdateWritten(f.Ino, "alice", func(n *Inode) error { n.Size = 5; return nil }, nil))
+	f := must[*shedfs.Inode](t)(s.Create(s.ShareRoot(), "f", file(0o644), nil))
+	must[*shedfs.Inode](t)(s.UpdateWritten(f.Ino, "alice", func(n *shedfs.Inode) error { n.Size = 5; return nil }, nil))
 	gen := must[uint64](t)(s.PendingGen(f.Ino))
 
 	known := Content{SHA256: "cc", State: shedfs.ScanUnscanned}
-	n := must[*Inode](t)(s.UpdateWrittenKnown(f.Ino, known, func(n *Inode) error { n.Size = 7; return nil }, nil))
+	n := must[*shedfs.Inode](t)(s.UpdateWrittenKnown(f.Ino, known, func(n *shedfs.Inode) error { n.Size = 7; return nil }, nil))
 	if n.Size != 7 {
 		t.Fatalf("size %d after the change, want 7", n.Size)
 	}
@@ -34,7 +34,7 @@ func TestUpdateWrittenKnown(t *testing.T) {
 		t.Fatalf("digest %q after a stale verdict, want cc", c.SHA256)
 	}
 
-	must[*Inode](t)(s.UpdateWritten(f.Ino, "bob", func(n *Inode) error { n.Size = 8; return nil }, nil))
+	must[*shedfs.Inode](t)(s.UpdateWritten(f.Ino, "bob", func(n *shedfs.Inode) error { n.Size = 8; return nil }, nil))
 	if c := must[Content](t)(s.Content(f.Ino)); c.State != shedfs.ScanPending || c.SHA256 != "" {
 		t.Fatalf("a change without a digest after a known one: %+v, want pending without digest", c)
 	}

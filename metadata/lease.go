@@ -22,7 +22,7 @@ import (
 // every key this daemon puts keeps naming it), registers the daemon again
 // and tells the store's user (FollowLease), who puts back what it still
 // holds where that is still true: its open markers, its quota
-// reservations (admitted again), its locks (unless another daemon took a
+// allotments (admitted again), its locks (unless another daemon took a
 // conflicting one meanwhile).
 
 // keepLease follows the keep-alive channel of the daemon's lease and,

@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shedfs/shedfs"
 )
 
 // TestEtcdLocks: a daemon's lock records are seen by the other, which the
@@ -102,7 +104,7 @@ func TestEtcdLeaseRenewed(t *testing.T) {
 	a, b := openPair(t)
 	renewed := make(chan struct{}, 1)
 	a.FollowLease(func() { renewed <- struct{}{} })
-	f := must[*Inode](t)(a.Create(a.ShareRoot(), "f", file(0o644), nil))
+	f := must[*shedfs.Inode](t)(a.Create(a.ShareRoot(), "f", file(0o644), nil))
 	if err := a.Hold(f.Ino); err != nil {
 		t.Fatal(err)
 	}
@@ -127,5 +129,5 @@ func TestEtcdLeaseRenewed(t *testing.T) {
 	if peers := must[[]string](t)(b.Peers()); len(peers) != 1 {
 		t.Errorf("a not registered again: %v", peers)
 	}
-	must[*Inode](t)(a.Create(a.ShareRoot(), "h", file(0o644), nil))
+	must[*shedfs.Inode](t)(a.Create(a.ShareRoot(), "h", file(0o644), nil))
 }

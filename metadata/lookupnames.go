@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+
+	"github.com/shedfs/shedfs"
 )
 
 // LookupNames resolves several names of directory parent in one read
@@ -17,8 +19,8 @@ import (
 // The entries come from the cache while it has them; once the
 // transaction reads from the engine, the rest of the batch's entries are
 // read with one scan of their range instead of a point read each.
-func (s *Store) LookupNames(parent uint64, names []string) ([]*Inode, error) {
-	recs := make([]*Inode, len(names))
+func (s *Store) LookupNames(parent uint64, names []string) ([]*shedfs.Inode, error) {
+	recs := make([]*shedfs.Inode, len(names))
 	err := s.view(func(o *op) error {
 		// A View may run this twice; each run starts afresh.
 		clear(recs)

@@ -2,6 +2,8 @@ package metadata
 
 import (
 	"testing"
+
+	"github.com/shedfs/shedfs"
 )
 
 // TestLookupNames: a batch resolves each name as Lookup does (nil where
@@ -10,14 +12,14 @@ import (
 func TestLookupNames(t *testing.T) {
 	s, kv := newCountingStore(t)
 	root := s.ShareRoot()
-	d := must[*Inode](t)(s.Create(root, "d", dir(), nil))
+	d := must[*shedfs.Inode](t)(s.Create(root, "d", dir(), nil))
 	var names []string
 	for _, name := range []string{"a", "b", "c", "sub"} {
 		tmpl := file(0o644)
 		if name == "sub" {
 			tmpl = dir()
 		}
-		must[*Inode](t)(s.Create(d.Ino, name, tmpl, nil))
+		must[*shedfs.Inode](t)(s.Create(d.Ino, name, tmpl, nil))
 		names = append(names, name)
 	}
 	names = append(names, "missing", "..", "")
@@ -33,7 +35,7 @@ func TestLookupNames(t *testing.T) {
 				s.kv.(*cachedKV).c.reset()
 			}
 			before := kv.snaps.Load()
-			recs := must[[]*Inode](t)(s.LookupNames(d.Ino, names))
+			recs := must[[]*shedfs.Inode](t)(s.LookupNames(d.Ino, names))
 			if n := kv.snaps.Load() - before; n != c.snaps {
 				t.Errorf("%d engine snapshots for %d names, want %d", n, len(names), c.snaps)
 			}
@@ -42,7 +44,7 @@ func TestLookupNames(t *testing.T) {
 	}
 }
 
-func checkLookupNames(t *testing.T, s *Store, parent uint64, names []string, recs []*Inode) {
+func checkLookupNames(t *testing.T, s *Store, parent uint64, names []string, recs []*shedfs.Inode) {
 	t.Helper()
 	if len(recs) != len(names) {
 		t.Fatalf("%d records for %d names", len(recs), len(names))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/shedfs/shedfs"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -32,7 +33,7 @@ func TestEtcdOwnMarker(t *testing.T) {
 
 	// Unlink on a of a file only a's lingering marker holds: freed, and
 	// the marker is gone with it.
-	f := must[*Inode](t)(a.CreateOpen(root, "f", file(0o644), nil))
+	f := must[*shedfs.Inode](t)(a.CreateOpen(root, "f", file(0o644), nil))
 	if n, freed, err := a.UnlinkFree(root, "f", false, always); err != nil || !freed {
 		t.Fatalf("unlink on a of a file only a's own marker holds: freed %v, %+v, %v", freed, n, err)
 	}
@@ -41,7 +42,7 @@ func TestEtcdOwnMarker(t *testing.T) {
 	}
 
 	// Reclaim counts the own marker, ReclaimIdle does not.
-	g := must[*Inode](t)(a.CreateOpen(root, "g", file(0o644), nil))
+	g := must[*shedfs.Inode](t)(a.CreateOpen(root, "g", file(0o644), nil))
 	if _, freed, err := a.UnlinkFree(root, "g", false, func(uint64) bool { return false }); err != nil || freed {
 		t.Fatalf("unlink of a file open on a: freed %v, %v", freed, err)
 	}
@@ -57,7 +58,7 @@ func TestEtcdOwnMarker(t *testing.T) {
 
 	// Another daemon's marker stops a's unlink from freeing and a's
 	// ReclaimIdle.
-	h := must[*Inode](t)(a.CreateOpen(root, "h", file(0o644), nil))
+	h := must[*shedfs.Inode](t)(a.CreateOpen(root, "h", file(0o644), nil))
 	if err := b.Hold(h.Ino); err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func TestEtcdOwnMarker(t *testing.T) {
 	// one is named.
 	var inos []uint64
 	for i := range 2*unholdBatch + 3 {
-		n := must[*Inode](t)(a.CreateOpen(root, fmt.Sprintf("m%03d", i), file(0o644), nil))
+		n := must[*shedfs.Inode](t)(a.CreateOpen(root, fmt.Sprintf("m%03d", i), file(0o644), nil))
 		inos = append(inos, n.Ino)
 	}
 	if _, err := b.Unlink(root, "m000", false); err != nil {

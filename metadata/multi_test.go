@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shedfs/shedfs"
 )
 
 // openPair opens two stores on one etcd prefix, as two daemons on two
@@ -37,26 +39,26 @@ func deafen(s *Store) { s.engine().(*etcdKV).feed.stop() }
 func TestEtcdStaleCacheNeverCommits(t *testing.T) {
 	a, b := openPair(t)
 	root := a.ShareRoot()
-	f := must[*Inode](t)(a.Create(root, "f", file(0o644), nil))
+	f := must[*shedfs.Inode](t)(a.Create(root, "f", file(0o644), nil))
 	add := func(s *Store, d uint64) {
 		t.Helper()
-		if _, err := s.Update(f.Ino, func(n *Inode) error { n.Size += d; return nil }, nil); err != nil {
+		if _, err := s.Update(f.Ino, func(n *shedfs.Inode) error { n.Size += d; return nil }, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	add(a, 1) // a caches f's record and the share's usage
-	must[Usage](t)(a.Usage(Holder("share")))
+	must[shedfs.Usage](t)(a.Usage(shedfs.Holder("share")))
 	deafen(a)
 	add(b, 10)
-	must[*Inode](t)(b.Create(root, "g", file(0o644), nil)) // b charges an inode
+	must[*shedfs.Inode](t)(b.Create(root, "g", file(0o644), nil)) // b charges an inode
 	add(a, 100)
-	must[*Inode](t)(a.Create(root, "h", file(0o644), nil)) // a charges one, from a stale usage
+	must[*shedfs.Inode](t)(a.Create(root, "h", file(0o644), nil)) // a charges one, from a stale usage
 	// a reads what it committed last (its feed is off, b's may lag).
-	n := must[*Inode](t)(a.GetInode(f.Ino))
+	n := must[*shedfs.Inode](t)(a.GetInode(f.Ino))
 	if n.Size != 111 {
 		t.Fatalf("size %d after +1 (a), +10 (b), +100 (a on a stale cache), want 111", n.Size)
 	}
-	u := must[Usage](t)(a.Usage(Holder("share")))
+	u := must[shedfs.Usage](t)(a.Usage(shedfs.Holder("share")))
 	if u.Inodes != 4 {
 		t.Fatalf("share usage %+v after creating f, g, h in the share root, want 4 inodes", u)
 	}
@@ -66,7 +68,7 @@ func TestEtcdStaleCacheNeverCommits(t *testing.T) {
 // at once; every increment counts.
 func TestEtcdRaceCounts(t *testing.T) {
 	a, b := openPair(t)
-	f := must[*Inode](t)(a.Create(a.ShareRoot(), "f", file(0o644), nil))
+	f := must[*shedfs.Inode](t)(a.Create(a.ShareRoot(), "f", file(0o644), nil))
 	const per = 25
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -75,7 +77,7 @@ func TestEtcdRaceCounts(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range per {
-				if _, err := s.Update(f.Ino, func(n *Inode) error { n.Size++; return nil }, nil); err != nil {
+				if _, err := s.Update(f.Ino, func(n *shedfs.Inode) error { n.Size++; return nil }, nil); err != nil {
 					errs <- err
 					return
 				}
@@ -88,7 +90,7 @@ func TestEtcdRaceCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []*Store{a, b} {
-		if n := must[*Inode](t)(s.GetInode(f.Ino)); n.Size != 4*per {
+		if n := must[*shedfs.Inode](t)(s.GetInode(f.Ino)); n.Size != 4*per {
 			t.Fatalf("size %d after %d increments", n.Size, 4*per)
 		}
 	}
@@ -104,18 +106,18 @@ func TestEtcdFeed(t *testing.T) {
 	b.Follow(func(c Change) { got <- c })
 	var own []Change
 	a.Follow(func(c Change) { own = append(own, c) })
-	f := must[*Inode](t)(a.Create(root, "f", file(0o644), nil))
+	f := must[*shedfs.Inode](t)(a.Create(root, "f", file(0o644), nil))
 	for c := range got { // the create's batch, before the rounds start
 		if slices.Contains(c.Entries, EntryRef{Dir: root, Name: "f"}) {
 			break
 		}
 	}
-	must[*Inode](t)(b.GetInode(f.Ino)) // cached on b
+	must[*shedfs.Inode](t)(b.GetInode(f.Ino)) // cached on b
 	const rounds = 100
 	var lat, afterAck []time.Duration
 	for i := range rounds {
 		start := time.Now()
-		if _, err := a.Update(f.Ino, func(n *Inode) error { n.Size = uint64(i + 1); return nil }, nil); err != nil {
+		if _, err := a.Update(f.Ino, func(n *shedfs.Inode) error { n.Size = uint64(i + 1); return nil }, nil); err != nil {
 			t.Fatal(err)
 		}
 		ack := time.Now()
@@ -132,11 +134,11 @@ func TestEtcdFeed(t *testing.T) {
 		}
 		lat = append(lat, c.At.Sub(start))
 		afterAck = append(afterAck, c.At.Sub(ack))
-		if n := must[*Inode](t)(b.GetInode(f.Ino)); n.Size != uint64(i+1) {
+		if n := must[*shedfs.Inode](t)(b.GetInode(f.Ino)); n.Size != uint64(i+1) {
 			t.Fatalf("round %d: b reads size %d after the feed, want %d", i, n.Size, i+1)
 		}
 	}
-	must[*Inode](t)(a.Create(root, "g", file(0o644), nil))
+	must[*shedfs.Inode](t)(a.Create(root, "g", file(0o644), nil))
 	var c Change
 	select {
 	case c = <-got:
@@ -171,7 +173,7 @@ func TestEtcdOpenMarkers(t *testing.T) {
 	root := a.ShareRoot()
 	always := func(uint64) bool { return true }
 	for _, die := range []bool{false, true} {
-		f := must[*Inode](t)(a.Create(root, "f", file(0o644), nil))
+		f := must[*shedfs.Inode](t)(a.Create(root, "f", file(0o644), nil))
 		if err := a.Hold(f.Ino); err != nil {
 			t.Fatal(err)
 		}
@@ -212,34 +214,34 @@ func TestEtcdOpenMarkers(t *testing.T) {
 	}
 }
 
-// TestEtcdReservations: reservations of two daemons and the stored usage
-// never pass the limit together; a reservation given back makes room.
+// TestEtcdReservations: allotments of two daemons and the stored usage
+// never pass the limit together; a allotment given back makes room.
 func TestEtcdReservations(t *testing.T) {
 	a, b := openPair(t)
-	h := Holder("share")
-	if err := a.SetLimit(h, Limit{Bytes: 100 << 10}); err != nil {
+	h := shedfs.Holder("share")
+	if err := a.SetLimit(h, shedfs.Limit{Bytes: 100 << 10}); err != nil {
 		t.Fatal(err)
 	}
 	errOver := errors.New("over")
-	admit := func(u Usage, l Limit, delta int64) error {
+	admit := func(u shedfs.Usage, l shedfs.Limit, delta int64) error {
 		if u.Bytes+delta > l.Bytes {
 			return errOver
 		}
 		return nil
 	}
-	if err := a.Reserve(h, 60<<10, 60<<10, admit); err != nil {
+	if err := a.Allot(h, 60<<10, 60<<10, admit); err != nil {
 		t.Fatalf("a reserves 60 KiB of 100: %v", err)
 	}
-	if err := b.Reserve(h, 60<<10, 60<<10, admit); !errors.Is(err, errOver) {
+	if err := b.Allot(h, 60<<10, 60<<10, admit); !errors.Is(err, errOver) {
 		t.Fatalf("b reserves 60 KiB more: %v, want a refusal", err)
 	}
-	if err := b.Reserve(h, 30<<10, 30<<10, admit); err != nil {
+	if err := b.Allot(h, 30<<10, 30<<10, admit); err != nil {
 		t.Fatalf("b reserves 30 KiB more: %v", err)
 	}
-	if err := a.Reserve(h, 0, 0, nil); err != nil {
+	if err := a.Allot(h, 0, 0, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Reserve(h, 90<<10, 60<<10, admit); err != nil {
+	if err := b.Allot(h, 90<<10, 60<<10, admit); err != nil {
 		t.Fatalf("b grows to 90 KiB after a gave back: %v", err)
 	}
 }

@@ -3,17 +3,18 @@ package metadata
 import (
 	"errors"
 	"fmt"
-	"github.com/shedfs/shedfs"
 	"syscall"
 	"time"
+
+	"github.com/shedfs/shedfs"
 )
 
-// ValidName checks a name for a new directory entry with the one rule of
+// ValidEntryName checks a name for a new directory entry with the one rule of
 // entry names, shedfs.CheckName: ENAMETOOLONG over MaxNameLen bytes, EINVAL
 // for "", ".", "..", or a name containing '/' or NUL. The names a user
 // chooses never reach the host file system, but they must still be names a
 // POSIX tool can handle.
-func ValidName(name string) error {
+func ValidEntryName(name string) error {
 	if e := shedfs.CheckName(name); e != 0 {
 		return e
 	}
@@ -30,8 +31,8 @@ func lookupName(name string) error {
 }
 
 // GetInode returns the inode record, ENOENT if it does not exist.
-func (s *Store) GetInode(ino uint64) (*Inode, error) {
-	var n *Inode
+func (s *Store) GetInode(ino uint64) (*shedfs.Inode, error) {
+	var n *shedfs.Inode
 	err := s.kv.View(func(tx Txn) error {
 		var err error
 		n, err = getInode(tx, ino)
@@ -42,11 +43,11 @@ func (s *Store) GetInode(ino uint64) (*Inode, error) {
 
 // Lookup returns the inode named name in directory parent. ENOENT if there is
 // no such entry, ENOTDIR if parent is not a directory.
-func (s *Store) Lookup(parent uint64, name string) (*Inode, error) {
+func (s *Store) Lookup(parent uint64, name string) (*shedfs.Inode, error) {
 	if err := lookupName(name); err != nil {
 		return nil, err
 	}
-	var n *Inode
+	var n *shedfs.Inode
 	err := s.view(func(o *op) error {
 		child, _, err := o.entry(parent, name)
 		if errors.Is(err, syscall.ENOENT) {
@@ -69,8 +70,8 @@ func (s *Store) Lookup(parent uint64, name string) (*Inode, error) {
 }
 
 // ReadDir lists a directory in name order (not including . and ..).
-func (s *Store) ReadDir(dir uint64) ([]DirEntry, error) {
-	var out []DirEntry
+func (s *Store) ReadDir(dir uint64) ([]shedfs.DirEntry, error) {
+	var out []shedfs.DirEntry
 	err := s.view(func(o *op) error {
 		d, err := o.inode(dir)
 		if err != nil {
@@ -84,7 +85,7 @@ func (s *Store) ReadDir(dir uint64) ([]DirEntry, error) {
 			if err != nil {
 				return fmt.Errorf("directory %d: %w", dir, err)
 			}
-			out = append(out, DirEntry{Name: string(k[9:]), Ino: ino, Mode: mode})
+			out = append(out, shedfs.DirEntry{Name: string(k[9:]), Ino: ino, Mode: mode})
 			return nil
 		})
 	})
@@ -104,8 +105,8 @@ func (s *Store) ReadDir(dir uint64) ([]DirEntry, error) {
 //
 // A zero tmpl.Zone means the parent's zone; a different zone than the
 // parent's is EXDEV, since an inode's zone is that of its directory.
-func (s *Store) Create(parent uint64, name string, tmpl *Inode, admit func(Usage, Limit) error) (*Inode, error) {
-	if err := ValidName(name); err != nil {
+func (s *Store) Create(parent uint64, name string, tmpl *shedfs.Inode, admit func(shedfs.Usage, shedfs.Limit) error) (*shedfs.Inode, error) {
+	if err := ValidEntryName(name); err != nil {
 		return nil, err
 	}
 	return s.create(parent, name, tmpl, admit, false)
@@ -115,11 +116,11 @@ func (s *Store) Create(parent uint64, name string, tmpl *Inode, admit func(Usage
 // directory names (O_TMPFILE): Nlink 0 and an orphan record from the
 // start, so it vanishes with its last user unless Link gives it a name.
 // Charged and admitted like Create.
-func (s *Store) CreateTmp(parent uint64, tmpl *Inode, admit func(Usage, Limit) error) (*Inode, error) {
+func (s *Store) CreateTmp(parent uint64, tmpl *shedfs.Inode, admit func(shedfs.Usage, shedfs.Limit) error) (*shedfs.Inode, error) {
 	return s.createTmp(parent, tmpl, admit, false)
 }
 
-func (s *Store) createTmp(parent uint64, tmpl *Inode, admit func(Usage, Limit) error, held bool) (*Inode, error) {
+func (s *Store) createTmp(parent uint64, tmpl *shedfs.Inode, admit func(shedfs.Usage, shedfs.Limit) error, held bool) (*shedfs.Inode, error) {
 	if tmpl == nil || tmpl.Mode&syscall.S_IFMT != syscall.S_IFREG {
 		return nil, fmt.Errorf("create tmpfile: not a regular file: %w", syscall.EINVAL)
 	}
@@ -128,7 +129,7 @@ func (s *Store) createTmp(parent uint64, tmpl *Inode, admit func(Usage, Limit) e
 
 // create is Create, or CreateTmp when name is empty; held puts the open
 // marker of the new file in the same transaction (CreateOpen).
-func (s *Store) create(parent uint64, name string, tmpl *Inode, admit func(Usage, Limit) error, held bool) (*Inode, error) {
+func (s *Store) create(parent uint64, name string, tmpl *shedfs.Inode, admit func(shedfs.Usage, shedfs.Limit) error, held bool) (*shedfs.Inode, error) {
 	if tmpl == nil {
 		return nil, fmt.Errorf("create %q: no template: %w", name, syscall.EINVAL)
 	}
@@ -136,7 +137,7 @@ func (s *Store) create(parent uint64, name string, tmpl *Inode, admit func(Usage
 	if err != nil {
 		return nil, err
 	}
-	var created *Inode
+	var created *shedfs.Inode
 	err = s.update(func(o *op) error {
 		p, err := o.dir(parent)
 		if err != nil {
@@ -150,12 +151,12 @@ func (s *Store) create(parent uint64, name string, tmpl *Inode, admit func(Usage
 			}
 		}
 		zone := tmpl.Zone
-		if zone.Kind == ZoneNone {
+		if zone.Kind == shedfs.ZoneNone {
 			zone = p.Zone
 		} else if zone != p.Zone {
 			return fmt.Errorf("create %q in zone %s with zone %s: %w", name, p.Zone, zone, syscall.EXDEV)
 		}
-		h := HolderOf(zone)
+		h := shedfs.HolderOf(zone)
 		if admit != nil {
 			u, l, err := o.quota(h)
 			if err != nil {
@@ -165,7 +166,7 @@ func (s *Store) create(parent uint64, name string, tmpl *Inode, admit func(Usage
 				return err
 			}
 		}
-		n := &Inode{
+		n := &shedfs.Inode{
 			Ino: ino, Mode: tmpl.Mode, Uid: tmpl.Uid, Gid: tmpl.Gid, Nlink: 1, Rdev: tmpl.Rdev,
 			Atime: o.now, Mtime: o.now, Ctime: o.now,
 			Zone: zone, Owner: tmpl.Owner, OwnMode: tmpl.OwnMode,
@@ -222,14 +223,14 @@ func (s *Store) create(parent uint64, name string, tmpl *Inode, admit func(Usage
 //
 // fn may run more than once (on a commit conflict), each time on a fresh
 // copy. Changing a field fn must not change, or the file type, is EINVAL.
-func (s *Store) Update(ino uint64, fn func(n *Inode) error, admit func(u Usage, l Limit, delta int64) error) (*Inode, error) {
+func (s *Store) Update(ino uint64, fn func(n *shedfs.Inode) error, admit func(u shedfs.Usage, l shedfs.Limit, delta int64) error) (*shedfs.Inode, error) {
 	return s.updateInode(ino, fn, admit, nil)
 }
 
 // updateInode is Update with also, when not nil, run in the same
 // transaction.
-func (s *Store) updateInode(ino uint64, fn func(n *Inode) error, admit func(u Usage, l Limit, delta int64) error, also func(o *op) error) (*Inode, error) {
-	var out *Inode
+func (s *Store) updateInode(ino uint64, fn func(n *shedfs.Inode) error, admit func(u shedfs.Usage, l shedfs.Limit, delta int64) error, also func(o *op) error) (*shedfs.Inode, error) {
+	var out *shedfs.Inode
 	err := s.update(func(o *op) error {
 		n, err := o.inode(ino)
 		if err != nil {
@@ -244,7 +245,7 @@ func (s *Store) updateInode(ino uint64, fn func(n *Inode) error, admit func(u Us
 			return fmt.Errorf("update inode %d: identity, zone, link count or type changed: %w", ino, syscall.EINVAL)
 		}
 		if delta := chargeOf(n) - chargeOf(&before); n.Size != before.Size && n.IsRegular() {
-			h := HolderOf(n.Zone)
+			h := shedfs.HolderOf(n.Zone)
 			if admit != nil {
 				u, l, err := o.admission(h)
 				if err != nil {
@@ -276,11 +277,11 @@ func (s *Store) updateInode(ino uint64, fn func(n *Inode) error, admit func(u Us
 // EEXIST if the name exists, EXDEV if newParent is in another zone. An
 // inode without links (an O_TMPFILE file) gets its first one and stops
 // being an orphan.
-func (s *Store) Link(ino, newParent uint64, newName string) (*Inode, error) {
-	if err := ValidName(newName); err != nil {
+func (s *Store) Link(ino, newParent uint64, newName string) (*shedfs.Inode, error) {
+	if err := ValidEntryName(newName); err != nil {
 		return nil, err
 	}
-	var out *Inode
+	var out *shedfs.Inode
 	err := s.update(func(o *op) error {
 		n, err := o.inode(ino)
 		if err != nil {
@@ -335,8 +336,8 @@ func (s *Store) Link(ino, newParent uint64, newName string) (*Inode, error) {
 // returns it with its link dropped, as Rename does, for the caller to
 // Reclaim. EINVAL if ino is not an unnamed regular file; EXDEV if parent is
 // in another zone.
-func (s *Store) Publish(ino, parent uint64, name string, size uint64, mtime time.Time, replace bool, admit func(u Usage, l Limit, delta int64) error) (replaced *Inode, err error) {
-	if err := ValidName(name); err != nil {
+func (s *Store) Publish(ino, parent uint64, name string, size uint64, mtime time.Time, replace bool, admit func(u shedfs.Usage, l shedfs.Limit, delta int64) error) (replaced *shedfs.Inode, err error) {
+	if err := ValidEntryName(name); err != nil {
 		return nil, err
 	}
 	err = s.update(func(o *op) error {
@@ -355,7 +356,7 @@ func (s *Store) Publish(ino, parent uint64, name string, size uint64, mtime time
 		if p.Zone != n.Zone {
 			return syscall.EXDEV
 		}
-		var old *Inode
+		var old *shedfs.Inode
 		switch child, _, err := o.entry(parent, name); {
 		case err == nil && !replace:
 			return syscall.EEXIST
@@ -372,7 +373,7 @@ func (s *Store) Publish(ino, parent uint64, name string, size uint64, mtime time
 		case !errors.Is(err, syscall.ENOENT):
 			return err
 		}
-		h := HolderOf(n.Zone)
+		h := shedfs.HolderOf(n.Zone)
 		before := chargeOf(n)
 		n.Size = size
 		delta := chargeOf(n) - before
@@ -420,7 +421,7 @@ func (s *Store) Publish(ino, parent uint64, name string, size uint64, mtime time
 // working, and the caller calls Reclaim once nothing holds it open. The
 // parent's mtime/ctime become now and its Nlink drops for a directory.
 // Returns the inode as it is after the change.
-func (s *Store) Unlink(parent uint64, name string, dir bool) (*Inode, error) {
+func (s *Store) Unlink(parent uint64, name string, dir bool) (*shedfs.Inode, error) {
 	n, _, err := s.unlink(parent, name, dir, nil)
 	return n, err
 }
@@ -430,15 +431,15 @@ func (s *Store) Unlink(parent uint64, name string, dir bool) (*Inode, error) {
 // transaction (as Reclaim would, freeing its charge) instead of leaving an
 // orphan record; freed tells which happened. The caller removes the blob.
 // One transaction instead of two is what makes rm -rf cheap.
-func (s *Store) UnlinkFree(parent uint64, name string, dir bool, unused func(ino uint64) bool) (n *Inode, freed bool, err error) {
+func (s *Store) UnlinkFree(parent uint64, name string, dir bool, unused func(ino uint64) bool) (n *shedfs.Inode, freed bool, err error) {
 	return s.unlink(parent, name, dir, unused)
 }
 
-func (s *Store) unlink(parent uint64, name string, dir bool, unused func(ino uint64) bool) (*Inode, bool, error) {
+func (s *Store) unlink(parent uint64, name string, dir bool, unused func(ino uint64) bool) (*shedfs.Inode, bool, error) {
 	if err := lookupName(name); err != nil {
 		return nil, false, err
 	}
-	var out *Inode
+	var out *shedfs.Inode
 	var freed bool
 	err := s.update(func(o *op) error {
 		var err error
@@ -453,7 +454,7 @@ func (s *Store) unlink(parent uint64, name string, dir bool, unused func(ino uin
 
 // unlink is the transaction of Unlink, UnlinkFree and UnlinkTrash: with a
 // note, a file losing its last link goes to the trash (kept).
-func (o *op) unlink(parent uint64, name string, dir bool, unused func(ino uint64) bool, note *TrashNote) (out *Inode, freed, kept bool, err error) {
+func (o *op) unlink(parent uint64, name string, dir bool, unused func(ino uint64) bool, note *TrashNote) (out *shedfs.Inode, freed, kept bool, err error) {
 	p, err := o.dir(parent)
 	if err != nil {
 		return nil, false, false, err
@@ -509,20 +510,20 @@ func (o *op) unlink(parent uint64, name string, dir bool, unused func(ino uint64
 // when a directory would move into its own subtree; EXDEV when the two
 // parents are in different zones. Renaming an entry onto itself (or onto
 // another link of the same inode) succeeds and changes nothing.
-func (s *Store) Rename(oldParent uint64, oldName string, newParent uint64, newName string, flags uint32) (replaced *Inode, err error) {
+func (s *Store) Rename(oldParent uint64, oldName string, newParent uint64, newName string, flags uint32) (replaced *shedfs.Inode, err error) {
 	return s.rename(oldParent, oldName, newParent, newName, flags, nil, nil)
 }
 
 // rename is Rename; keep, when not nil, is offered the replaced inode
 // once it lost its link, and may move it to the trash.
-func (s *Store) rename(oldParent uint64, oldName string, newParent uint64, newName string, flags uint32, keep func(o *op, dst *Inode) (bool, error), journal *RenameNote) (replaced *Inode, err error) {
+func (s *Store) rename(oldParent uint64, oldName string, newParent uint64, newName string, flags uint32, keep func(o *op, dst *shedfs.Inode) (bool, error), journal *RenameNote) (replaced *shedfs.Inode, err error) {
 	if flags&^(RenameNoReplace|RenameExchange) != 0 || flags == RenameNoReplace|RenameExchange {
 		return nil, fmt.Errorf("rename flags %#x: %w", flags, syscall.EINVAL)
 	}
 	if err := lookupName(oldName); err != nil {
 		return nil, err
 	}
-	if err := ValidName(newName); err != nil {
+	if err := ValidEntryName(newName); err != nil {
 		return nil, err
 	}
 	err = s.update(func(o *op) error {
@@ -567,7 +568,7 @@ func (s *Store) rename(oldParent uint64, oldName string, newParent uint64, newNa
 				return syscall.EINVAL
 			}
 		}
-		var dst *Inode
+		var dst *shedfs.Inode
 		if dstExists {
 			if dst, err = o.inode(dstIno); err != nil {
 				return fmt.Errorf("entry %d/%q points at missing inode %d: %w", newParent, newName, dstIno, syscall.EIO)
@@ -630,7 +631,7 @@ func (s *Store) rename(oldParent uint64, oldName string, newParent uint64, newNa
 
 // exchange swaps two entries (RENAME_EXCHANGE), moving Parent fields and
 // subdirectory counts when directories change parents.
-func (o *op) exchange(oldP *Inode, oldName string, src, newP *Inode, newName string, dst *Inode) error {
+func (o *op) exchange(oldP *shedfs.Inode, oldName string, src, newP *shedfs.Inode, newName string, dst *shedfs.Inode) error {
 	if dst.IsDir() {
 		if inside, err := o.within(oldP.Ino, dst.Ino); err != nil {
 			return err
@@ -688,19 +689,19 @@ func (o *op) within(ino, dir uint64) (bool, error) {
 // deleted inode so the caller removes its blob. ENOENT if already gone,
 // EBUSY if the inode has links again, ErrHeld if a daemon sharing the store
 // holds it open.
-func (s *Store) Reclaim(ino uint64) (*Inode, error) {
+func (s *Store) Reclaim(ino uint64) (*shedfs.Inode, error) {
 	return s.reclaim(ino, false)
 }
 
 // ReclaimIdle is Reclaim for a caller that knows no handle of this daemon
 // holds ino (fusefs): a marker of this daemon's own is one kept after the
 // last close (open.go), and goes with the inode.
-func (s *Store) ReclaimIdle(ino uint64) (*Inode, error) {
+func (s *Store) ReclaimIdle(ino uint64) (*shedfs.Inode, error) {
 	return s.reclaim(ino, true)
 }
 
-func (s *Store) reclaim(ino uint64, others bool) (*Inode, error) {
-	var out *Inode
+func (s *Store) reclaim(ino uint64, others bool) (*shedfs.Inode, error) {
+	var out *shedfs.Inode
 	err := s.update(func(o *op) error {
 		n, err := o.inode(ino)
 		if err != nil {
@@ -722,7 +723,7 @@ func (s *Store) reclaim(ino uint64, others bool) (*Inode, error) {
 			return err
 		}
 		out = n
-		return o.charge(HolderOf(n.Zone), -chargeOf(n)-xattrs, -1)
+		return o.charge(shedfs.HolderOf(n.Zone), -chargeOf(n)-xattrs, -1)
 	})
 	if err != nil {
 		return nil, err
@@ -733,7 +734,7 @@ func (s *Store) reclaim(ino uint64, others bool) (*Inode, error) {
 // deleteInode removes an inode's record, xattrs, orphan record and (for a
 // directory) its entries, without touching usage. It returns what the
 // xattrs cost (XattrCost), for the caller to uncharge.
-func (o *op) deleteInode(n *Inode) (int64, error) {
+func (o *op) deleteInode(n *shedfs.Inode) (int64, error) {
 	o.forget(n.Ino)
 	var keys [][]byte
 	var xattrs int64

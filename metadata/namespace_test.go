@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shedfs/shedfs"
 )
 
 func TestCreateLookupReadDir(t *testing.T) {
@@ -14,38 +16,38 @@ func TestCreateLookupReadDir(t *testing.T) {
 	if root < FirstIno {
 		t.Fatalf("share root %d below FirstIno", root)
 	}
-	r0 := must[*Inode](t)(s.GetInode(root))
-	if !r0.IsDir() || r0.Nlink != 2 || r0.Parent != 0 || r0.Zone.Kind != ZoneShare || r0.OwnMode != OwnModeGroup {
+	r0 := must[*shedfs.Inode](t)(s.GetInode(root))
+	if !r0.IsDir() || r0.Nlink != 2 || r0.Parent != 0 || r0.Zone.Kind != shedfs.ZoneShare || r0.OwnMode != shedfs.OwnModeGroup {
 		t.Fatalf("share root %+v", r0)
 	}
 	time.Sleep(time.Millisecond)
 
-	f := must[*Inode](t)(s.Create(root, "b.txt", &Inode{Mode: syscall.S_IFREG | 0o644, Uid: 7, Gid: 8, Owner: "alice", OwnMode: OwnModeOwner}, nil))
-	if f.Ino < FirstIno || f.Nlink != 1 || f.Size != 0 || f.Zone.Kind != ZoneShare || f.Owner != "alice" || f.Uid != 7 {
+	f := must[*shedfs.Inode](t)(s.Create(root, "b.txt", &shedfs.Inode{Mode: syscall.S_IFREG | 0o644, Uid: 7, Gid: 8, Owner: "alice", OwnMode: shedfs.OwnModeOwner}, nil))
+	if f.Ino < FirstIno || f.Nlink != 1 || f.Size != 0 || f.Zone.Kind != shedfs.ZoneShare || f.Owner != "alice" || f.Uid != 7 {
 		t.Fatalf("created %+v", f)
 	}
 	if !f.Atime.Equal(f.Mtime) || !f.Mtime.Equal(f.Ctime) || !f.Mtime.After(r0.Mtime) {
 		t.Fatalf("times %v %v %v (root %v)", f.Atime, f.Mtime, f.Ctime, r0.Mtime)
 	}
-	d := must[*Inode](t)(s.Create(root, "a-dir", dir(), nil))
+	d := must[*shedfs.Inode](t)(s.Create(root, "a-dir", dir(), nil))
 	if d.Nlink != 2 || d.Parent != root {
 		t.Fatalf("dir %+v", d)
 	}
-	l := must[*Inode](t)(s.Create(root, "c-link", &Inode{Mode: syscall.S_IFLNK | 0o777, Target: "b.txt"}, nil))
+	l := must[*shedfs.Inode](t)(s.Create(root, "c-link", &shedfs.Inode{Mode: syscall.S_IFLNK | 0o777, Target: "b.txt"}, nil))
 	if l.Size != 5 || l.Target != "b.txt" {
 		t.Fatalf("symlink %+v", l)
 	}
-	r1 := must[*Inode](t)(s.GetInode(root))
+	r1 := must[*shedfs.Inode](t)(s.GetInode(root))
 	if r1.Nlink != 3 || !r1.Mtime.Equal(f.Mtime) && !r1.Mtime.After(f.Mtime) {
 		t.Fatalf("root after creates %+v", r1)
 	}
 
-	got := must[*Inode](t)(s.Lookup(root, "b.txt"))
+	got := must[*shedfs.Inode](t)(s.Lookup(root, "b.txt"))
 	if got.Ino != f.Ino || !got.Mtime.Equal(f.Mtime) || got.Mtime.Nanosecond() != f.Mtime.Nanosecond() {
 		t.Fatalf("lookup %+v want %+v", got, f)
 	}
-	ents := must[[]DirEntry](t)(s.ReadDir(root))
-	want := []DirEntry{{Name: "a-dir", Ino: d.Ino, Mode: syscall.S_IFDIR}, {Name: "b.txt", Ino: f.Ino, Mode: syscall.S_IFREG}, {Name: "c-link", Ino: l.Ino, Mode: syscall.S_IFLNK}}
+	ents := must[[]shedfs.DirEntry](t)(s.ReadDir(root))
+	want := []shedfs.DirEntry{{Name: "a-dir", Ino: d.Ino, Mode: syscall.S_IFDIR}, {Name: "b.txt", Ino: f.Ino, Mode: syscall.S_IFREG}, {Name: "c-link", Ino: l.Ino, Mode: syscall.S_IFLNK}}
 	if len(ents) != len(want) {
 		t.Fatalf("readdir %+v", ents)
 	}
@@ -54,7 +56,7 @@ func TestCreateLookupReadDir(t *testing.T) {
 			t.Fatalf("readdir[%d] = %+v want %+v", i, ents[i], want[i])
 		}
 	}
-	if u := must[Usage](t)(s.Usage("share")); u.Inodes != 4 || u.Bytes != 0 {
+	if u := must[shedfs.Usage](t)(s.Usage("share")); u.Inodes != 4 || u.Bytes != 0 {
 		t.Fatalf("usage %+v", u)
 	}
 
@@ -76,7 +78,7 @@ func TestCreateLookupReadDir(t *testing.T) {
 		_, err := s.Create(tc.parent, tc.name, file(0o644), nil)
 		wantErrno(t, err, tc.errno)
 	}
-	must[*Inode](t)(s.Create(root, strings.Repeat("x", 255), file(0o644), nil))
+	must[*shedfs.Inode](t)(s.Create(root, strings.Repeat("x", 255), file(0o644), nil))
 	_, err := s.Lookup(root, "nope")
 	wantErrno(t, err, syscall.ENOENT)
 	_, err = s.Lookup(f.Ino, "nope")
@@ -89,13 +91,13 @@ func TestCreateLookupReadDir(t *testing.T) {
 	wantErrno(t, err, syscall.ENOENT)
 
 	// Creating in a removed directory is ENOENT.
-	must[*Inode](t)(s.Unlink(root, "a-dir", true))
+	must[*shedfs.Inode](t)(s.Unlink(root, "a-dir", true))
 	_, err = s.Create(d.Ino, "x", file(0o644), nil)
 	wantErrno(t, err, syscall.ENOENT)
 
 	// Admission runs inside the transaction and aborts it unchanged.
 	deny := errors.New("denied")
-	_, err = s.Create(root, "quota", file(0o644), func(u Usage, l Limit) error {
+	_, err = s.Create(root, "quota", file(0o644), func(u shedfs.Usage, l shedfs.Limit) error {
 		if u.Inodes < 4 {
 			t.Errorf("admit saw usage %+v", u)
 		}
@@ -110,24 +112,24 @@ func TestCreateLookupReadDir(t *testing.T) {
 
 func TestCreateZone(t *testing.T) {
 	s := newStore(t)
-	u := must[*User](t)(s.AddUser("alice"))
-	n := must[*Inode](t)(s.Create(u.Roots.Private, "f", file(0o600), nil))
-	if n.Zone != (Zone{Kind: ZonePrivate, Principal: "alice"}) {
+	u := must[*shedfs.User](t)(s.AddUser("alice"))
+	n := must[*shedfs.Inode](t)(s.Create(u.Roots.Private, "f", file(0o600), nil))
+	if n.Zone != (shedfs.Zone{Kind: shedfs.ZonePrivate, Principal: "alice"}) {
 		t.Fatalf("zone %v", n.Zone)
 	}
-	_, err := s.Create(u.Roots.Private, "g", &Inode{Mode: syscall.S_IFREG, Zone: Zone{Kind: ZoneShare}}, nil)
+	_, err := s.Create(u.Roots.Private, "g", &shedfs.Inode{Mode: syscall.S_IFREG, Zone: shedfs.Zone{Kind: shedfs.ZoneShare}}, nil)
 	wantErrno(t, err, syscall.EXDEV)
 }
 
 func TestLinkUnlinkReclaim(t *testing.T) {
 	s := newStore(t)
 	root := s.ShareRoot()
-	u := must[*User](t)(s.AddUser("bob"))
-	f := must[*Inode](t)(s.Create(root, "f", file(0o644), nil))
-	d := must[*Inode](t)(s.Create(root, "d", dir(), nil))
-	sub := must[*Inode](t)(s.Create(d.Ino, "sub", dir(), nil))
+	u := must[*shedfs.User](t)(s.AddUser("bob"))
+	f := must[*shedfs.Inode](t)(s.Create(root, "f", file(0o644), nil))
+	d := must[*shedfs.Inode](t)(s.Create(root, "d", dir(), nil))
+	sub := must[*shedfs.Inode](t)(s.Create(d.Ino, "sub", dir(), nil))
 
-	n := must[*Inode](t)(s.Link(f.Ino, d.Ino, "f2"))
+	n := must[*shedfs.Inode](t)(s.Link(f.Ino, d.Ino, "f2"))
 	if n.Nlink != 2 {
 		t.Fatalf("nlink after link %d", n.Nlink)
 	}
@@ -155,7 +157,7 @@ func TestLinkUnlinkReclaim(t *testing.T) {
 	_, err = s.Unlink(f.Ino, "x", false)
 	wantErrno(t, err, syscall.ENOTDIR)
 
-	n = must[*Inode](t)(s.Unlink(root, "f", false))
+	n = must[*shedfs.Inode](t)(s.Unlink(root, "f", false))
 	if n.Nlink != 1 {
 		t.Fatalf("nlink %d", n.Nlink)
 	}
@@ -164,33 +166,33 @@ func TestLinkUnlinkReclaim(t *testing.T) {
 	}
 	_, err = s.Reclaim(f.Ino)
 	wantErrno(t, err, syscall.EBUSY)
-	n = must[*Inode](t)(s.Unlink(d.Ino, "f2", false))
+	n = must[*shedfs.Inode](t)(s.Unlink(d.Ino, "f2", false))
 	if n.Nlink != 0 {
 		t.Fatalf("nlink %d", n.Nlink)
 	}
 	// An unlinked inode still works for open handles.
-	must[*Inode](t)(s.Update(f.Ino, func(n *Inode) error { n.Size = 10000; return nil }, nil))
+	must[*shedfs.Inode](t)(s.Update(f.Ino, func(n *shedfs.Inode) error { n.Size = 10000; return nil }, nil))
 	must[error](t)(nil, s.SetXattr(f.Ino, "user.a", []byte("v"), 0, nil))
 	// Linking an inode without names revives it (linkat of O_TMPFILE; the
 	// kernel refuses it for other unlinked files before it reaches us).
-	n = must[*Inode](t)(s.Link(f.Ino, root, "back"))
+	n = must[*shedfs.Inode](t)(s.Link(f.Ino, root, "back"))
 	if n.Nlink != 1 {
 		t.Fatalf("nlink after revive %d", n.Nlink)
 	}
 	if o := must[[]uint64](t)(s.Orphans()); len(o) != 0 {
 		t.Fatalf("orphans after revive %v", o)
 	}
-	must[*Inode](t)(s.Unlink(root, "back", false))
+	must[*shedfs.Inode](t)(s.Unlink(root, "back", false))
 	if o := must[[]uint64](t)(s.Orphans()); len(o) != 1 || o[0] != f.Ino {
 		t.Fatalf("orphans %v", o)
 	}
-	before := must[Usage](t)(s.Usage("share"))
-	r := must[*Inode](t)(s.Reclaim(f.Ino))
+	before := must[shedfs.Usage](t)(s.Usage("share"))
+	r := must[*shedfs.Inode](t)(s.Reclaim(f.Ino))
 	if r.Ino != f.Ino || r.Size != 10000 {
 		t.Fatalf("reclaimed %+v", r)
 	}
-	after := must[Usage](t)(s.Usage("share"))
-	if after.Inodes != before.Inodes-1 || after.Bytes != before.Bytes-Charge(10000)-XattrCost("user.a", 1) {
+	after := must[shedfs.Usage](t)(s.Usage("share"))
+	if after.Inodes != before.Inodes-1 || after.Bytes != before.Bytes-shedfs.Charge(10000)-shedfs.XattrCost("user.a", 1) {
 		t.Fatalf("usage %+v -> %+v", before, after)
 	}
 	_, err = s.Reclaim(f.Ino)
@@ -202,27 +204,27 @@ func TestLinkUnlinkReclaim(t *testing.T) {
 	}
 
 	// rmdir: nlink 0, parent nlink drops, orphan record.
-	if p := must[*Inode](t)(s.GetInode(d.Ino)); p.Nlink != 3 {
+	if p := must[*shedfs.Inode](t)(s.GetInode(d.Ino)); p.Nlink != 3 {
 		t.Fatalf("d nlink %d", p.Nlink)
 	}
-	n = must[*Inode](t)(s.Unlink(d.Ino, "sub", true))
+	n = must[*shedfs.Inode](t)(s.Unlink(d.Ino, "sub", true))
 	if n.Nlink != 0 || n.Ino != sub.Ino {
 		t.Fatalf("rmdir result %+v", n)
 	}
-	if p := must[*Inode](t)(s.GetInode(d.Ino)); p.Nlink != 2 {
+	if p := must[*shedfs.Inode](t)(s.GetInode(d.Ino)); p.Nlink != 2 {
 		t.Fatalf("d nlink %d", p.Nlink)
 	}
-	must[*Inode](t)(s.Unlink(root, "d", true))
-	if p := must[*Inode](t)(s.GetInode(root)); p.Nlink != 2 {
+	must[*shedfs.Inode](t)(s.Unlink(root, "d", true))
+	if p := must[*shedfs.Inode](t)(s.GetInode(root)); p.Nlink != 2 {
 		t.Fatalf("root nlink %d", p.Nlink)
 	}
 	if o := must[[]uint64](t)(s.Orphans()); len(o) != 2 {
 		t.Fatalf("orphans %v", o)
 	}
 	for _, ino := range []uint64{sub.Ino, d.Ino} {
-		must[*Inode](t)(s.Reclaim(ino))
+		must[*shedfs.Inode](t)(s.Reclaim(ino))
 	}
-	if u := must[Usage](t)(s.Usage("share")); u != (Usage{Bytes: 0, Inodes: 1}) {
+	if u := must[shedfs.Usage](t)(s.Usage("share")); u != (shedfs.Usage{Bytes: 0, Inodes: 1}) {
 		t.Fatalf("usage at end %+v", u)
 	}
 }
@@ -236,23 +238,23 @@ func TestRename(t *testing.T) {
 	setup := func(t *testing.T) *tree {
 		s := newStore(t)
 		tr := &tree{s: s, root: s.ShareRoot()}
-		tr.a = must[*Inode](t)(s.Create(tr.root, "a", dir(), nil)).Ino
-		tr.b = must[*Inode](t)(s.Create(tr.root, "b", dir(), nil)).Ino
-		tr.c = must[*Inode](t)(s.Create(tr.a, "c", dir(), nil)).Ino
-		tr.f = must[*Inode](t)(s.Create(tr.a, "f", file(0o644), nil)).Ino
-		tr.g = must[*Inode](t)(s.Create(tr.root, "g", file(0o644), nil)).Ino
-		tr.h = must[*Inode](t)(s.Create(tr.root, "h", file(0o644), nil)).Ino
-		u := must[*User](t)(s.AddUser("pat"))
+		tr.a = must[*shedfs.Inode](t)(s.Create(tr.root, "a", dir(), nil)).Ino
+		tr.b = must[*shedfs.Inode](t)(s.Create(tr.root, "b", dir(), nil)).Ino
+		tr.c = must[*shedfs.Inode](t)(s.Create(tr.a, "c", dir(), nil)).Ino
+		tr.f = must[*shedfs.Inode](t)(s.Create(tr.a, "f", file(0o644), nil)).Ino
+		tr.g = must[*shedfs.Inode](t)(s.Create(tr.root, "g", file(0o644), nil)).Ino
+		tr.h = must[*shedfs.Inode](t)(s.Create(tr.root, "h", file(0o644), nil)).Ino
+		u := must[*shedfs.User](t)(s.AddUser("pat"))
 		tr.pa = u.Roots.Private
 		return tr
 	}
 	nlink := func(t *testing.T, s *Store, ino uint64) uint32 {
 		t.Helper()
-		return must[*Inode](t)(s.GetInode(ino)).Nlink
+		return must[*shedfs.Inode](t)(s.GetInode(ino)).Nlink
 	}
 	lookup := func(t *testing.T, s *Store, p uint64, name string) uint64 {
 		t.Helper()
-		return must[*Inode](t)(s.Lookup(p, name)).Ino
+		return must[*shedfs.Inode](t)(s.Lookup(p, name)).Ino
 	}
 	errCases := []struct {
 		name  string
@@ -298,13 +300,13 @@ func TestRename(t *testing.T) {
 		t.Parallel()
 		tr := setup(t)
 		s := tr.s
-		before := must[*Inode](t)(s.GetInode(tr.c))
+		before := must[*shedfs.Inode](t)(s.GetInode(tr.c))
 		time.Sleep(time.Millisecond)
 		rep, err := s.Rename(tr.a, "c", tr.b, "c2", 0)
 		if err != nil || rep != nil {
 			t.Fatalf("rename: %v %v", rep, err)
 		}
-		c := must[*Inode](t)(s.GetInode(tr.c))
+		c := must[*shedfs.Inode](t)(s.GetInode(tr.c))
 		if c.Parent != tr.b || !c.Ctime.After(before.Ctime) {
 			t.Fatalf("moved dir %+v", c)
 		}
@@ -316,7 +318,7 @@ func TestRename(t *testing.T) {
 		if lookup(t, s, tr.b, "c2") != tr.c {
 			t.Fatal("not at new name")
 		}
-		b := must[*Inode](t)(s.GetInode(tr.b))
+		b := must[*shedfs.Inode](t)(s.GetInode(tr.b))
 		if !b.Mtime.After(before.Ctime) {
 			t.Fatal("new parent mtime not updated")
 		}
@@ -335,14 +337,14 @@ func TestRename(t *testing.T) {
 		if o := must[[]uint64](t)(s.Orphans()); len(o) != 1 || o[0] != tr.h {
 			t.Fatalf("orphans %v", o)
 		}
-		must[*Inode](t)(s.Reclaim(tr.h))
+		must[*shedfs.Inode](t)(s.Reclaim(tr.h))
 	})
 	t.Run("replace hard-linked file keeps it", func(t *testing.T) {
 		t.Parallel()
 		tr := setup(t)
 		s := tr.s
-		must[*Inode](t)(s.Link(tr.h, tr.b, "h2"))
-		rep := must[*Inode](t)(s.Rename(tr.root, "g", tr.root, "h", 0))
+		must[*shedfs.Inode](t)(s.Link(tr.h, tr.b, "h2"))
+		rep := must[*shedfs.Inode](t)(s.Rename(tr.root, "g", tr.root, "h", 0))
 		if rep.Nlink != 1 {
 			t.Fatalf("replaced %+v", rep)
 		}
@@ -354,14 +356,14 @@ func TestRename(t *testing.T) {
 		t.Parallel()
 		tr := setup(t)
 		s := tr.s
-		rep := must[*Inode](t)(s.Rename(tr.a, "c", tr.root, "b", 0))
+		rep := must[*shedfs.Inode](t)(s.Rename(tr.a, "c", tr.root, "b", 0))
 		if rep.Ino != tr.b || rep.Nlink != 0 {
 			t.Fatalf("replaced %+v", rep)
 		}
 		if nlink(t, s, tr.root) != 4 || nlink(t, s, tr.a) != 2 {
 			t.Fatalf("nlinks root=%d a=%d", nlink(t, s, tr.root), nlink(t, s, tr.a))
 		}
-		if c := must[*Inode](t)(s.GetInode(tr.c)); c.Parent != tr.root {
+		if c := must[*shedfs.Inode](t)(s.GetInode(tr.c)); c.Parent != tr.root {
 			t.Fatalf("parent %d", c.Parent)
 		}
 	})
@@ -369,7 +371,7 @@ func TestRename(t *testing.T) {
 		t.Parallel()
 		tr := setup(t)
 		s := tr.s
-		must[*Inode](t)(s.Link(tr.g, tr.b, "g2"))
+		must[*shedfs.Inode](t)(s.Link(tr.g, tr.b, "g2"))
 		for _, fl := range []uint32{0, RenameExchange} {
 			rep, err := s.Rename(tr.root, "g", tr.b, "g2", fl)
 			if err != nil || rep != nil {
@@ -395,13 +397,13 @@ func TestRename(t *testing.T) {
 		if lookup(t, s, tr.a, "c") != tr.g || lookup(t, s, tr.root, "g") != tr.c {
 			t.Fatal("not swapped")
 		}
-		if c := must[*Inode](t)(s.GetInode(tr.c)); c.Parent != tr.root {
+		if c := must[*shedfs.Inode](t)(s.GetInode(tr.c)); c.Parent != tr.root {
 			t.Fatalf("parent %d", c.Parent)
 		}
 		if nlink(t, s, tr.a) != 2 || nlink(t, s, tr.root) != 5 {
 			t.Fatalf("nlinks a=%d root=%d", nlink(t, s, tr.a), nlink(t, s, tr.root))
 		}
-		ents := must[[]DirEntry](t)(s.ReadDir(tr.a))
+		ents := must[[]shedfs.DirEntry](t)(s.ReadDir(tr.a))
 		for _, e := range ents {
 			if e.Name == "c" && e.Mode != syscall.S_IFREG {
 				t.Fatalf("entry type not swapped: %+v", e)
@@ -412,8 +414,8 @@ func TestRename(t *testing.T) {
 		t.Parallel()
 		tr := setup(t)
 		s := tr.s
-		must[*Inode](t)(s.Rename(tr.a, "c", tr.root, "b", RenameExchange))
-		if must[*Inode](t)(s.GetInode(tr.c)).Parent != tr.root || must[*Inode](t)(s.GetInode(tr.b)).Parent != tr.a {
+		must[*shedfs.Inode](t)(s.Rename(tr.a, "c", tr.root, "b", RenameExchange))
+		if must[*shedfs.Inode](t)(s.GetInode(tr.c)).Parent != tr.root || must[*shedfs.Inode](t)(s.GetInode(tr.b)).Parent != tr.a {
 			t.Fatal("parents not swapped")
 		}
 		if nlink(t, s, tr.a) != 3 || nlink(t, s, tr.root) != 4 {
@@ -423,7 +425,7 @@ func TestRename(t *testing.T) {
 	t.Run("noreplace to free name", func(t *testing.T) {
 		t.Parallel()
 		tr := setup(t)
-		must[*Inode](t)(tr.s.Rename(tr.root, "g", tr.a, "g", RenameNoReplace))
+		must[*shedfs.Inode](t)(tr.s.Rename(tr.root, "g", tr.a, "g", RenameNoReplace))
 		if lookup(t, tr.s, tr.a, "g") != tr.g {
 			t.Fatal("not moved")
 		}
@@ -432,10 +434,10 @@ func TestRename(t *testing.T) {
 		t.Parallel()
 		tr := setup(t)
 		s := tr.s
-		must[*Inode](t)(s.Rename(tr.a, "c", tr.b, "c", 0))
-		must[*Inode](t)(s.Rename(tr.root, "b", tr.root, "a", RenameExchange))
-		must[*Inode](t)(s.Rename(tr.root, "g", tr.root, "h", 0))
-		must[*Inode](t)(s.Reclaim(tr.h))
+		must[*shedfs.Inode](t)(s.Rename(tr.a, "c", tr.b, "c", 0))
+		must[*shedfs.Inode](t)(s.Rename(tr.root, "b", tr.root, "a", RenameExchange))
+		must[*shedfs.Inode](t)(s.Rename(tr.root, "g", tr.root, "h", 0))
+		must[*shedfs.Inode](t)(s.Reclaim(tr.h))
 		rep := must[*Report](t)(s.Check(nil, false, nil))
 		if len(rep.Problems) != 0 {
 			t.Fatalf("problems %+v", rep.Problems)
@@ -445,7 +447,7 @@ func TestRename(t *testing.T) {
 
 func TestXattr(t *testing.T) {
 	s := newStore(t)
-	f := must[*Inode](t)(s.Create(s.ShareRoot(), "f", file(0o644), nil))
+	f := must[*shedfs.Inode](t)(s.Create(s.ShareRoot(), "f", file(0o644), nil))
 	_, err := s.GetXattr(f.Ino, "user.x")
 	wantErrno(t, err, syscall.ENODATA)
 	wantErrno(t, s.SetXattr(f.Ino, "user.x", []byte("1"), XattrReplace, nil), syscall.ENODATA)
@@ -453,7 +455,7 @@ func TestXattr(t *testing.T) {
 	if err := s.SetXattr(f.Ino, "user.x", []byte("1"), XattrCreate, nil); err != nil {
 		t.Fatal(err)
 	}
-	if n := must[*Inode](t)(s.GetInode(f.Ino)); !n.Ctime.After(f.Ctime) {
+	if n := must[*shedfs.Inode](t)(s.GetInode(f.Ino)); !n.Ctime.After(f.Ctime) {
 		t.Fatal("ctime not updated")
 	}
 	wantErrno(t, s.SetXattr(f.Ino, "user.x", []byte("2"), XattrCreate, nil), syscall.EEXIST)
@@ -492,62 +494,62 @@ func TestXattr(t *testing.T) {
 
 func TestUsageAndUpdate(t *testing.T) {
 	s := newStore(t)
-	u := must[*User](t)(s.AddUser("carol"))
-	h := HolderOf(Zone{Kind: ZonePrivate, Principal: "carol"})
-	if got := must[Usage](t)(s.Usage(h)); got != (Usage{Bytes: 0, Inodes: 3}) {
+	u := must[*shedfs.User](t)(s.AddUser("carol"))
+	h := shedfs.HolderOf(shedfs.Zone{Kind: shedfs.ZonePrivate, Principal: "carol"})
+	if got := must[shedfs.Usage](t)(s.Usage(h)); got != (shedfs.Usage{Bytes: 0, Inodes: 3}) {
 		t.Fatalf("fresh user usage %+v", got)
 	}
-	f := must[*Inode](t)(s.Create(u.Roots.Output, "f", file(0o644), nil))
-	must[*Inode](t)(s.Create(u.Roots.Uploads, "d", dir(), nil))
-	must[*Inode](t)(s.Link(f.Ino, u.Roots.Output, "f-link"))
-	if got := must[Usage](t)(s.Usage(h)); got != (Usage{Bytes: 0, Inodes: 5}) {
+	f := must[*shedfs.Inode](t)(s.Create(u.Roots.Output, "f", file(0o644), nil))
+	must[*shedfs.Inode](t)(s.Create(u.Roots.Uploads, "d", dir(), nil))
+	must[*shedfs.Inode](t)(s.Link(f.Ino, u.Roots.Output, "f-link"))
+	if got := must[shedfs.Usage](t)(s.Usage(h)); got != (shedfs.Usage{Bytes: 0, Inodes: 5}) {
 		t.Fatalf("usage %+v", got)
 	}
-	must[*Inode](t)(s.Update(f.Ino, func(n *Inode) error { n.Size = 5000; return nil }, nil))
-	if got := must[Usage](t)(s.Usage(h)); got != (Usage{Bytes: 8192, Inodes: 5}) {
+	must[*shedfs.Inode](t)(s.Update(f.Ino, func(n *shedfs.Inode) error { n.Size = 5000; return nil }, nil))
+	if got := must[shedfs.Usage](t)(s.Usage(h)); got != (shedfs.Usage{Bytes: 8192, Inodes: 5}) {
 		t.Fatalf("usage %+v", got)
 	}
-	if err := s.SetLimit(h, Limit{Bytes: 10000, Inodes: 10}); err != nil {
+	if err := s.SetLimit(h, shedfs.Limit{Bytes: 10000, Inodes: 10}); err != nil {
 		t.Fatal(err)
 	}
 	quota := errors.New("quota")
-	admit := func(u Usage, l Limit, delta int64) error {
+	admit := func(u shedfs.Usage, l shedfs.Limit, delta int64) error {
 		if l.Bytes > 0 && u.Bytes+delta > l.Bytes {
 			return quota
 		}
 		return nil
 	}
-	_, err := s.Update(f.Ino, func(n *Inode) error { n.Size = 20000; return nil }, admit)
+	_, err := s.Update(f.Ino, func(n *shedfs.Inode) error { n.Size = 20000; return nil }, admit)
 	if !errors.Is(err, quota) {
 		t.Fatalf("admit not consulted: %v", err)
 	}
-	if n := must[*Inode](t)(s.GetInode(f.Ino)); n.Size != 5000 {
+	if n := must[*shedfs.Inode](t)(s.GetInode(f.Ino)); n.Size != 5000 {
 		t.Fatalf("size changed on denial: %d", n.Size)
 	}
-	must[*Inode](t)(s.Update(f.Ino, func(n *Inode) error { n.Size = 100; return nil }, admit))
-	if got := must[Usage](t)(s.Usage(h)); got != (Usage{Bytes: 4096, Inodes: 5}) {
+	must[*shedfs.Inode](t)(s.Update(f.Ino, func(n *shedfs.Inode) error { n.Size = 100; return nil }, admit))
+	if got := must[shedfs.Usage](t)(s.Usage(h)); got != (shedfs.Usage{Bytes: 4096, Inodes: 5}) {
 		t.Fatalf("usage %+v", got)
 	}
-	_, err = s.Update(f.Ino, func(n *Inode) error { n.Nlink = 9; return nil }, nil)
+	_, err = s.Update(f.Ino, func(n *shedfs.Inode) error { n.Nlink = 9; return nil }, nil)
 	wantErrno(t, err, syscall.EINVAL)
-	_, err = s.Update(f.Ino, func(n *Inode) error { n.Mode = syscall.S_IFDIR; return nil }, nil)
+	_, err = s.Update(f.Ino, func(n *shedfs.Inode) error { n.Mode = syscall.S_IFDIR; return nil }, nil)
 	wantErrno(t, err, syscall.EINVAL)
 	mt := time.Unix(1700000000, 123456789)
-	n := must[*Inode](t)(s.Update(f.Ino, func(n *Inode) error { n.Mtime = mt; n.Mode = syscall.S_IFREG | 0o600; return nil }, nil))
-	if g := must[*Inode](t)(s.GetInode(f.Ino)); !g.Mtime.Equal(mt) || g.Mode != n.Mode {
+	n := must[*shedfs.Inode](t)(s.Update(f.Ino, func(n *shedfs.Inode) error { n.Mtime = mt; n.Mode = syscall.S_IFREG | 0o600; return nil }, nil))
+	if g := must[*shedfs.Inode](t)(s.GetInode(f.Ino)); !g.Mtime.Equal(mt) || g.Mode != n.Mode {
 		t.Fatalf("update not stored: %+v", g)
 	}
-	if l := must[Limit](t)(s.GetLimit(h)); l != (Limit{Bytes: 10000, Inodes: 10}) {
+	if l := must[shedfs.Limit](t)(s.GetLimit(h)); l != (shedfs.Limit{Bytes: 10000, Inodes: 10}) {
 		t.Fatalf("limit %+v", l)
 	}
-	if hs := must[[]Holder](t)(s.Holders()); len(hs) != 2 || hs[0] != "share" || hs[1] != h {
+	if hs := must[[]shedfs.Holder](t)(s.Holders()); len(hs) != 2 || hs[0] != "share" || hs[1] != h {
 		t.Fatalf("holders %v", hs)
 	}
 	// Unlink both names, reclaim: everything uncharged.
-	must[*Inode](t)(s.Unlink(u.Roots.Output, "f", false))
-	must[*Inode](t)(s.Unlink(u.Roots.Output, "f-link", false))
-	must[*Inode](t)(s.Reclaim(f.Ino))
-	if got := must[Usage](t)(s.Usage(h)); got != (Usage{Bytes: 0, Inodes: 4}) {
+	must[*shedfs.Inode](t)(s.Unlink(u.Roots.Output, "f", false))
+	must[*shedfs.Inode](t)(s.Unlink(u.Roots.Output, "f-link", false))
+	must[*shedfs.Inode](t)(s.Reclaim(f.Ino))
+	if got := must[shedfs.Usage](t)(s.Usage(h)); got != (shedfs.Usage{Bytes: 0, Inodes: 4}) {
 		t.Fatalf("usage %+v", got)
 	}
 }
@@ -558,10 +560,10 @@ func TestUsageAndUpdate(t *testing.T) {
 func TestUnlinkFree(t *testing.T) {
 	s := newStore(t)
 	root := s.ShareRoot()
-	before := must[Usage](t)(s.Usage("share"))
-	f := must[*Inode](t)(s.Create(root, "f", file(0o644), nil))
-	must[*Inode](t)(s.Update(f.Ino, func(n *Inode) error { n.Size = 5000; return nil }, nil))
-	must[*Inode](t)(s.Link(f.Ino, root, "f2"))
+	before := must[shedfs.Usage](t)(s.Usage("share"))
+	f := must[*shedfs.Inode](t)(s.Create(root, "f", file(0o644), nil))
+	must[*shedfs.Inode](t)(s.Update(f.Ino, func(n *shedfs.Inode) error { n.Size = 5000; return nil }, nil))
+	must[*shedfs.Inode](t)(s.Link(f.Ino, root, "f2"))
 	unused := func(uint64) bool { return true }
 	n, freed, err := s.UnlinkFree(root, "f", false, unused)
 	if err != nil || freed || n.Nlink != 1 {
@@ -576,11 +578,11 @@ func TestUnlinkFree(t *testing.T) {
 	if o := must[[]uint64](t)(s.Orphans()); len(o) != 0 {
 		t.Fatalf("orphans %v", o)
 	}
-	if u := must[Usage](t)(s.Usage("share")); u != before {
+	if u := must[shedfs.Usage](t)(s.Usage("share")); u != before {
 		t.Fatalf("usage %+v, want %+v", u, before)
 	}
 	// An inode something holds stays, as an orphan.
-	g := must[*Inode](t)(s.Create(root, "g", file(0o644), nil))
+	g := must[*shedfs.Inode](t)(s.Create(root, "g", file(0o644), nil))
 	n, freed, err = s.UnlinkFree(root, "g", false, func(uint64) bool { return false })
 	if err != nil || freed || n.Nlink != 0 {
 		t.Fatalf("unlink of a held file: nlink %d, freed %v, %v", n.Nlink, freed, err)
@@ -589,7 +591,7 @@ func TestUnlinkFree(t *testing.T) {
 		t.Fatalf("orphans %v", o)
 	}
 	// An empty directory goes the same way.
-	d := must[*Inode](t)(s.Create(root, "d", dir(), nil))
+	d := must[*shedfs.Inode](t)(s.Create(root, "d", dir(), nil))
 	if _, freed, err := s.UnlinkFree(root, "d", true, unused); err != nil || !freed {
 		t.Fatalf("rmdir: freed %v, %v", freed, err)
 	}
@@ -603,9 +605,9 @@ func TestUnlinkFree(t *testing.T) {
 func TestPublish(t *testing.T) {
 	s := newStore(t)
 	root := s.ShareRoot()
-	h := HolderOf(Zone{Kind: ZoneShare})
-	tmp := must[*Inode](t)(s.CreateTmp(root, file(0o644), nil))
-	if ents := must[[]DirEntry](t)(s.ReadDir(root)); len(ents) != 0 {
+	h := shedfs.HolderOf(shedfs.Zone{Kind: shedfs.ZoneShare})
+	tmp := must[*shedfs.Inode](t)(s.CreateTmp(root, file(0o644), nil))
+	if ents := must[[]shedfs.DirEntry](t)(s.ReadDir(root)); len(ents) != 0 {
 		t.Fatalf("an unnamed file is listed: %v", ents)
 	}
 	if orphans := must[[]uint64](t)(s.Orphans()); len(orphans) != 1 || orphans[0] != tmp.Ino {
@@ -615,31 +617,31 @@ func TestPublish(t *testing.T) {
 	if _, err := s.Publish(tmp.Ino, root, "f", 5000, mtime, false, nil); err != nil {
 		t.Fatal(err)
 	}
-	got := must[*Inode](t)(s.Lookup(root, "f"))
+	got := must[*shedfs.Inode](t)(s.Lookup(root, "f"))
 	if got.Ino != tmp.Ino || got.Size != 5000 || got.Nlink != 1 || !got.Mtime.Equal(mtime) {
 		t.Errorf("published %+v", got)
 	}
 	if orphans := must[[]uint64](t)(s.Orphans()); len(orphans) != 0 {
 		t.Errorf("orphans after publish: %v", orphans)
 	}
-	if u := must[Usage](t)(s.Usage(h)); u.Bytes != 8192 || u.Inodes != 2 {
+	if u := must[shedfs.Usage](t)(s.Usage(h)); u.Bytes != 8192 || u.Inodes != 2 {
 		t.Errorf("usage %+v, want 8192 bytes, 2 inodes", u)
 	}
 	if _, err := s.Publish(tmp.Ino, root, "g", 1, mtime, false, nil); !errors.Is(err, syscall.EINVAL) {
 		t.Errorf("publishing a named file: %v, want EINVAL", err)
 	}
 
-	second := must[*Inode](t)(s.CreateTmp(root, file(0o644), nil))
+	second := must[*shedfs.Inode](t)(s.CreateTmp(root, file(0o644), nil))
 	_, err := s.Publish(second.Ino, root, "f", 100, mtime, false, nil)
 	wantErrno(t, err, syscall.EEXIST)
 	var sawDelta int64
-	refuse := func(u Usage, l Limit, delta int64) error { sawDelta = delta; return syscall.EDQUOT }
+	refuse := func(u shedfs.Usage, l shedfs.Limit, delta int64) error { sawDelta = delta; return syscall.EDQUOT }
 	_, err = s.Publish(second.Ino, root, "f", 100, mtime, true, refuse)
 	wantErrno(t, err, syscall.EDQUOT)
 	if sawDelta != 4096-8192 {
 		t.Errorf("admission saw delta %d, want %d (the new charge less the replaced one)", sawDelta, 4096-8192)
 	}
-	if got := must[*Inode](t)(s.Lookup(root, "f")); got.Ino != tmp.Ino {
+	if got := must[*shedfs.Inode](t)(s.Lookup(root, "f")); got.Ino != tmp.Ino {
 		t.Error("a refused publish replaced the file")
 	}
 	old, err := s.Publish(second.Ino, root, "f", 100, mtime, true, nil)
@@ -649,15 +651,15 @@ func TestPublish(t *testing.T) {
 	if old == nil || old.Ino != tmp.Ino || old.Nlink != 0 {
 		t.Fatalf("replaced %+v, want the first file without links", old)
 	}
-	if got := must[*Inode](t)(s.Lookup(root, "f")); got.Ino != second.Ino || got.Size != 100 {
+	if got := must[*shedfs.Inode](t)(s.Lookup(root, "f")); got.Ino != second.Ino || got.Size != 100 {
 		t.Errorf("after replace: %+v", got)
 	}
-	must[*Inode](t)(s.Reclaim(old.Ino))
-	if u := must[Usage](t)(s.Usage(h)); u.Bytes != 4096 || u.Inodes != 2 {
+	must[*shedfs.Inode](t)(s.Reclaim(old.Ino))
+	if u := must[shedfs.Usage](t)(s.Usage(h)); u.Bytes != 4096 || u.Inodes != 2 {
 		t.Errorf("usage after replace and reclaim %+v, want 4096 bytes, 2 inodes", u)
 	}
-	must[*Inode](t)(s.Create(root, "d", dir(), nil))
-	third := must[*Inode](t)(s.CreateTmp(root, file(0o644), nil))
+	must[*shedfs.Inode](t)(s.Create(root, "d", dir(), nil))
+	third := must[*shedfs.Inode](t)(s.CreateTmp(root, file(0o644), nil))
 	_, err = s.Publish(third.Ino, root, "d", 1, mtime, true, nil)
 	wantErrno(t, err, syscall.EISDIR)
 }

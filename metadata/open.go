@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/shedfs/shedfs"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -136,11 +137,11 @@ func (o *op) newContent(ino uint64) {
 // its caller opens at once: on a shared store the new file's open marker
 // is put by the create's own transaction, which saves the round trip of a
 // Hold. The caller takes it back with Unhold, as after Hold.
-func (s *Store) CreateOpen(parent uint64, name string, tmpl *Inode, admit func(Usage, Limit) error) (*Inode, error) {
+func (s *Store) CreateOpen(parent uint64, name string, tmpl *shedfs.Inode, admit func(shedfs.Usage, shedfs.Limit) error) (*shedfs.Inode, error) {
 	if name == "" {
 		return s.createTmp(parent, tmpl, admit, true)
 	}
-	if err := ValidName(name); err != nil {
+	if err := ValidEntryName(name); err != nil {
 		return nil, err
 	}
 	return s.create(parent, name, tmpl, admit, true)

@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/shedfs/shedfs"
 	"slices"
 	"sort"
 	"syscall"
 	"time"
+
+	"github.com/shedfs/shedfs"
 )
 
 // ValidPrincipal checks a user or group name with the one rule of
@@ -27,8 +28,8 @@ func ValidPrincipal(name string) error {
 const deleteBatch = 1000
 
 // newRoot builds a zone root directory (Parent 0).
-func newRoot(ino uint64, zone Zone, owner string, mode OwnMode, now time.Time) *Inode {
-	return &Inode{
+func newRoot(ino uint64, zone shedfs.Zone, owner string, mode shedfs.OwnMode, now time.Time) *shedfs.Inode {
+	return &shedfs.Inode{
 		Ino: ino, Mode: syscall.S_IFDIR | 0o755, Nlink: 2,
 		Atime: now, Mtime: now, Ctime: now,
 		Zone: zone, Owner: owner, OwnMode: mode,
@@ -61,7 +62,7 @@ func setJSON(tx Txn, key []byte, v any) error {
 // (directories 0755, owned by uid/gid 0, zone roots have Parent 0).
 // EEXIST if it exists, EINVAL for a bad name. Each root counts as one inode
 // of the user's usage, as every inode of a zone does.
-func (s *Store) AddUser(name string) (*User, error) {
+func (s *Store) AddUser(name string) (*shedfs.User, error) {
 	if err := ValidPrincipal(name); err != nil {
 		return nil, err
 	}
@@ -72,16 +73,16 @@ func (s *Store) AddUser(name string) (*User, error) {
 			return nil, err
 		}
 	}
-	var u *User
+	var u *shedfs.User
 	err := s.update(func(o *op) error {
 		if _, err := o.tx.Get(userKey(name)); err == nil {
 			return fmt.Errorf("user %s: %w", name, syscall.EEXIST)
 		} else if !errors.Is(err, ErrNotFound) {
 			return err
 		}
-		u = &User{Name: name, Roots: Roots{Private: inos[0], Output: inos[1], Uploads: inos[2]}, Created: o.now}
-		for i, k := range []ZoneKind{ZonePrivate, ZoneOutput, ZoneUploads} {
-			o.put(newRoot(inos[i], Zone{Kind: k, Principal: name}, name, OwnModeNone, o.now))
+		u = &shedfs.User{Name: name, Roots: shedfs.Roots{Private: inos[0], Output: inos[1], Uploads: inos[2]}, Created: o.now}
+		for i, k := range []shedfs.ZoneKind{shedfs.ZonePrivate, shedfs.ZoneOutput, shedfs.ZoneUploads} {
+			o.put(newRoot(inos[i], shedfs.Zone{Kind: k, Principal: name}, name, shedfs.OwnModeNone, o.now))
 		}
 		if err := o.charge(shedfs.UserHolder(name), 0, 3); err != nil {
 			return err
@@ -98,8 +99,8 @@ func (s *Store) AddUser(name string) (*User, error) {
 }
 
 // GetUser returns a user, ENOENT if unknown.
-func (s *Store) GetUser(name string) (*User, error) {
-	u := &User{}
+func (s *Store) GetUser(name string) (*shedfs.User, error) {
+	u := &shedfs.User{}
 	err := s.kv.View(func(tx Txn) error {
 		return getJSON(tx, userKey(name), "user "+name, u)
 	})
@@ -110,11 +111,11 @@ func (s *Store) GetUser(name string) (*User, error) {
 }
 
 // ListUsers returns every user, sorted by name.
-func (s *Store) ListUsers() ([]User, error) {
-	var out []User
+func (s *Store) ListUsers() ([]shedfs.User, error) {
+	var out []shedfs.User
 	err := s.kv.View(func(tx Txn) error {
 		return tx.Scan([]byte{pUser}, nil, func(k, v []byte) error {
-			var u User
+			var u shedfs.User
 			if err := json.Unmarshal(v, &u); err != nil {
 				return fmt.Errorf("decode user %s: %w: %v", k[1:], ErrCorrupt, err)
 			}
@@ -127,10 +128,10 @@ func (s *Store) ListUsers() ([]User, error) {
 
 // UpdateUser changes a user's settings (Uid, Gid) in one transaction.
 // Changing Name or Roots is EINVAL.
-func (s *Store) UpdateUser(name string, fn func(u *User) error) (*User, error) {
-	var out *User
+func (s *Store) UpdateUser(name string, fn func(u *shedfs.User) error) (*shedfs.User, error) {
+	var out *shedfs.User
 	err := s.update(func(o *op) error {
-		u := &User{}
+		u := &shedfs.User{}
 		if err := getJSON(o.tx, userKey(name), "user "+name, u); err != nil {
 			return err
 		}
@@ -158,14 +159,14 @@ func (s *Store) RemoveUser(name string) (blobs []uint64, err error) {
 	if err := ValidPrincipal(name); err != nil {
 		return nil, err
 	}
-	var u User
+	var u shedfs.User
 	err = s.update(func(o *op) error {
 		if err := getJSON(o.tx, userKey(name), "user "+name, &u); err != nil {
 			return err
 		}
-		var groups []Group
+		var groups []shedfs.Group
 		if err := o.tx.Scan([]byte{pGroup}, nil, func(k, v []byte) error {
-			var g Group
+			var g shedfs.Group
 			if err := json.Unmarshal(v, &g); err != nil {
 				return fmt.Errorf("decode group %s: %w: %v", k[1:], ErrCorrupt, err)
 			}
@@ -199,7 +200,7 @@ func (s *Store) RemoveUser(name string) (blobs []uint64, err error) {
 // deleteTrees removes every inode below the given roots (and the roots),
 // plus orphaned inodes of the holder, in batches. It returns the regular
 // files, whose blobs the caller deletes.
-func (s *Store) deleteTrees(h Holder, roots ...uint64) ([]uint64, error) {
+func (s *Store) deleteTrees(h shedfs.Holder, roots ...uint64) ([]uint64, error) {
 	var keys [][]byte
 	var blobs []uint64
 	err := s.kv.View(func(tx Txn) error {
@@ -231,7 +232,7 @@ func (s *Store) deleteTrees(h Holder, roots ...uint64) ([]uint64, error) {
 			if err != nil {
 				return err
 			}
-			if HolderOf(n.Zone) != h {
+			if shedfs.HolderOf(n.Zone) != h {
 				continue // an orphan of someone else
 			}
 			seen[ino] = true
@@ -292,7 +293,7 @@ func (s *Store) deleteKeys(keys [][]byte) error {
 }
 
 // AddGroup creates a group with its zone root. EEXIST, EINVAL as AddUser.
-func (s *Store) AddGroup(name string) (*Group, error) {
+func (s *Store) AddGroup(name string) (*shedfs.Group, error) {
 	if err := ValidPrincipal(name); err != nil {
 		return nil, err
 	}
@@ -300,15 +301,15 @@ func (s *Store) AddGroup(name string) (*Group, error) {
 	if err != nil {
 		return nil, err
 	}
-	var g *Group
+	var g *shedfs.Group
 	err = s.update(func(o *op) error {
 		if _, err := o.tx.Get(groupKey(name)); err == nil {
 			return fmt.Errorf("group %s: %w", name, syscall.EEXIST)
 		} else if !errors.Is(err, ErrNotFound) {
 			return err
 		}
-		g = &Group{Name: name, Root: ino, Members: []string{}, Created: o.now}
-		o.put(newRoot(ino, Zone{Kind: ZoneGroup, Principal: name}, "", OwnModeGroup, o.now))
+		g = &shedfs.Group{Name: name, Root: ino, Members: []string{}, Created: o.now}
+		o.put(newRoot(ino, shedfs.Zone{Kind: shedfs.ZoneGroup, Principal: name}, "", shedfs.OwnModeGroup, o.now))
 		if err := o.charge(shedfs.GroupHolder(name), 0, 1); err != nil {
 			return err
 		}
@@ -324,8 +325,8 @@ func (s *Store) AddGroup(name string) (*Group, error) {
 }
 
 // GetGroup returns a group, ENOENT if unknown.
-func (s *Store) GetGroup(name string) (*Group, error) {
-	g := &Group{}
+func (s *Store) GetGroup(name string) (*shedfs.Group, error) {
+	g := &shedfs.Group{}
 	err := s.kv.View(func(tx Txn) error {
 		return getJSON(tx, groupKey(name), "group "+name, g)
 	})
@@ -336,11 +337,11 @@ func (s *Store) GetGroup(name string) (*Group, error) {
 }
 
 // ListGroups returns every group, sorted by name.
-func (s *Store) ListGroups() ([]Group, error) {
-	var out []Group
+func (s *Store) ListGroups() ([]shedfs.Group, error) {
+	var out []shedfs.Group
 	err := s.kv.View(func(tx Txn) error {
 		return tx.Scan([]byte{pGroup}, nil, func(k, v []byte) error {
-			var g Group
+			var g shedfs.Group
 			if err := json.Unmarshal(v, &g); err != nil {
 				return fmt.Errorf("decode group %s: %w: %v", k[1:], ErrCorrupt, err)
 			}
@@ -356,7 +357,7 @@ func (s *Store) RemoveGroup(name string) (blobs []uint64, err error) {
 	if err := ValidPrincipal(name); err != nil {
 		return nil, err
 	}
-	var g Group
+	var g shedfs.Group
 	h := shedfs.GroupHolder(name)
 	err = s.update(func(o *op) error {
 		if err := getJSON(o.tx, groupKey(name), "group "+name, &g); err != nil {
@@ -379,7 +380,7 @@ func (s *Store) RemoveGroup(name string) (blobs []uint64, err error) {
 // adding a member twice is not an error).
 func (s *Store) AddMember(group, user string) error {
 	return s.update(func(o *op) error {
-		var g Group
+		var g shedfs.Group
 		if err := getJSON(o.tx, groupKey(group), "group "+group, &g); err != nil {
 			return err
 		}
@@ -400,7 +401,7 @@ func (s *Store) AddMember(group, user string) error {
 // RemoveMember removes a user from a group (ENOENT if not a member).
 func (s *Store) RemoveMember(group, user string) error {
 	return s.update(func(o *op) error {
-		var g Group
+		var g shedfs.Group
 		if err := getJSON(o.tx, groupKey(group), "group "+group, &g); err != nil {
 			return err
 		}
@@ -424,7 +425,7 @@ func (s *Store) GroupsOf(user string) ([]string, error) {
 			return err
 		}
 		return tx.Scan([]byte{pGroup}, nil, func(k, v []byte) error {
-			var g Group
+			var g shedfs.Group
 			if err := json.Unmarshal(v, &g); err != nil {
 				return fmt.Errorf("decode group %s: %w: %v", k[1:], ErrCorrupt, err)
 			}

@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"sort"
 	"syscall"
+
+	"github.com/shedfs/shedfs"
 )
 
 // Usage returns what a holder stores now.
-func (s *Store) Usage(h Holder) (Usage, error) {
-	var u Usage
+func (s *Store) Usage(h shedfs.Holder) (shedfs.Usage, error) {
+	var u shedfs.Usage
 	err := s.kv.View(func(tx Txn) error {
 		var err error
 		u, err = readUsage(tx, h)
@@ -18,8 +20,8 @@ func (s *Store) Usage(h Holder) (Usage, error) {
 }
 
 // GetLimit returns a holder's quota (zero values mean unlimited).
-func (s *Store) GetLimit(h Holder) (Limit, error) {
-	var l Limit
+func (s *Store) GetLimit(h shedfs.Holder) (shedfs.Limit, error) {
+	var l shedfs.Limit
 	err := s.kv.View(func(tx Txn) error {
 		var err error
 		l, err = readLimit(tx, h)
@@ -29,7 +31,7 @@ func (s *Store) GetLimit(h Holder) (Limit, error) {
 }
 
 // SetLimit sets a holder's quota. Negative values are EINVAL.
-func (s *Store) SetLimit(h Holder, l Limit) error {
+func (s *Store) SetLimit(h shedfs.Holder, l shedfs.Limit) error {
 	if l.Bytes < 0 || l.Inodes < 0 {
 		return fmt.Errorf("limit of %s: negative value: %w", h, syscall.EINVAL)
 	}
@@ -39,12 +41,12 @@ func (s *Store) SetLimit(h Holder, l Limit) error {
 }
 
 // Holders lists every holder with a usage or limit record, sorted.
-func (s *Store) Holders() ([]Holder, error) {
-	seen := map[Holder]bool{}
+func (s *Store) Holders() ([]shedfs.Holder, error) {
+	seen := map[shedfs.Holder]bool{}
 	err := s.kv.View(func(tx Txn) error {
 		for _, p := range []byte{pUsage, pLimit} {
 			if err := tx.Scan([]byte{p}, nil, func(k, _ []byte) error {
-				seen[Holder(k[1:])] = true
+				seen[shedfs.Holder(k[1:])] = true
 				return nil
 			}); err != nil {
 				return err
@@ -55,7 +57,7 @@ func (s *Store) Holders() ([]Holder, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Holder, 0, len(seen))
+	out := make([]shedfs.Holder, 0, len(seen))
 	for h := range seen {
 		out = append(out, h)
 	}

@@ -35,7 +35,7 @@ func sessionKey(user, id string) []byte { return append(sessionPrefix(user), id.
 // user's private tree has a sessions/id already (a kept session), so
 // that an id names one thing in that directory; ENOENT for an unknown
 // user.
-func (s *Store) OpenSession(user, id string, expires time.Time, limit Limit) (*Session, error) {
+func (s *Store) OpenSession(user, id string, expires time.Time, limit shedfs.Limit) (*Session, error) {
 	if err := ValidPrincipal(id); err != nil {
 		return nil, fmt.Errorf("session id: %w", err)
 	}
@@ -48,7 +48,7 @@ func (s *Store) OpenSession(user, id string, expires time.Time, limit Limit) (*S
 	}
 	var out *Session
 	err := s.update(func(o *op) error {
-		u := &User{}
+		u := &shedfs.User{}
 		if err := getJSON(o.tx, userKey(user), "user "+user, u); err != nil {
 			return err
 		}
@@ -74,12 +74,12 @@ func (s *Store) OpenSession(user, id string, expires time.Time, limit Limit) (*S
 			return err
 		}
 		z := shedfs.SessionZone(user, id)
-		o.put(newRoot(inos[2], z, user, OwnModeNone, o.now))
-		h := HolderOf(z)
+		o.put(newRoot(inos[2], z, user, shedfs.OwnModeNone, o.now))
+		h := shedfs.HolderOf(z)
 		if err := o.charge(h, 0, 1); err != nil {
 			return err
 		}
-		if limit != (Limit{}) {
+		if limit != (shedfs.Limit{}) {
 			if err := o.tx.Set(limitKey(h), encodePair(limit.Bytes, limit.Inodes)); err != nil {
 				return err
 			}
@@ -99,7 +99,7 @@ func (s *Store) OpenSession(user, id string, expires time.Time, limit Limit) (*S
 // sessionsDir returns the directory sessions/ of u's private tree, made
 // (as inode ino, charged to u) when missing; ENOTDIR when the name is
 // something else.
-func (o *op) sessionsDir(u *User, ino uint64) (*Inode, error) {
+func (o *op) sessionsDir(u *shedfs.User, ino uint64) (*shedfs.Inode, error) {
 	child, _, err := o.entry(u.Roots.Private, shedfs.SessionsDir)
 	if err == nil {
 		return o.dir(child)
@@ -120,8 +120,8 @@ func (o *op) sessionsDir(u *User, ino uint64) (*Inode, error) {
 
 // mkdir makes directory name in p (of p's zone, mode 0755) as inode ino,
 // without charging it.
-func (o *op) mkdir(p *Inode, name string, ino uint64, owner string) (*Inode, error) {
-	n := &Inode{
+func (o *op) mkdir(p *shedfs.Inode, name string, ino uint64, owner string) (*shedfs.Inode, error) {
+	n := &shedfs.Inode{
 		Ino: ino, Mode: syscall.S_IFDIR | 0o755, Nlink: 2, Parent: p.Ino,
 		Atime: o.now, Mtime: o.now, Ctime: o.now, Zone: p.Zone, Owner: owner,
 	}
@@ -194,7 +194,7 @@ func (s *Store) CloseSession(user, id string, unused func(uint64) bool, b Sessio
 	if err != nil {
 		return nil, err
 	}
-	if err := s.purgeSessionTrash(HolderOf(shedfs.SessionZone(user, id)), unused, b); err != nil {
+	if err := s.purgeSessionTrash(shedfs.HolderOf(shedfs.SessionZone(user, id)), unused, b); err != nil {
 		return nil, err
 	}
 	tree, err := s.subtree(ss.Root)
@@ -270,10 +270,10 @@ var (
 // leaves them to fsck). Usage never changes in steps 1 and 3 (no record
 // of either is reachable), so it stays exact. The scratch root's entries
 // and each directory's entries must still fit one transaction.
-func (s *Store) closeInSteps(ss *Session, tree []*Inode, moved map[uint64]uint64) error {
+func (s *Store) closeInSteps(ss *Session, tree []*shedfs.Inode, moved map[uint64]uint64) error {
 	s.log.Info("close session in steps: its tree is too big for one transaction",
 		"user", ss.User, "session", ss.ID, "inodes", len(tree))
-	err := s.inBatches(tree, func(o *op, n *Inode) error {
+	err := s.inBatches(tree, func(o *op, n *shedfs.Inode) error {
 		_, err := o.copyInode(ss, n.Ino, moved)
 		return err
 	})
@@ -289,7 +289,7 @@ func (s *Store) closeInSteps(ss *Session, tree []*Inode, moved map[uint64]uint64
 		s.dropCopies(tree, moved)
 		return fmt.Errorf("renumber the tree: %w", err)
 	}
-	if err := s.inBatches(tree, func(o *op, n *Inode) error {
+	if err := s.inBatches(tree, func(o *op, n *shedfs.Inode) error {
 		_, err := o.deleteInode(n)
 		return err
 	}); err != nil {
@@ -302,8 +302,8 @@ func (s *Store) closeInSteps(ss *Session, tree []*Inode, moved map[uint64]uint64
 
 // dropCopies deletes the renumbered records a failed closeInSteps wrote
 // (unreachable; what this misses, fsck reclaims).
-func (s *Store) dropCopies(tree []*Inode, moved map[uint64]uint64) {
-	err := s.inBatches(tree, func(o *op, n *Inode) error {
+func (s *Store) dropCopies(tree []*shedfs.Inode, moved map[uint64]uint64) {
+	err := s.inBatches(tree, func(o *op, n *shedfs.Inode) error {
 		cp := *n
 		cp.Ino = moved[n.Ino]
 		_, err := o.deleteInode(&cp)
@@ -316,7 +316,7 @@ func (s *Store) dropCopies(tree []*Inode, moved map[uint64]uint64) {
 
 // inBatches runs fn on every inode of list, closeBatch (or closeSteps)
 // inodes a transaction, halving a batch that is too big.
-func (s *Store) inBatches(list []*Inode, fn func(o *op, n *Inode) error) error {
+func (s *Store) inBatches(list []*shedfs.Inode, fn func(o *op, n *shedfs.Inode) error) error {
 	size := closeBatch
 	if s.closeSteps > 0 {
 		size = s.closeSteps
@@ -325,8 +325,8 @@ func (s *Store) inBatches(list []*Inode, fn func(o *op, n *Inode) error) error {
 }
 
 // subtree lists every inode below root (root excluded), parents first.
-func (s *Store) subtree(root uint64) ([]*Inode, error) {
-	var out []*Inode
+func (s *Store) subtree(root uint64) ([]*shedfs.Inode, error) {
+	var out []*shedfs.Inode
 	seen := map[uint64]bool{}
 	err := s.view(func(o *op) error {
 		queue := []uint64{root}
@@ -385,13 +385,13 @@ func (o *op) closeSession(ss *Session, moved map[uint64]uint64) error {
 // copyInode writes the renumbered copy of inode old of session ss's
 // tree (private zone, parent and entries through moved) with its
 // records, and returns old as it is.
-func (o *op) copyInode(ss *Session, old uint64, moved map[uint64]uint64) (*Inode, error) {
+func (o *op) copyInode(ss *Session, old uint64, moved map[uint64]uint64) (*shedfs.Inode, error) {
 	n, err := o.inode(old)
 	if err != nil {
 		return nil, err
 	}
 	cp := *n
-	cp.Ino, cp.Zone = moved[old], shedfs.Zone{Kind: ZonePrivate, Principal: ss.User}
+	cp.Ino, cp.Zone = moved[old], shedfs.Zone{Kind: shedfs.ZonePrivate, Principal: ss.User}
 	if cp.IsDir() {
 		cp.Parent = moved[n.Parent]
 	}
@@ -438,7 +438,7 @@ func (o *op) linkSession(ss *Session, moved map[uint64]uint64) error {
 		return err
 	}
 	o.touchDir(place)
-	h := HolderOf(root.Zone)
+	h := shedfs.HolderOf(root.Zone)
 	for _, k := range [][]byte{usageKey(h), limitKey(h), sessionKey(ss.User, ss.ID)} {
 		if err := o.tx.Delete(k); err != nil {
 			return err
@@ -490,8 +490,8 @@ func (o *op) copyRecords(old, ino uint64, moved map[uint64]uint64, birth bool) e
 }
 
 // purgeSessionTrash purges every kept file of a session's holder.
-func (s *Store) purgeSessionTrash(h Holder, unused func(uint64) bool, b SessionBlobs) error {
-	list, err := s.ListTrash([]Holder{h})
+func (s *Store) purgeSessionTrash(h shedfs.Holder, unused func(uint64) bool, b SessionBlobs) error {
+	list, err := s.ListTrash([]shedfs.Holder{h})
 	if err != nil {
 		return err
 	}

@@ -21,43 +21,43 @@ func (b dirBlobs) Link(from, to uint64) error { return os.Link(b.path(from), b.p
 func TestSessionLifecycle(t *testing.T) {
 	s := newStore(t)
 	blobs := dirBlobs{t.TempDir()}
-	u := must[*User](t)(s.AddUser("alice"))
-	if _, err := s.OpenSession("alice", "Bad/id", time.Time{}, Limit{}); err == nil {
+	u := must[*shedfs.User](t)(s.AddUser("alice"))
+	if _, err := s.OpenSession("alice", "Bad/id", time.Time{}, shedfs.Limit{}); err == nil {
 		t.Fatal("a bad id was taken")
 	}
-	s1 := must[*Session](t)(s.OpenSession("alice", "s1", time.Time{}, Limit{Inodes: 3}))
-	s2 := must[*Session](t)(s.OpenSession("alice", "s2", time.Now().Add(time.Hour), Limit{}))
-	_, err := s.OpenSession("alice", "s1", time.Time{}, Limit{})
+	s1 := must[*Session](t)(s.OpenSession("alice", "s1", time.Time{}, shedfs.Limit{Inodes: 3}))
+	s2 := must[*Session](t)(s.OpenSession("alice", "s2", time.Now().Add(time.Hour), shedfs.Limit{}))
+	_, err := s.OpenSession("alice", "s1", time.Time{}, shedfs.Limit{})
 	wantErrno(t, err, syscall.EEXIST)
 	if list := must[[]Session](t)(s.ListSessions("alice")); len(list) != 2 || list[0].ID != "s1" || list[1].ID != "s2" {
 		t.Fatalf("list %+v", list)
 	}
-	sdir := must[*Inode](t)(s.Lookup(u.Roots.Private, "sessions"))
-	if p := must[*Inode](t)(s.Lookup(sdir.Ino, "s1")); p.Ino != s1.Placeholder || p.Zone.Kind != ZonePrivate {
+	sdir := must[*shedfs.Inode](t)(s.Lookup(u.Roots.Private, "sessions"))
+	if p := must[*shedfs.Inode](t)(s.Lookup(sdir.Ino, "s1")); p.Ino != s1.Placeholder || p.Zone.Kind != shedfs.ZonePrivate {
 		t.Fatalf("placeholder %+v", p)
 	}
 	sh := shedfs.SessionHolder("alice", "s1")
-	before := must[Usage](t)(s.Usage(shedfs.UserHolder("alice")))
-	admit := func(u Usage, l Limit) error {
+	before := must[shedfs.Usage](t)(s.Usage(shedfs.UserHolder("alice")))
+	admit := func(u shedfs.Usage, l shedfs.Limit) error {
 		if l.Inodes != 0 && u.Inodes+1 > l.Inodes {
 			return syscall.EDQUOT
 		}
 		return nil
 	}
-	d := must[*Inode](t)(s.Create(s1.Root, "d", dir(), admit))
-	f := must[*Inode](t)(s.Create(d.Ino, "f", file(0o644), admit))
+	d := must[*shedfs.Inode](t)(s.Create(s1.Root, "d", dir(), admit))
+	f := must[*shedfs.Inode](t)(s.Create(d.Ino, "f", file(0o644), admit))
 	if _, err := s.Create(s1.Root, "g", file(0o644), admit); err != syscall.EDQUOT {
 		t.Fatalf("third inode of a 3-inode session: %v", err)
 	}
-	must[*Inode](t)(s.Create(s2.Root, "d", dir(), admit)) // same name, other session
-	must[*Inode](t)(s.Update(f.Ino, func(n *Inode) error { n.Size = 5000; return nil }, nil))
+	must[*shedfs.Inode](t)(s.Create(s2.Root, "d", dir(), admit)) // same name, other session
+	must[*shedfs.Inode](t)(s.Update(f.Ino, func(n *shedfs.Inode) error { n.Size = 5000; return nil }, nil))
 	if err := blobs.Truncate(f.Ino, 5000); err != nil {
 		t.Fatal(err)
 	}
-	if got := must[Usage](t)(s.Usage(sh)); got != (Usage{Bytes: 8192, Inodes: 3}) {
+	if got := must[shedfs.Usage](t)(s.Usage(sh)); got != (shedfs.Usage{Bytes: 8192, Inodes: 3}) {
 		t.Errorf("session usage %+v", got)
 	}
-	if got := must[Usage](t)(s.Usage(shedfs.UserHolder("alice"))); got != (Usage{Bytes: before.Bytes + 8192, Inodes: before.Inodes + 3}) {
+	if got := must[shedfs.Usage](t)(s.Usage(shedfs.UserHolder("alice"))); got != (shedfs.Usage{Bytes: before.Bytes + 8192, Inodes: before.Inodes + 3}) {
 		t.Errorf("user usage %+v, before %+v", got, before)
 	}
 	if rep := must[*Report](t)(s.Check(blobs, false, nil)); len(rep.Problems) != 0 {
@@ -68,9 +68,9 @@ func TestSessionLifecycle(t *testing.T) {
 	if _, err := s.GetSession("alice", "s1"); err != syscall.ENOENT {
 		t.Fatalf("closed session: %v", err)
 	}
-	kd := must[*Inode](t)(s.Lookup(s1.Placeholder, "d"))
-	kf := must[*Inode](t)(s.Lookup(kd.Ino, "f"))
-	if kd.Zone.Kind != ZonePrivate || kf.Zone.Kind != ZonePrivate || kf.Size != 5000 || kf.Ino == f.Ino || kd.Parent != s1.Placeholder {
+	kd := must[*shedfs.Inode](t)(s.Lookup(s1.Placeholder, "d"))
+	kf := must[*shedfs.Inode](t)(s.Lookup(kd.Ino, "f"))
+	if kd.Zone.Kind != shedfs.ZonePrivate || kf.Zone.Kind != shedfs.ZonePrivate || kf.Size != 5000 || kf.Ino == f.Ino || kd.Parent != s1.Placeholder {
 		t.Fatalf("kept %+v %+v", kd, kf)
 	}
 	if _, err := s.GetInode(s1.Root); err != syscall.ENOENT {
@@ -79,13 +79,13 @@ func TestSessionLifecycle(t *testing.T) {
 	if _, err := os.Stat(blobs.path(kf.Ino)); err != nil {
 		t.Fatal(err)
 	}
-	if got := must[Usage](t)(s.Usage(shedfs.UserHolder("alice"))); got != (Usage{Bytes: before.Bytes + 8192, Inodes: before.Inodes + 2}) {
+	if got := must[shedfs.Usage](t)(s.Usage(shedfs.UserHolder("alice"))); got != (shedfs.Usage{Bytes: before.Bytes + 8192, Inodes: before.Inodes + 2}) {
 		t.Errorf("user usage after close %+v", got)
 	}
 	if rep := must[*Report](t)(s.Check(blobs, false, nil)); len(rep.Problems) != 0 {
 		t.Fatalf("fsck after close: %+v", rep.Problems)
 	}
-	_, err = s.OpenSession("alice", "s1", time.Time{}, Limit{})
+	_, err = s.OpenSession("alice", "s1", time.Time{}, shedfs.Limit{})
 	wantErrno(t, err, syscall.EEXIST) // the kept tree holds the name
 }
 
@@ -109,11 +109,11 @@ func TestSessionCloseInSteps(t *testing.T) {
 		s.closeSteps = 5
 	}
 	blobs := dirBlobs{t.TempDir()}
-	must[*User](t)(s.AddUser("alice"))
-	ss := must[*Session](t)(s.OpenSession("alice", "big", time.Time{}, Limit{}))
-	mk := func(parent uint64, name string, tmpl *Inode) *Inode {
+	must[*shedfs.User](t)(s.AddUser("alice"))
+	ss := must[*Session](t)(s.OpenSession("alice", "big", time.Time{}, shedfs.Limit{}))
+	mk := func(parent uint64, name string, tmpl *shedfs.Inode) *shedfs.Inode {
 		t.Helper()
-		n := must[*Inode](t)(s.Create(parent, name, tmpl, nil))
+		n := must[*shedfs.Inode](t)(s.Create(parent, name, tmpl, nil))
 		if n.IsRegular() {
 			if err := blobs.Truncate(n.Ino, 0); err != nil {
 				t.Fatal(err)
@@ -125,20 +125,20 @@ func TestSessionCloseInSteps(t *testing.T) {
 	b := mk(ss.Root, "b", dir())
 	sub := mk(a.Ino, "sub", dir())
 	mk(ss.Root, "top", file(0o644))
-	for i, d := range []*Inode{a, b, sub} {
+	for i, d := range []*shedfs.Inode{a, b, sub} {
 		mkFiles(t, s, blobs, d.Ino, i*files/3, (i+1)*files/3)
 	}
-	f0 := must[*Inode](t)(s.Lookup(a.Ino, "f0"))
-	must[*Inode](t)(s.Update(f0.Ino, func(n *Inode) error { n.Size = 5000; return nil }, nil))
+	f0 := must[*shedfs.Inode](t)(s.Lookup(a.Ino, "f0"))
+	must[*shedfs.Inode](t)(s.Update(f0.Ino, func(n *shedfs.Inode) error { n.Size = 5000; return nil }, nil))
 	if err := blobs.Truncate(f0.Ino, 5000); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.SetXattr(f0.Ino, "user.tag", []byte("kept"), 0, nil); err != nil {
 		t.Fatal(err)
 	}
-	must[*Inode](t)(s.Link(f0.Ino, b.Ino, "hard"))
+	must[*shedfs.Inode](t)(s.Link(f0.Ino, b.Ino, "hard"))
 	user := shedfs.UserHolder("alice")
-	before := must[Usage](t)(s.Usage(user))
+	before := must[shedfs.Usage](t)(s.Usage(user))
 
 	s.closeStop = func() error { return errCloseStopped }
 	if _, err := s.CloseSession("alice", "big", nil, blobs); !errors.Is(err, errCloseStopped) {
@@ -147,7 +147,7 @@ func TestSessionCloseInSteps(t *testing.T) {
 	if _, err := s.GetSession("alice", "big"); err != nil {
 		t.Fatalf("session after a close stopped after step 1: %v", err)
 	}
-	if got := must[*Inode](t)(s.Lookup(a.Ino, "f0")); got.Ino != f0.Ino {
+	if got := must[*shedfs.Inode](t)(s.Lookup(a.Ino, "f0")); got.Ino != f0.Ino {
 		t.Fatalf("scratch tree changed by a stopped close: %+v", got)
 	}
 	rep := must[*Report](t)(s.Check(blobs, true, nil))
@@ -162,7 +162,7 @@ func TestSessionCloseInSteps(t *testing.T) {
 	if rep := must[*Report](t)(s.Check(blobs, false, nil)); len(rep.Problems) != 0 {
 		t.Fatalf("fsck after repair: %+v", rep.Problems)
 	}
-	if got := must[Usage](t)(s.Usage(user)); got != before {
+	if got := must[shedfs.Usage](t)(s.Usage(user)); got != before {
 		t.Fatalf("user usage %+v after a stopped close, was %+v", got, before)
 	}
 
@@ -174,16 +174,16 @@ func TestSessionCloseInSteps(t *testing.T) {
 	if _, err := s.GetInode(ss.Root); err != syscall.ENOENT {
 		t.Fatalf("scratch root left: %v", err)
 	}
-	ka := must[*Inode](t)(s.Lookup(ss.Placeholder, "a"))
-	kb := must[*Inode](t)(s.Lookup(ss.Placeholder, "b"))
-	ksub := must[*Inode](t)(s.Lookup(ka.Ino, "sub"))
-	must[*Inode](t)(s.Lookup(ss.Placeholder, "top"))
-	if ka.Parent != ss.Placeholder || ksub.Parent != ka.Ino || ka.Zone.Kind != ZonePrivate {
+	ka := must[*shedfs.Inode](t)(s.Lookup(ss.Placeholder, "a"))
+	kb := must[*shedfs.Inode](t)(s.Lookup(ss.Placeholder, "b"))
+	ksub := must[*shedfs.Inode](t)(s.Lookup(ka.Ino, "sub"))
+	must[*shedfs.Inode](t)(s.Lookup(ss.Placeholder, "top"))
+	if ka.Parent != ss.Placeholder || ksub.Parent != ka.Ino || ka.Zone.Kind != shedfs.ZonePrivate {
 		t.Fatalf("kept dirs %+v %+v", ka, ksub)
 	}
 	count := 0
-	for _, d := range []*Inode{ka, kb, ksub} {
-		for _, e := range must[[]DirEntry](t)(s.ReadDir(d.Ino)) {
+	for _, d := range []*shedfs.Inode{ka, kb, ksub} {
+		for _, e := range must[[]shedfs.DirEntry](t)(s.ReadDir(d.Ino)) {
 			if strings.HasPrefix(e.Name, "f") {
 				count++
 			}
@@ -192,9 +192,9 @@ func TestSessionCloseInSteps(t *testing.T) {
 	if count != files {
 		t.Fatalf("%d files kept, want %d", count, files)
 	}
-	k0 := must[*Inode](t)(s.Lookup(ka.Ino, "f0"))
-	kh := must[*Inode](t)(s.Lookup(kb.Ino, "hard"))
-	if k0.Ino == f0.Ino || kh.Ino != k0.Ino || k0.Nlink != 2 || k0.Size != 5000 || k0.Zone.Kind != ZonePrivate {
+	k0 := must[*shedfs.Inode](t)(s.Lookup(ka.Ino, "f0"))
+	kh := must[*shedfs.Inode](t)(s.Lookup(kb.Ino, "hard"))
+	if k0.Ino == f0.Ino || kh.Ino != k0.Ino || k0.Nlink != 2 || k0.Size != 5000 || k0.Zone.Kind != shedfs.ZonePrivate {
 		t.Fatalf("kept file %+v, its hard link %+v", k0, kh)
 	}
 	if v, err := s.GetXattr(k0.Ino, "user.tag"); err != nil || string(v) != "kept" {
@@ -206,7 +206,7 @@ func TestSessionCloseInSteps(t *testing.T) {
 	if _, err := os.Stat(blobs.path(f0.Ino)); !os.IsNotExist(err) {
 		t.Fatalf("old blob: %v", err)
 	}
-	if got, want := must[Usage](t)(s.Usage(user)), (Usage{Bytes: before.Bytes, Inodes: before.Inodes - 1}); got != want {
+	if got, want := must[shedfs.Usage](t)(s.Usage(user)), (shedfs.Usage{Bytes: before.Bytes, Inodes: before.Inodes - 1}); got != want {
 		t.Fatalf("user usage after close %+v, want %+v", got, want)
 	}
 	if rep := must[*Report](t)(s.Check(blobs, false, nil)); len(rep.Problems) != 0 {
@@ -234,13 +234,13 @@ func mkFiles(t *testing.T, s *Store, blobs dirBlobs, dir uint64, from, to int) {
 				return err
 			}
 			for i, ino := range inos {
-				f := &Inode{Ino: ino, Mode: syscall.S_IFREG | 0o644, Nlink: 1,
+				f := &shedfs.Inode{Ino: ino, Mode: syscall.S_IFREG | 0o644, Nlink: 1,
 					Atime: o.now, Mtime: o.now, Ctime: o.now, Zone: p.Zone}
 				o.put(f)
 				if err := o.setEntry(dir, "f"+strconv.Itoa(from+i), f); err != nil {
 					return err
 				}
-				if err := o.charge(HolderOf(p.Zone), 0, 1); err != nil {
+				if err := o.charge(shedfs.HolderOf(p.Zone), 0, 1); err != nil {
 					return err
 				}
 				if err := o.setBirth(ino, o.now); err != nil {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"syscall"
 	"time"
+
+	"github.com/shedfs/shedfs"
 )
 
 // Settings are the store-wide policy values that belong to the data, not
@@ -13,9 +15,9 @@ import (
 // and are the same for every view.
 type Settings struct {
 	// DefaultUserLimit is the quota a new user gets (zero: unlimited).
-	DefaultUserLimit Limit `json:"default_user_limit"`
+	DefaultUserLimit shedfs.Limit `json:"default_user_limit"`
 	// DefaultGroupLimit is the quota a new group gets (zero: unlimited).
-	DefaultGroupLimit Limit `json:"default_group_limit"`
+	DefaultGroupLimit shedfs.Limit `json:"default_group_limit"`
 	// MaxFileSize is the largest size a regular file may reach (0: no
 	// limit but the format's).
 	MaxFileSize uint64 `json:"max_file_size"`
@@ -59,7 +61,7 @@ func readSettings(tx Txn, st *Settings) error {
 
 // applyDefaultLimit gives a new holder the default limit of its kind, in
 // the transaction that creates it.
-func (o *op) applyDefaultLimit(h Holder, group bool) error {
+func (o *op) applyDefaultLimit(h shedfs.Holder, group bool) error {
 	var st Settings
 	if err := readSettings(o.tx, &st); err != nil {
 		return err
@@ -68,7 +70,7 @@ func (o *op) applyDefaultLimit(h Holder, group bool) error {
 	if group {
 		l = st.DefaultGroupLimit
 	}
-	if l == (Limit{}) {
+	if l == (shedfs.Limit{}) {
 		return nil
 	}
 	return o.tx.Set(limitKey(h), encodePair(l.Bytes, l.Inodes))

@@ -1,6 +1,10 @@
 package metadata
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/shedfs/shedfs"
+)
 
 func TestSettingsDefaults(t *testing.T) {
 	s := newStore(t)
@@ -9,8 +13,8 @@ func TestSettingsDefaults(t *testing.T) {
 		t.Fatalf("fresh settings %+v, %v", st, err)
 	}
 	want := Settings{
-		DefaultUserLimit:  Limit{Bytes: 1 << 20, Inodes: 100},
-		DefaultGroupLimit: Limit{Bytes: 2 << 20},
+		DefaultUserLimit:  shedfs.Limit{Bytes: 1 << 20, Inodes: 100},
+		DefaultGroupLimit: shedfs.Limit{Bytes: 2 << 20},
 		MaxFileSize:       1 << 30,
 	}
 	if err := s.SetSettings(want); err != nil {
@@ -31,7 +35,7 @@ func TestSettingsDefaults(t *testing.T) {
 	if l, _ := s.GetLimit("group:team"); l != want.DefaultGroupLimit {
 		t.Fatalf("team limit %+v", l)
 	}
-	if err := s.SetSettings(Settings{DefaultUserLimit: Limit{Bytes: -1}}); err == nil {
+	if err := s.SetSettings(Settings{DefaultUserLimit: shedfs.Limit{Bytes: -1}}); err == nil {
 		t.Fatal("negative default accepted")
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/shedfs/shedfs"
 )
 
 const dirtyEnv = "SHEDFS_METADATA_DIRTY_CHILD"
@@ -83,7 +85,7 @@ func TestReadOnlyOpenOfDirtyStore(t *testing.T) {
 		if s.WasClean() {
 			t.Error("a dirty store opened read-only says it was clean")
 		}
-		if ents := must[[]DirEntry](t)(s.ReadDir(s.ShareRoot())); len(ents) != 19 {
+		if ents := must[[]shedfs.DirEntry](t)(s.ReadDir(s.ShareRoot())); len(ents) != 19 {
 			t.Errorf("read-only snapshot lists %d entries, want 19", len(ents))
 		}
 		if orphans := must[[]uint64](t)(s.Orphans()); len(orphans) != 1 {

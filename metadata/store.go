@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/shedfs/shedfs"
 )
 
 // FirstIno is the first value of the inode allocation counter, and the
@@ -206,10 +208,10 @@ func (s *Store) initFresh(inoKey []byte) error {
 		return err
 	}
 	now := time.Now()
-	root := &Inode{
+	root := &shedfs.Inode{
 		Ino: ino, Mode: syscall.S_IFDIR | 0o755, Nlink: 2,
 		Atime: now, Mtime: now, Ctime: now,
-		Zone: Zone{Kind: ZoneShare}, OwnMode: OwnModeGroup,
+		Zone: shedfs.Zone{Kind: shedfs.ZoneShare}, OwnMode: shedfs.OwnModeGroup,
 	}
 	err = s.kv.Update(func(tx Txn) error {
 		if err := tx.Set(versionKey(), encodeU64(schemaVersion)); err != nil {
@@ -224,7 +226,7 @@ func (s *Store) initFresh(inoKey []byte) error {
 		if err := tx.Set(inodeKey(ino), encodeInode(root)); err != nil {
 			return err
 		}
-		if err := tx.Set(usageKey(HolderOf(root.Zone)), encodePair(0, 1)); err != nil {
+		if err := tx.Set(usageKey(shedfs.HolderOf(root.Zone)), encodePair(0, 1)); err != nil {
 			return err
 		}
 		return tx.Set(stateKey(stateShareRoot), encodeU64(ino))

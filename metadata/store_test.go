@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/shedfs/shedfs"
 )
 
 func TestPrincipals(t *testing.T) {
@@ -23,41 +25,41 @@ func TestPrincipals(t *testing.T) {
 			t.Errorf("%q: %v", good, err)
 		}
 	}
-	alice := must[*User](t)(s.AddUser("alice"))
+	alice := must[*shedfs.User](t)(s.AddUser("alice"))
 	_, err := s.AddUser("alice")
 	wantErrno(t, err, syscall.EEXIST)
-	must[*User](t)(s.AddUser("bob"))
+	must[*shedfs.User](t)(s.AddUser("bob"))
 	for i, ino := range []uint64{alice.Roots.Private, alice.Roots.Output, alice.Roots.Uploads} {
-		n := must[*Inode](t)(s.GetInode(ino))
-		want := []ZoneKind{ZonePrivate, ZoneOutput, ZoneUploads}[i]
-		if !n.IsDir() || n.Parent != 0 || n.Zone != (Zone{Kind: want, Principal: "alice"}) || n.Owner != "alice" || n.Mode&0o777 != 0o755 {
+		n := must[*shedfs.Inode](t)(s.GetInode(ino))
+		want := []shedfs.ZoneKind{shedfs.ZonePrivate, shedfs.ZoneOutput, shedfs.ZoneUploads}[i]
+		if !n.IsDir() || n.Parent != 0 || n.Zone != (shedfs.Zone{Kind: want, Principal: "alice"}) || n.Owner != "alice" || n.Mode&0o777 != 0o755 {
 			t.Fatalf("root %d: %+v", i, n)
 		}
 	}
-	if got := must[*User](t)(s.GetUser("alice")); got.Roots != alice.Roots {
+	if got := must[*shedfs.User](t)(s.GetUser("alice")); got.Roots != alice.Roots {
 		t.Fatalf("get user %+v", got)
 	}
 	_, err = s.GetUser("nobody")
 	wantErrno(t, err, syscall.ENOENT)
-	us := must[[]User](t)(s.ListUsers())
+	us := must[[]shedfs.User](t)(s.ListUsers())
 	if len(us) != 2 || us[0].Name != "alice" || us[1].Name != "bob" {
 		t.Fatalf("users %+v", us)
 	}
-	u := must[*User](t)(s.UpdateUser("alice", func(u *User) error { u.Uid, u.Gid = 1000, 1001; return nil }))
-	if g := must[*User](t)(s.GetUser("alice")); g.Uid != 1000 || g.Gid != 1001 || u.Uid != 1000 {
+	u := must[*shedfs.User](t)(s.UpdateUser("alice", func(u *shedfs.User) error { u.Uid, u.Gid = 1000, 1001; return nil }))
+	if g := must[*shedfs.User](t)(s.GetUser("alice")); g.Uid != 1000 || g.Gid != 1001 || u.Uid != 1000 {
 		t.Fatalf("update user %+v", g)
 	}
-	_, err = s.UpdateUser("alice", func(u *User) error { u.Roots.Private = 1; return nil })
+	_, err = s.UpdateUser("alice", func(u *shedfs.User) error { u.Roots.Private = 1; return nil })
 	wantErrno(t, err, syscall.EINVAL)
 
-	g := must[*Group](t)(s.AddGroup("team"))
+	g := must[*shedfs.Group](t)(s.AddGroup("team"))
 	_, err = s.AddGroup("team")
 	wantErrno(t, err, syscall.EEXIST)
-	gr := must[*Inode](t)(s.GetInode(g.Root))
-	if gr.Zone != (Zone{Kind: ZoneGroup, Principal: "team"}) || gr.OwnMode != OwnModeGroup || gr.Owner != "" || gr.Parent != 0 {
+	gr := must[*shedfs.Inode](t)(s.GetInode(g.Root))
+	if gr.Zone != (shedfs.Zone{Kind: shedfs.ZoneGroup, Principal: "team"}) || gr.OwnMode != shedfs.OwnModeGroup || gr.Owner != "" || gr.Parent != 0 {
 		t.Fatalf("group root %+v", gr)
 	}
-	must[*Group](t)(s.AddGroup("other"))
+	must[*shedfs.Group](t)(s.AddGroup("other"))
 	wantErrno(t, s.AddMember("team", "nobody"), syscall.ENOENT)
 	wantErrno(t, s.AddMember("nogroup", "alice"), syscall.ENOENT)
 	for _, m := range []string{"bob", "alice", "alice"} {
@@ -68,7 +70,7 @@ func TestPrincipals(t *testing.T) {
 	if err := s.AddMember("other", "alice"); err != nil {
 		t.Fatal(err)
 	}
-	if got := must[*Group](t)(s.GetGroup("team")); strings.Join(got.Members, ",") != "alice,bob" {
+	if got := must[*shedfs.Group](t)(s.GetGroup("team")); strings.Join(got.Members, ",") != "alice,bob" {
 		t.Fatalf("members %v", got.Members)
 	}
 	if gs := must[[]string](t)(s.GroupsOf("alice")); strings.Join(gs, ",") != "other,team" {
@@ -83,20 +85,20 @@ func TestPrincipals(t *testing.T) {
 	if gs := must[[]string](t)(s.GroupsOf("alice")); strings.Join(gs, ",") != "team" {
 		t.Fatalf("groups of alice %v", gs)
 	}
-	if gl := must[[]Group](t)(s.ListGroups()); len(gl) != 2 || gl[0].Name != "other" {
+	if gl := must[[]shedfs.Group](t)(s.ListGroups()); len(gl) != 2 || gl[0].Name != "other" {
 		t.Fatalf("groups %+v", gl)
 	}
 
 	// Fill alice's trees and the group's, then remove them.
-	d := must[*Inode](t)(s.Create(alice.Roots.Private, "d", dir(), nil))
-	f1 := must[*Inode](t)(s.Create(d.Ino, "f1", file(0o644), nil))
+	d := must[*shedfs.Inode](t)(s.Create(alice.Roots.Private, "d", dir(), nil))
+	f1 := must[*shedfs.Inode](t)(s.Create(d.Ino, "f1", file(0o644), nil))
 	must[error](t)(nil, s.SetXattr(f1.Ino, "user.x", []byte("v"), 0, nil))
-	f2 := must[*Inode](t)(s.Create(alice.Roots.Output, "f2", file(0o644), nil))
-	f3 := must[*Inode](t)(s.Create(alice.Roots.Output, "f3", file(0o644), nil))
-	must[*Inode](t)(s.Unlink(alice.Roots.Output, "f3", false)) // an orphan of alice's
-	must[*Inode](t)(s.Create(alice.Roots.Uploads, "sym", &Inode{Mode: syscall.S_IFLNK | 0o777, Target: "x"}, nil))
-	gf := must[*Inode](t)(s.Create(g.Root, "gf", file(0o644), nil))
-	must[error](t)(nil, s.SetLimit("user:alice", Limit{Bytes: 1}))
+	f2 := must[*shedfs.Inode](t)(s.Create(alice.Roots.Output, "f2", file(0o644), nil))
+	f3 := must[*shedfs.Inode](t)(s.Create(alice.Roots.Output, "f3", file(0o644), nil))
+	must[*shedfs.Inode](t)(s.Unlink(alice.Roots.Output, "f3", false)) // an orphan of alice's
+	must[*shedfs.Inode](t)(s.Create(alice.Roots.Uploads, "sym", &shedfs.Inode{Mode: syscall.S_IFLNK | 0o777, Target: "x"}, nil))
+	gf := must[*shedfs.Inode](t)(s.Create(g.Root, "gf", file(0o644), nil))
+	must[error](t)(nil, s.SetLimit("user:alice", shedfs.Limit{Bytes: 1}))
 
 	blobs := must[[]uint64](t)(s.RemoveUser("alice"))
 	want := map[uint64]bool{f1.Ino: true, f2.Ino: true, f3.Ino: true}
@@ -116,10 +118,10 @@ func TestPrincipals(t *testing.T) {
 	wantErrno(t, err, syscall.ENOENT)
 	_, err = s.RemoveUser("alice")
 	wantErrno(t, err, syscall.ENOENT)
-	if got := must[*Group](t)(s.GetGroup("team")); strings.Join(got.Members, ",") != "bob" {
+	if got := must[*shedfs.Group](t)(s.GetGroup("team")); strings.Join(got.Members, ",") != "bob" {
 		t.Fatalf("members after remove %v", got.Members)
 	}
-	if got := must[Usage](t)(s.Usage("user:alice")); got != (Usage{}) {
+	if got := must[shedfs.Usage](t)(s.Usage("user:alice")); got != (shedfs.Usage{}) {
 		t.Fatalf("usage kept %+v", got)
 	}
 	if o := must[[]uint64](t)(s.Orphans()); len(o) != 0 {
@@ -136,7 +138,7 @@ func TestPrincipals(t *testing.T) {
 		t.Fatalf("problems after removals: %+v", rep.Problems)
 	}
 	// The name can be used again.
-	must[*User](t)(s.AddUser("alice"))
+	must[*shedfs.User](t)(s.AddUser("alice"))
 }
 
 func TestOpenCloseClean(t *testing.T) {
@@ -149,7 +151,7 @@ func TestOpenCloseClean(t *testing.T) {
 		t.Fatal("fresh store not clean")
 	}
 	root := s.ShareRoot()
-	f := must[*Inode](t)(s.Create(root, "f", file(0o644), nil))
+	f := must[*shedfs.Inode](t)(s.Create(root, "f", file(0o644), nil))
 	// Second open while held: locked.
 	_, err = Open(dir, Options{})
 	if !errors.Is(err, ErrLocked) {
@@ -165,13 +167,13 @@ func TestOpenCloseClean(t *testing.T) {
 	if !s.WasClean() || s.ShareRoot() != root {
 		t.Fatalf("reopen: clean=%v root=%d", s.WasClean(), s.ShareRoot())
 	}
-	g := must[*Inode](t)(s.Create(root, "g", file(0o644), nil))
+	g := must[*shedfs.Inode](t)(s.Create(root, "g", file(0o644), nil))
 	// Numbers are a permutation of a counter, so they do not grow; a
 	// reopen must still never hand out one already in use.
 	if g.Ino == f.Ino || g.Ino == root {
 		t.Fatalf("inode number reused: %d after %d", g.Ino, f.Ino)
 	}
-	must[*Inode](t)(s.Lookup(root, "f"))
+	must[*shedfs.Inode](t)(s.Lookup(root, "f"))
 	s.Close()
 
 	// Read-only opens write nothing and refuse changes.
@@ -184,7 +186,7 @@ func TestOpenCloseClean(t *testing.T) {
 	}
 	_, err = ro.Create(root, "h", file(0o644), nil)
 	wantErrno(t, err, syscall.EROFS)
-	must[*Inode](t)(ro.Lookup(root, "g"))
+	must[*shedfs.Inode](t)(ro.Lookup(root, "g"))
 	ro.Close()
 }
 
@@ -194,7 +196,7 @@ func TestInMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	must[*Inode](t)(s.Create(s.ShareRoot(), "f", file(0o644), nil))
+	must[*shedfs.Inode](t)(s.Create(s.ShareRoot(), "f", file(0o644), nil))
 }
 
 func TestOpenSchema(t *testing.T) {
@@ -236,7 +238,7 @@ func TestOpenCorrupt(t *testing.T) {
 	base := t.TempDir()
 	good := filepath.Join(base, "good")
 	s := openTest(t, good)
-	f := must[*Inode](t)(s.Create(s.ShareRoot(), "keep", file(0o644), nil))
+	f := must[*shedfs.Inode](t)(s.Create(s.ShareRoot(), "keep", file(0o644), nil))
 
 	for _, victim := range []string{"MANIFEST", ".vlog", ".sst", "all"} {
 		t.Run(victim, func(t *testing.T) {
@@ -279,7 +281,7 @@ func TestOpenCorrupt(t *testing.T) {
 			}
 		})
 	}
-	if got := must[*Inode](t)(s.Lookup(s.ShareRoot(), "keep")); got.Ino != f.Ino {
+	if got := must[*shedfs.Inode](t)(s.Lookup(s.ShareRoot(), "keep")); got.Ino != f.Ino {
 		t.Fatal("intact store damaged")
 	}
 }
@@ -292,7 +294,7 @@ func TestOpenCorrupt(t *testing.T) {
 func TestOpenAfterKillDuringFlush(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "meta")
 	s := openTest(t, dir)
-	f := must[*Inode](t)(s.Create(s.ShareRoot(), "keep", file(0o644), nil))
+	f := must[*shedfs.Inode](t)(s.Create(s.ShareRoot(), "keep", file(0o644), nil))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +310,7 @@ func TestOpenAfterKillDuringFlush(t *testing.T) {
 	if err != nil {
 		t.Fatalf("open after a kill during a flush: %v", err)
 	}
-	if got := must[*Inode](t)(s.Lookup(s.ShareRoot(), "keep")); got.Ino != f.Ino {
+	if got := must[*shedfs.Inode](t)(s.Lookup(s.ShareRoot(), "keep")); got.Ino != f.Ino {
 		t.Fatal("store damaged")
 	}
 	s.Close()

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"syscall"
 	"time"
+
+	"github.com/shedfs/shedfs"
 )
 
 // The trash keeps a regular file or symlink that leaves the namespace
@@ -74,17 +76,17 @@ func (s *Store) stamped(note *TrashNote) *TrashNote {
 // when and why. Time is unique within a holder, so that names built from
 // it never collide.
 type TrashEntry struct {
-	Ino     uint64    `json:"ino"`
-	Zone    Zone      `json:"-"`
-	Holder  Holder    `json:"holder"`
-	Owner   string    `json:"owner,omitempty"`
-	OwnMode OwnMode   `json:"-"`
-	Path    string    `json:"path"`
-	By      string    `json:"by"`
-	Why     string    `json:"why"`
-	Time    time.Time `json:"time"`
-	Size    uint64    `json:"size"`
-	Mode    uint32    `json:"mode"`
+	Ino     uint64         `json:"ino"`
+	Zone    shedfs.Zone    `json:"-"`
+	Holder  shedfs.Holder  `json:"holder"`
+	Owner   string         `json:"owner,omitempty"`
+	OwnMode shedfs.OwnMode `json:"-"`
+	Path    string         `json:"path"`
+	By      string         `json:"by"`
+	Why     string         `json:"why"`
+	Time    time.Time      `json:"time"`
+	Size    uint64         `json:"size"`
+	Mode    uint32         `json:"mode"`
 }
 
 // trashRecord is the stored form of a TrashEntry.
@@ -99,12 +101,12 @@ type trashRecord struct {
 	Mode    uint32 `json:"f"`
 }
 
-func trashHolderPrefix(h Holder) []byte {
+func trashHolderPrefix(h shedfs.Holder) []byte {
 	k := strKey(pTrash, string(h))
 	return append(k, 0)
 }
 
-func trashKey(h Holder, nanos int64, ino uint64) []byte {
+func trashKey(h shedfs.Holder, nanos int64, ino uint64) []byte {
 	k := trashHolderPrefix(h)
 	k = binary.BigEndian.AppendUint64(k, uint64(nanos))
 	return binary.BigEndian.AppendUint64(k, ino)
@@ -114,11 +116,11 @@ func trashInoKey(ino uint64) []byte { return inoKey(pTrashIno, ino) }
 
 // trashKeyHolder is the holder in trash key k; false when k is too
 // short to be one.
-func trashKeyHolder(k []byte) (Holder, bool) {
+func trashKeyHolder(k []byte) (shedfs.Holder, bool) {
 	if len(k) < 1+1+16 {
 		return "", false
 	}
-	return Holder(k[1 : len(k)-17]), true
+	return shedfs.Holder(k[1 : len(k)-17]), true
 }
 
 // decodeTrash reads a trash record and its key.
@@ -136,11 +138,11 @@ func decodeTrash(k, v []byte) (TrashEntry, error) {
 	if err := json.Unmarshal(v, &r); err != nil {
 		return e, fmt.Errorf("trash record of %d: %w", e.Ino, ErrCorrupt)
 	}
-	z, err := ParseZone(r.Zone)
+	z, err := shedfs.ParseZone(r.Zone)
 	if err != nil {
 		return e, fmt.Errorf("trash record of %d: %w", e.Ino, err)
 	}
-	e.Zone, e.Owner, e.OwnMode = z, r.Owner, OwnMode(r.OwnMode)
+	e.Zone, e.Owner, e.OwnMode = z, r.Owner, shedfs.OwnMode(r.OwnMode)
 	e.Path, e.By, e.Why, e.Size, e.Mode = r.Path, r.By, r.Why, r.Size, r.Mode
 	return e, nil
 }
@@ -148,14 +150,14 @@ func decodeTrash(k, v []byte) (TrashEntry, error) {
 // Keepable reports whether n goes to the trash when it leaves the
 // namespace: regular files and symlinks do; directories, fifos and
 // sockets hold nothing worth keeping.
-func Keepable(n *Inode) bool {
+func Keepable(n *shedfs.Inode) bool {
 	t := n.Mode & syscall.S_IFMT
 	return t == syscall.S_IFREG || t == syscall.S_IFLNK
 }
 
 // keep moves n, which just lost its last link, from the orphans to the
 // trash.
-func (o *op) keep(n *Inode, note *TrashNote) error {
+func (o *op) keep(n *shedfs.Inode, note *TrashNote) error {
 	if err := o.tx.Delete(orphanKey(n.Ino)); err != nil {
 		return err
 	}
@@ -166,7 +168,7 @@ func (o *op) keep(n *Inode, note *TrashNote) error {
 // keeps it (kept). A kept inode goes to the trash without passing through
 // the orphans: an orphan mark set and deleted in one transaction still
 // writes a tombstone into the engine, one per unlink.
-func (o *op) dropLinkKeep(n *Inode, note *TrashNote) (kept bool, err error) {
+func (o *op) dropLinkKeep(n *shedfs.Inode, note *TrashNote) (kept bool, err error) {
 	if note == nil || !Keepable(n) {
 		return false, o.dropLink(n)
 	}
@@ -191,8 +193,8 @@ func (s *Store) trashTime() int64 {
 }
 
 // addTrash writes n's trash record.
-func (o *op) addTrash(n *Inode, note *TrashNote) error {
-	h := HolderOf(n.Zone)
+func (o *op) addTrash(n *shedfs.Inode, note *TrashNote) error {
+	h := shedfs.HolderOf(n.Zone)
 	nanos := note.at
 	if nanos == 0 {
 		nanos = o.now.UnixNano()
@@ -251,12 +253,12 @@ func (o *op) dropTrash(ino uint64, k []byte) error {
 }
 
 // free deletes an inode without links and uncharges its holder.
-func (o *op) free(n *Inode) error {
+func (o *op) free(n *shedfs.Inode) error {
 	xattrs, err := o.deleteInode(n)
 	if err != nil {
 		return err
 	}
-	return o.charge(HolderOf(n.Zone), -chargeOf(n)-xattrs, -1)
+	return o.charge(shedfs.HolderOf(n.Zone), -chargeOf(n)-xattrs, -1)
 }
 
 // InTrash reports whether ino is a kept file.
@@ -285,7 +287,7 @@ func (s *Store) TrashEntryOf(ino uint64) (TrashEntry, error) {
 // its last link in the trash (note says by whom, why and where) instead of
 // leaving an orphan or freeing it; kept tells that it did. A nil note
 // keeps nothing.
-func (s *Store) UnlinkTrash(parent uint64, name string, dir bool, unused func(ino uint64) bool, note *TrashNote) (n *Inode, freed, kept bool, err error) {
+func (s *Store) UnlinkTrash(parent uint64, name string, dir bool, unused func(ino uint64) bool, note *TrashNote) (n *shedfs.Inode, freed, kept bool, err error) {
 	if err := lookupName(name); err != nil {
 		return nil, false, false, err
 	}
@@ -305,9 +307,9 @@ func (s *Store) UnlinkTrash(parent uint64, name string, dir bool, unused func(in
 // RenameTrash is Rename that keeps the replaced file in the trash when it
 // loses its last link (see UnlinkTrash); kept tells that it did, and the
 // caller then has nothing to reclaim.
-func (s *Store) RenameTrash(oldParent uint64, oldName string, newParent uint64, newName string, flags uint32, note *TrashNote, journal *RenameNote) (replaced *Inode, kept bool, err error) {
+func (s *Store) RenameTrash(oldParent uint64, oldName string, newParent uint64, newName string, flags uint32, note *TrashNote, journal *RenameNote) (replaced *shedfs.Inode, kept bool, err error) {
 	note = s.stamped(note)
-	replaced, err = s.rename(oldParent, oldName, newParent, newName, flags, func(o *op, dst *Inode) (bool, error) {
+	replaced, err = s.rename(oldParent, oldName, newParent, newName, flags, func(o *op, dst *shedfs.Inode) (bool, error) {
 		if note == nil || dst.Nlink != 0 || !Keepable(dst) {
 			return false, nil
 		}
@@ -330,9 +332,9 @@ func (s *Store) AllocIno() (uint64, error) { return s.allocIno() }
 // copied. Bytes move from the live file to the version (no net charge);
 // the version costs one inode, admitted against the holder's inode limit
 // (EDQUOT, nothing changed). Returns the live file after the change.
-func (s *Store) KeepVersion(ino, version uint64, note *TrashNote) (*Inode, error) {
+func (s *Store) KeepVersion(ino, version uint64, note *TrashNote) (*shedfs.Inode, error) {
 	note = s.stamped(note)
-	var out *Inode
+	var out *shedfs.Inode
 	err := s.update(func(o *op) error {
 		n, err := o.inode(ino)
 		if err != nil {
@@ -341,7 +343,7 @@ func (s *Store) KeepVersion(ino, version uint64, note *TrashNote) (*Inode, error
 		if !n.IsRegular() {
 			return fmt.Errorf("keep version of %d: not a regular file: %w", ino, syscall.EINVAL)
 		}
-		h := HolderOf(n.Zone)
+		h := shedfs.HolderOf(n.Zone)
 		u, l, err := o.quota(h)
 		if err != nil {
 			return err
@@ -381,7 +383,7 @@ func (s *Store) KeepVersion(ino, version uint64, note *TrashNote) (*Inode, error
 
 // ListTrash returns the trash of the given holders (all when nil), oldest
 // first within each holder.
-func (s *Store) ListTrash(holders []Holder) ([]TrashEntry, error) {
+func (s *Store) ListTrash(holders []shedfs.Holder) ([]TrashEntry, error) {
 	var out []TrashEntry
 	scan := func(tx Txn, prefix []byte) error {
 		return tx.Scan(prefix, nil, func(k, v []byte) error {
@@ -411,7 +413,7 @@ func (s *Store) ListTrash(holders []Holder) ([]TrashEntry, error) {
 // nothing holds it open it goes at once (freed, its charge too; the caller
 // removes the blob); otherwise it becomes an orphan that goes with its
 // last handle. ENOENT when ino is not in the trash.
-func (s *Store) PurgeTrash(ino uint64, unused func(uint64) bool) (n *Inode, freed bool, err error) {
+func (s *Store) PurgeTrash(ino uint64, unused func(uint64) bool) (n *shedfs.Inode, freed bool, err error) {
 	err = s.update(func(o *op) error {
 		freed = false
 		_, k, err := o.trashOf(ino)
@@ -438,8 +440,8 @@ func (s *Store) PurgeTrash(ino uint64, unused func(uint64) bool) (n *Inode, free
 // fits its limit, or its trash is empty; it returns what it freed, for
 // the caller to remove the blobs. Nothing is evicted when the charge fits
 // already or h has no limit.
-func (s *Store) EvictTrash(h Holder, bytes, inodes int64, unused func(uint64) bool) ([]*Inode, error) {
-	var out []*Inode
+func (s *Store) EvictTrash(h shedfs.Holder, bytes, inodes int64, unused func(uint64) bool) ([]*shedfs.Inode, error) {
+	var out []*shedfs.Inode
 	err := s.update(func(o *op) error {
 		out = nil
 		u, l, err := o.quota(h)
@@ -503,7 +505,7 @@ func (s *Store) EvictTrash(h Holder, bytes, inodes int64, unused func(uint64) bo
 // TrashUsage) is over capBytes. It used to read and decode the whole trash
 // every minute: with the 150,000 files three rounds of the benchmark
 // keep, 5% of the daemon's CPU.
-func (s *Store) ExpireTrash(cutoff time.Time, capped func(Holder) bool, capBytes int64, unused func(uint64) bool) ([]*Inode, error) {
+func (s *Store) ExpireTrash(cutoff time.Time, capped func(shedfs.Holder) bool, capBytes int64, unused func(uint64) bool) ([]*shedfs.Inode, error) {
 	victims, overCap, err := s.expiredTrash(cutoff, capped, capBytes, unused)
 	if err != nil {
 		return nil, err
@@ -522,7 +524,7 @@ func (s *Store) ExpireTrash(cutoff time.Time, capped func(Holder) bool, capBytes
 // expiredTrash returns the kept files removed before cutoff, not open,
 // reading only those (and one more per holder), and whether the capped
 // holders' trash, less them, is still over capBytes.
-func (s *Store) expiredTrash(cutoff time.Time, capped func(Holder) bool, capBytes int64, unused func(uint64) bool) (victims []TrashEntry, overCap bool, err error) {
+func (s *Store) expiredTrash(cutoff time.Time, capped func(shedfs.Holder) bool, capBytes int64, unused func(uint64) bool) (victims []TrashEntry, overCap bool, err error) {
 	holders, err := s.trashHolders()
 	if err != nil {
 		return nil, false, err
@@ -564,8 +566,8 @@ func (s *Store) expiredTrash(cutoff time.Time, capped func(Holder) bool, capByte
 }
 
 // trashHolders lists the holders that have a trash, one short scan each.
-func (s *Store) trashHolders() ([]Holder, error) {
-	var out []Holder
+func (s *Store) trashHolders() ([]shedfs.Holder, error) {
+	var out []shedfs.Holder
 	start := []byte{pTrash}
 	for {
 		var next []byte
@@ -593,7 +595,7 @@ func (s *Store) trashHolders() ([]Holder, error) {
 // trashToExpire is ExpireTrash's choice over the whole trash: the files
 // removed before cutoff, then, oldest first across the capped holders,
 // as many as bring their trash under capBytes.
-func (s *Store) trashToExpire(cutoff time.Time, capped func(Holder) bool, capBytes int64, unused func(uint64) bool) ([]TrashEntry, error) {
+func (s *Store) trashToExpire(cutoff time.Time, capped func(shedfs.Holder) bool, capBytes int64, unused func(uint64) bool) ([]TrashEntry, error) {
 	all, err := s.ListTrash(nil)
 	if err != nil {
 		return nil, err
@@ -628,7 +630,7 @@ func (s *Store) trashToExpire(cutoff time.Time, capped func(Holder) bool, capByt
 // EvictOldest purges the oldest kept files of any holder, skipping open
 // ones, until their charges add up to bytes (at least one file, while
 // any is left): room on the store's disk comes before the trash.
-func (s *Store) EvictOldest(bytes int64, unused func(uint64) bool) ([]*Inode, error) {
+func (s *Store) EvictOldest(bytes int64, unused func(uint64) bool) ([]*shedfs.Inode, error) {
 	all, err := s.ListTrash(nil)
 	if err != nil {
 		return nil, err
@@ -651,8 +653,8 @@ func (s *Store) EvictOldest(bytes int64, unused func(uint64) bool) ([]*Inode, er
 
 // purgeEntries purges kept files in batches, skipping those gone
 // meanwhile, and returns what it freed.
-func (s *Store) purgeEntries(victims []TrashEntry) ([]*Inode, error) {
-	var out []*Inode
+func (s *Store) purgeEntries(victims []TrashEntry) ([]*shedfs.Inode, error) {
+	var out []*shedfs.Inode
 	for batch := range slices.Chunk(victims, 500) {
 		err := s.update(func(o *op) error {
 			for _, e := range batch {
@@ -680,7 +682,7 @@ func (s *Store) purgeEntries(victims []TrashEntry) ([]*Inode, error) {
 			return out, err
 		}
 		for _, e := range batch {
-			out = append(out, &Inode{Ino: e.Ino, Mode: e.Mode, Zone: e.Zone})
+			out = append(out, &shedfs.Inode{Ino: e.Ino, Mode: e.Mode, Zone: e.Zone})
 		}
 	}
 	return out, nil
@@ -691,8 +693,8 @@ func (s *Store) purgeEntries(victims []TrashEntry) ([]*Inode, error) {
 // rename replaces it (EISDIR for a directory); the replaced file goes to
 // the trash in turn when note is not nil, else it is returned for the
 // caller to reclaim. ENOENT when ino is not in the trash.
-func (s *Store) RestoreTrash(ino, parent uint64, name string, note *TrashNote) (restored, replaced *Inode, kept bool, err error) {
-	if err := ValidName(name); err != nil {
+func (s *Store) RestoreTrash(ino, parent uint64, name string, note *TrashNote) (restored, replaced *shedfs.Inode, kept bool, err error) {
+	if err := ValidEntryName(name); err != nil {
 		return nil, nil, false, err
 	}
 	note = s.stamped(note)

@@ -4,11 +4,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shedfs/shedfs"
 )
 
 func size(t *testing.T, s *Store, ino uint64, n uint64) {
 	t.Helper()
-	if _, err := s.Update(ino, func(r *Inode) error { r.Size = n; return nil }, nil); err != nil {
+	if _, err := s.Update(ino, func(r *shedfs.Inode) error { r.Size = n; return nil }, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -19,16 +21,16 @@ func size(t *testing.T, s *Store, ino uint64, n uint64) {
 func TestTrashKeepsUnlinkedAndReplaced(t *testing.T) {
 	s := newStore(t)
 	root := s.ShareRoot()
-	a := must[*Inode](t)(s.Create(root, "a", file(0o644), nil))
+	a := must[*shedfs.Inode](t)(s.Create(root, "a", file(0o644), nil))
 	size(t, s, a.Ino, 5000)
-	b := must[*Inode](t)(s.Create(root, "b", file(0o644), nil))
-	before := must[Usage](t)(s.Usage("share"))
+	b := must[*shedfs.Inode](t)(s.Create(root, "b", file(0o644), nil))
+	before := must[shedfs.Usage](t)(s.Usage("share"))
 	note := &TrashNote{By: "bob", Why: TrashUnlink, Path: "a"}
 	n, freed, kept, err := s.UnlinkTrash(root, "a", false, func(uint64) bool { return true }, note)
 	if err != nil || freed || !kept || n.Nlink != 0 {
 		t.Fatalf("UnlinkTrash: %v freed=%v kept=%v", err, freed, kept)
 	}
-	if u := must[Usage](t)(s.Usage("share")); u != before {
+	if u := must[shedfs.Usage](t)(s.Usage("share")); u != before {
 		t.Errorf("usage %+v after keeping, want %+v", u, before)
 	}
 	if _, err := s.Reclaim(a.Ino); err == nil {
@@ -38,15 +40,15 @@ func TestTrashKeepsUnlinkedAndReplaced(t *testing.T) {
 	if len(rep.Problems) != 0 {
 		t.Fatalf("check: %+v", rep.Problems)
 	}
-	c := must[*Inode](t)(s.Create(root, "c", file(0o644), nil))
+	c := must[*shedfs.Inode](t)(s.Create(root, "c", file(0o644), nil))
 	if _, kept, err := s.RenameTrash(root, "c", root, "b", 0, &TrashNote{By: "bob", Why: TrashRenameOver, Path: "b"}, nil); err != nil || !kept {
 		t.Fatalf("RenameTrash: %v kept=%v", err, kept)
 	}
-	list := must[[]TrashEntry](t)(s.ListTrash([]Holder{"share"}))
+	list := must[[]TrashEntry](t)(s.ListTrash([]shedfs.Holder{"share"}))
 	if len(list) != 2 || list[0].Ino != a.Ino || list[1].Ino != b.Ino || list[0].Path != "a" || list[0].Size != 5000 || list[1].Why != TrashRenameOver {
 		t.Fatalf("ListTrash = %+v", list)
 	}
-	if tu := must[Usage](t)(s.TrashUsage("share")); tu.Inodes != 2 || tu.Bytes != Charge(5000) {
+	if tu := must[shedfs.Usage](t)(s.TrashUsage("share")); tu.Inodes != 2 || tu.Bytes != shedfs.Charge(5000) {
 		t.Errorf("TrashUsage = %+v", tu)
 	}
 	// Restoring a over the live b (which is c) keeps c in turn.
@@ -54,7 +56,7 @@ func TestTrashKeepsUnlinkedAndReplaced(t *testing.T) {
 	if err != nil || replaced == nil || replaced.Ino != c.Ino || !kept {
 		t.Fatalf("RestoreTrash: %v %+v kept=%v", err, replaced, kept)
 	}
-	if got := must[*Inode](t)(s.Lookup(root, "b")); got.Ino != a.Ino || got.Size != 5000 || got.Nlink != 1 {
+	if got := must[*shedfs.Inode](t)(s.Lookup(root, "b")); got.Ino != a.Ino || got.Size != 5000 || got.Nlink != 1 {
 		t.Fatalf("restored %+v", got)
 	}
 	if _, freed, err := s.PurgeTrash(b.Ino, nil); err != nil || !freed {
@@ -79,29 +81,29 @@ func TestEvictTrashOldestFirst(t *testing.T) {
 	root := s.ShareRoot()
 	var inos []uint64
 	for _, name := range []string{"x", "y", "z"} {
-		n := must[*Inode](t)(s.Create(root, name, file(0o644), nil))
-		size(t, s, n.Ino, uint64(ChargeUnit))
+		n := must[*shedfs.Inode](t)(s.Create(root, name, file(0o644), nil))
+		size(t, s, n.Ino, uint64(shedfs.ChargeUnit))
 		inos = append(inos, n.Ino)
 		if _, _, _, err := s.UnlinkTrash(root, name, false, nil, &TrashNote{Why: TrashUnlink, Path: name}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Millisecond)
 	}
-	u := must[Usage](t)(s.Usage("share"))
-	if err := s.SetLimit("share", Limit{Bytes: u.Bytes}); err != nil {
+	u := must[shedfs.Usage](t)(s.Usage("share"))
+	if err := s.SetLimit("share", shedfs.Limit{Bytes: u.Bytes}); err != nil {
 		t.Fatal(err)
 	}
-	if got := must[[]*Inode](t)(s.EvictTrash("share", 0, 1, nil)); len(got) != 0 {
+	if got := must[[]*shedfs.Inode](t)(s.EvictTrash("share", 0, 1, nil)); len(got) != 0 {
 		t.Fatalf("evicted %d with room", len(got))
 	}
-	got := must[[]*Inode](t)(s.EvictTrash("share", ChargeUnit+1, 0, nil))
+	got := must[[]*shedfs.Inode](t)(s.EvictTrash("share", shedfs.ChargeUnit+1, 0, nil))
 	if len(got) != 2 || got[0].Ino != inos[0] || got[1].Ino != inos[1] {
 		t.Fatalf("evicted %+v, want the two oldest", got)
 	}
 	if l := must[[]TrashEntry](t)(s.ListTrash(nil)); len(l) != 1 || l[0].Ino != inos[2] {
 		t.Fatalf("left %+v", l)
 	}
-	gone := must[[]*Inode](t)(s.ExpireTrash(time.Now().Add(time.Hour), nil, 0, nil))
+	gone := must[[]*shedfs.Inode](t)(s.ExpireTrash(time.Now().Add(time.Hour), nil, 0, nil))
 	if len(gone) != 1 {
 		t.Fatalf("expired %d", len(gone))
 	}
@@ -116,22 +118,22 @@ func TestEvictTrashOldestFirst(t *testing.T) {
 func TestKeepVersion(t *testing.T) {
 	s := newStore(t)
 	root := s.ShareRoot()
-	a := must[*Inode](t)(s.Create(root, "a", file(0o644), nil))
+	a := must[*shedfs.Inode](t)(s.Create(root, "a", file(0o644), nil))
 	size(t, s, a.Ino, 100)
-	before := must[Usage](t)(s.Usage("share"))
+	before := must[shedfs.Usage](t)(s.Usage("share"))
 	v := must[uint64](t)(s.AllocIno())
-	live := must[*Inode](t)(s.KeepVersion(a.Ino, v, &TrashNote{Why: TrashTruncate, Path: "a"}))
+	live := must[*shedfs.Inode](t)(s.KeepVersion(a.Ino, v, &TrashNote{Why: TrashTruncate, Path: "a"}))
 	if live.Size != 0 {
 		t.Fatalf("live size %d", live.Size)
 	}
-	if u := must[Usage](t)(s.Usage("share")); u.Bytes != before.Bytes || u.Inodes != before.Inodes+1 {
+	if u := must[shedfs.Usage](t)(s.Usage("share")); u.Bytes != before.Bytes || u.Inodes != before.Inodes+1 {
 		t.Errorf("usage %+v, before %+v", u, before)
 	}
 	e := must[TrashEntry](t)(s.TrashEntryOf(v))
 	if e.Size != 100 || e.Why != TrashTruncate {
 		t.Errorf("entry %+v", e)
 	}
-	if err := s.SetLimit("share", Limit{Inodes: must[Usage](t)(s.Usage("share")).Inodes}); err != nil {
+	if err := s.SetLimit("share", shedfs.Limit{Inodes: must[shedfs.Usage](t)(s.Usage("share")).Inodes}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := s.KeepVersion(a.Ino, must[uint64](t)(s.AllocIno()), &TrashNote{Why: TrashTruncate})
@@ -149,12 +151,12 @@ func TestExpireTrashByHolder(t *testing.T) {
 	s := newStore(t)
 	roots := map[string]uint64{"share": s.ShareRoot()}
 	for _, u := range []string{"al", "alice"} { // "al" is a prefix of "alice"
-		roots[u] = must[*User](t)(s.AddUser(u)).Roots.Private
+		roots[u] = must[*shedfs.User](t)(s.AddUser(u)).Roots.Private
 	}
 	del := func(where, name string) uint64 {
 		t.Helper()
-		n := must[*Inode](t)(s.Create(roots[where], name, file(0o644), nil))
-		size(t, s, n.Ino, uint64(ChargeUnit))
+		n := must[*shedfs.Inode](t)(s.Create(roots[where], name, file(0o644), nil))
+		size(t, s, n.Ino, uint64(shedfs.ChargeUnit))
 		if _, _, _, err := s.UnlinkTrash(roots[where], name, false, nil, &TrashNote{Why: TrashUnlink, Path: name}); err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +176,7 @@ func TestExpireTrashByHolder(t *testing.T) {
 		recent = append(recent, del(where, "new"))
 	}
 	unused := func(ino uint64) bool { return ino != open }
-	gone := must[[]*Inode](t)(s.ExpireTrash(cutoff, nil, 0, unused))
+	gone := must[[]*shedfs.Inode](t)(s.ExpireTrash(cutoff, nil, 0, unused))
 	if len(gone) != len(old) {
 		t.Fatalf("expired %d files, want the %d old ones", len(gone), len(old))
 	}
@@ -190,8 +192,8 @@ func TestExpireTrashByHolder(t *testing.T) {
 	// Over a cap of one file's charge on the users' trash (three files):
 	// theirs go oldest first, the open one skipped, until what is left
 	// (the open one) fits; share's is not capped.
-	capped := func(h Holder) bool { return h != "share" }
-	gone = must[[]*Inode](t)(s.ExpireTrash(cutoff, capped, ChargeUnit, unused))
+	capped := func(h shedfs.Holder) bool { return h != "share" }
+	gone = must[[]*shedfs.Inode](t)(s.ExpireTrash(cutoff, capped, shedfs.ChargeUnit, unused))
 	if len(gone) != 2 || gone[0].Ino != recent[1] || gone[1].Ino != recent[2] {
 		t.Fatalf("over the cap expired %+v, want the users' new files %d, %d", gone, recent[1], recent[2])
 	}

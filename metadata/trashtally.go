@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"syscall"
+
+	"github.com/shedfs/shedfs"
 )
 
 // trashTally keeps each holder's trash usage (TrashUsage) in memory once
@@ -22,19 +24,19 @@ type trashTally struct {
 	mu  sync.Mutex
 	off bool
 	gen uint64
-	m   map[Holder]Usage
+	m   map[shedfs.Holder]shedfs.Usage
 }
 
 // trashDelta is what one transaction changed in the trash, per holder.
-type trashDelta map[Holder]Usage
+type trashDelta map[shedfs.Holder]shedfs.Usage
 
 // get returns h's count when known; otherwise the generation a scan
 // starting now must hand back to put.
-func (t *trashTally) get(h Holder) (u Usage, gen uint64, ok bool) {
+func (t *trashTally) get(h shedfs.Holder) (u shedfs.Usage, gen uint64, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.off {
-		return Usage{}, 0, false
+		return shedfs.Usage{}, 0, false
 	}
 	u, ok = t.m[h]
 	return u, t.gen, ok
@@ -42,14 +44,14 @@ func (t *trashTally) get(h Holder) (u Usage, gen uint64, ok bool) {
 
 // put keeps a count made by a scan that began at gen, unless a change
 // was applied since.
-func (t *trashTally) put(h Holder, u Usage, gen uint64) {
+func (t *trashTally) put(h shedfs.Holder, u shedfs.Usage, gen uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.off || gen != t.gen {
 		return
 	}
 	if t.m == nil {
-		t.m = map[Holder]Usage{}
+		t.m = map[shedfs.Holder]shedfs.Usage{}
 	}
 	t.m[h] = u
 }
@@ -64,7 +66,7 @@ func (t *trashTally) apply(d trashDelta) {
 	t.gen++
 	for h, du := range d {
 		if u, ok := t.m[h]; ok {
-			t.m[h] = Usage{Bytes: u.Bytes + du.Bytes, Inodes: u.Inodes + du.Inodes}
+			t.m[h] = shedfs.Usage{Bytes: u.Bytes + du.Bytes, Inodes: u.Inodes + du.Inodes}
 		}
 	}
 }
@@ -80,37 +82,37 @@ func (t *trashTally) reset() {
 
 // trashCharge is what one trash record counts in its holder's trash
 // usage: its bytes for a regular file, and one inode.
-func trashCharge(k, v []byte) (Usage, error) {
+func trashCharge(k, v []byte) (shedfs.Usage, error) {
 	var r trashRecord
 	if err := json.Unmarshal(v, &r); err != nil {
-		return Usage{}, fmt.Errorf("trash record %x: %w", k, ErrCorrupt)
+		return shedfs.Usage{}, fmt.Errorf("trash record %x: %w", k, ErrCorrupt)
 	}
 	return keptCharge(r.Mode, r.Size), nil
 }
 
 // keptCharge is what a kept file of this mode and size counts.
-func keptCharge(mode uint32, size uint64) Usage {
-	u := Usage{Inodes: 1}
+func keptCharge(mode uint32, size uint64) shedfs.Usage {
+	u := shedfs.Usage{Inodes: 1}
 	if mode&syscall.S_IFMT == syscall.S_IFREG {
-		u.Bytes = Charge(size)
+		u.Bytes = shedfs.Charge(size)
 	}
 	return u
 }
 
 // countTrash notes in the transaction that h's trash changed by sign
 // times u.
-func (o *op) countTrash(h Holder, u Usage, sign int64) {
+func (o *op) countTrash(h shedfs.Holder, u shedfs.Usage, sign int64) {
 	if o.trash == nil {
 		o.trash = trashDelta{}
 	}
 	d := o.trash[h]
-	o.trash[h] = Usage{Bytes: d.Bytes + sign*u.Bytes, Inodes: d.Inodes + sign*u.Inodes}
+	o.trash[h] = shedfs.Usage{Bytes: d.Bytes + sign*u.Bytes, Inodes: d.Inodes + sign*u.Inodes}
 }
 
 // TrashUsage is what h's trash holds: the charge of its files and their
 // number. It is part of h's usage, and free for admission: eviction makes
 // room for a charge that would not fit otherwise.
-func (s *Store) TrashUsage(h Holder) (Usage, error) {
+func (s *Store) TrashUsage(h shedfs.Holder) (shedfs.Usage, error) {
 	u, gen, ok := s.trash.get(h)
 	if ok {
 		return u, nil
@@ -124,10 +126,10 @@ func (s *Store) TrashUsage(h Holder) (Usage, error) {
 }
 
 // scanTrashUsage counts h's trash record by record.
-func (s *Store) scanTrashUsage(h Holder) (Usage, error) {
-	var u Usage
+func (s *Store) scanTrashUsage(h shedfs.Holder) (shedfs.Usage, error) {
+	var u shedfs.Usage
 	err := s.kv.View(func(tx Txn) error {
-		u = Usage{}
+		u = shedfs.Usage{}
 		return tx.Scan(trashHolderPrefix(h), nil, func(k, v []byte) error {
 			c, err := trashCharge(k, v)
 			u.Bytes += c.Bytes

@@ -3,6 +3,8 @@ package metadata
 import (
 	"testing"
 	"time"
+
+	"github.com/shedfs/shedfs"
 )
 
 // TestTrashUsageTally: once counted, a holder's trash usage follows every
@@ -17,9 +19,9 @@ func TestTrashUsageTally(t *testing.T) {
 	check := func(step string) {
 		t.Helper()
 		before := kv.snaps.Load()
-		got := must[Usage](t)(s.TrashUsage("share"))
+		got := must[shedfs.Usage](t)(s.TrashUsage("share"))
 		scans += kv.snaps.Load() - before
-		want := must[Usage](t)(s.scanTrashUsage("share"))
+		want := must[shedfs.Usage](t)(s.scanTrashUsage("share"))
 		if got != want {
 			t.Fatalf("%s: TrashUsage %+v, a scan counts %+v", step, got, want)
 		}
@@ -27,7 +29,7 @@ func TestTrashUsageTally(t *testing.T) {
 	check("empty")
 	ino := map[string]uint64{}
 	for i, name := range []string{"a", "b", "c", "d", "e"} {
-		n := must[*Inode](t)(s.Create(root, name, file(0o644), nil))
+		n := must[*shedfs.Inode](t)(s.Create(root, name, file(0o644), nil))
 		size(t, s, n.Ino, uint64(1000*(i+1)))
 		ino[name] = n.Ino
 	}
@@ -42,7 +44,7 @@ func TestTrashUsageTally(t *testing.T) {
 		t.Fatalf("RenameTrash: %v kept=%v", err, kept)
 	}
 	check("rename over")
-	must[*Inode](t)(s.KeepVersion(ino["d"], must[uint64](t)(s.AllocIno()), &TrashNote{Why: TrashTruncate, Path: "e"}))
+	must[*shedfs.Inode](t)(s.KeepVersion(ino["d"], must[uint64](t)(s.AllocIno()), &TrashNote{Why: TrashTruncate, Path: "e"}))
 	check("version")
 	if _, _, _, err := s.RestoreTrash(ino["a"], root, "a", note("a")); err != nil {
 		t.Fatal(err)
@@ -52,20 +54,20 @@ func TestTrashUsageTally(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("purge")
-	if err := s.SetLimit("share", Limit{Inodes: must[Usage](t)(s.Usage("share")).Inodes}); err != nil {
+	if err := s.SetLimit("share", shedfs.Limit{Inodes: must[shedfs.Usage](t)(s.Usage("share")).Inodes}); err != nil {
 		t.Fatal(err)
 	}
 	if out, err := s.EvictTrash("share", 0, 1, unused); err != nil || len(out) != 1 {
 		t.Fatalf("EvictTrash: %v, %d evicted", err, len(out))
 	}
-	if err := s.SetLimit("share", Limit{}); err != nil {
+	if err := s.SetLimit("share", shedfs.Limit{}); err != nil {
 		t.Fatal(err)
 	}
 	check("evict")
 	if _, _, _, err := s.UnlinkTrash(root, "a", false, unused, note("a")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ExpireTrash(time.Now().Add(time.Hour), func(Holder) bool { return false }, 0, unused); err != nil {
+	if _, err := s.ExpireTrash(time.Now().Add(time.Hour), func(shedfs.Holder) bool { return false }, 0, unused); err != nil {
 		t.Fatal(err)
 	}
 	check("expire")

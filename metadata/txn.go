@@ -16,7 +16,7 @@ import (
 type op struct {
 	tx     Txn
 	now    time.Time
-	inodes map[uint64]*Inode
+	inodes map[uint64]*shedfs.Inode
 	dirty  []uint64
 	trash  trashDelta // what it changed in the trash (trashtally.go)
 }
@@ -29,7 +29,7 @@ func (s *Store) update(fn func(o *op) error) error {
 	}
 	var last *op
 	err := s.kv.Update(func(tx Txn) error {
-		o := &op{tx: tx, now: time.Now(), inodes: make(map[uint64]*Inode, 4)}
+		o := &op{tx: tx, now: time.Now(), inodes: make(map[uint64]*shedfs.Inode, 4)}
 		last = o
 		if err := fn(o); err != nil {
 			return err
@@ -46,12 +46,12 @@ func (s *Store) update(fn func(o *op) error) error {
 // view runs fn in a read-only snapshot.
 func (s *Store) view(fn func(o *op) error) error {
 	return s.kv.View(func(tx Txn) error {
-		return fn(&op{tx: tx, inodes: make(map[uint64]*Inode, 2)})
+		return fn(&op{tx: tx, inodes: make(map[uint64]*shedfs.Inode, 2)})
 	})
 }
 
 // inode reads an inode (once per op), ENOENT if it does not exist.
-func (o *op) inode(ino uint64) (*Inode, error) {
+func (o *op) inode(ino uint64) (*shedfs.Inode, error) {
 	if n, ok := o.inodes[ino]; ok {
 		if n == nil {
 			return nil, syscall.ENOENT
@@ -67,7 +67,7 @@ func (o *op) inode(ino uint64) (*Inode, error) {
 }
 
 // getInode reads one inode record from a transaction.
-func getInode(tx Txn, ino uint64) (*Inode, error) {
+func getInode(tx Txn, ino uint64) (*shedfs.Inode, error) {
 	v, err := tx.Get(inodeKey(ino))
 	if errors.Is(err, ErrNotFound) {
 		return nil, syscall.ENOENT
@@ -80,7 +80,7 @@ func getInode(tx Txn, ino uint64) (*Inode, error) {
 
 // dir reads a live directory: ENOENT if missing or already removed, ENOTDIR
 // if it is something else.
-func (o *op) dir(ino uint64) (*Inode, error) {
+func (o *op) dir(ino uint64) (*shedfs.Inode, error) {
 	n, err := o.inode(ino)
 	if err != nil {
 		return nil, err
@@ -95,7 +95,7 @@ func (o *op) dir(ino uint64) (*Inode, error) {
 }
 
 // put records a new or changed inode for write-back at commit.
-func (o *op) put(n *Inode) {
+func (o *op) put(n *shedfs.Inode) {
 	if _, ok := o.inodes[n.Ino]; !ok {
 		o.inodes[n.Ino] = n
 	}
@@ -140,7 +140,7 @@ func (o *op) entry(parent uint64, name string) (uint64, uint32, error) {
 	return decodeEntry(v)
 }
 
-func (o *op) setEntry(parent uint64, name string, child *Inode) error {
+func (o *op) setEntry(parent uint64, name string, child *shedfs.Inode) error {
 	return o.tx.Set(entryKey(parent, name), entryValue(child.Ino, child.Mode))
 }
 
@@ -155,32 +155,32 @@ func (o *op) isEmptyDir(ino uint64) (bool, error) {
 }
 
 // usage reads a holder's usage counters.
-func (o *op) usage(h Holder) (Usage, error) {
+func (o *op) usage(h shedfs.Holder) (shedfs.Usage, error) {
 	return readUsage(o.tx, h)
 }
 
-func readUsage(tx Txn, h Holder) (Usage, error) {
+func readUsage(tx Txn, h shedfs.Holder) (shedfs.Usage, error) {
 	v, err := tx.Get(usageKey(h))
 	if errors.Is(err, ErrNotFound) {
-		return Usage{}, nil
+		return shedfs.Usage{}, nil
 	}
 	if err != nil {
-		return Usage{}, fmt.Errorf("read usage of %s: %w", h, err)
+		return shedfs.Usage{}, fmt.Errorf("read usage of %s: %w", h, err)
 	}
 	b, i, err := decodePair(v)
 	if err != nil {
-		return Usage{}, fmt.Errorf("usage of %s: %w", h, err)
+		return shedfs.Usage{}, fmt.Errorf("usage of %s: %w", h, err)
 	}
-	return Usage{Bytes: b, Inodes: i}, nil
+	return shedfs.Usage{Bytes: b, Inodes: i}, nil
 }
 
 // quota reads h's usage and limit in the transaction, for an admission
 // decided with the change that needs it; for a holder nested in another
 // (a session in its user), the tighter of the two (shedfs.Tighter).
-func (o *op) quota(h Holder) (Usage, Limit, error) {
+func (o *op) quota(h shedfs.Holder) (shedfs.Usage, shedfs.Limit, error) {
 	u, err := o.usage(h)
 	if err != nil {
-		return Usage{}, Limit{}, err
+		return shedfs.Usage{}, shedfs.Limit{}, err
 	}
 	l, err := readLimit(o.tx, h)
 	if err != nil {
@@ -200,24 +200,24 @@ func (o *op) quota(h Holder) (Usage, Limit, error) {
 	return u, l, nil
 }
 
-func readLimit(tx Txn, h Holder) (Limit, error) {
+func readLimit(tx Txn, h shedfs.Holder) (shedfs.Limit, error) {
 	v, err := tx.Get(limitKey(h))
 	if errors.Is(err, ErrNotFound) {
-		return Limit{}, nil
+		return shedfs.Limit{}, nil
 	}
 	if err != nil {
-		return Limit{}, fmt.Errorf("read limit of %s: %w", h, err)
+		return shedfs.Limit{}, fmt.Errorf("read limit of %s: %w", h, err)
 	}
 	b, i, err := decodePair(v)
 	if err != nil {
-		return Limit{}, fmt.Errorf("limit of %s: %w", h, err)
+		return shedfs.Limit{}, fmt.Errorf("limit of %s: %w", h, err)
 	}
-	return Limit{Bytes: b, Inodes: i}, nil
+	return shedfs.Limit{Bytes: b, Inodes: i}, nil
 }
 
 // charge moves a holder's usage by the given deltas, and that of the
 // holder it nests in (a session's user) by the same.
-func (o *op) charge(h Holder, bytes, inodes int64) error {
+func (o *op) charge(h shedfs.Holder, bytes, inodes int64) error {
 	if bytes == 0 && inodes == 0 {
 		return nil
 	}
@@ -237,16 +237,16 @@ func (o *op) charge(h Holder, bytes, inodes int64) error {
 
 // chargeOf is what an inode costs its holder in bytes: only regular files
 // have contents.
-func chargeOf(n *Inode) int64 {
+func chargeOf(n *shedfs.Inode) int64 {
 	if n.IsRegular() {
-		return Charge(n.Size)
+		return shedfs.Charge(n.Size)
 	}
 	return 0
 }
 
 // dropLink removes one name of n (all of them for a directory, whose only
 // name is going) and leaves an orphan record when none remain.
-func (o *op) dropLink(n *Inode) error {
+func (o *op) dropLink(n *shedfs.Inode) error {
 	o.loseLink(n)
 	if n.Nlink == 0 {
 		return o.tx.Set(orphanKey(n.Ino), []byte{})
@@ -256,7 +256,7 @@ func (o *op) dropLink(n *Inode) error {
 
 // loseLink is dropLink without marking an inode left without links as an
 // orphan.
-func (o *op) loseLink(n *Inode) {
+func (o *op) loseLink(n *shedfs.Inode) {
 	if n.IsDir() || n.Nlink <= 1 {
 		n.Nlink = 0
 	} else {
@@ -267,7 +267,7 @@ func (o *op) loseLink(n *Inode) {
 }
 
 // touchDir sets a directory's mtime and ctime to now.
-func (o *op) touchDir(d *Inode) {
+func (o *op) touchDir(d *shedfs.Inode) {
 	d.Mtime, d.Ctime = o.now, o.now
 	o.put(d)
 }

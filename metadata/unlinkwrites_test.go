@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/shedfs/shedfs"
 )
 
 // writeLog is a KV that lists what each write transaction sets and
@@ -44,8 +46,8 @@ func (t *writeLogTxn) Delete(key []byte) error {
 func TestUnlinkToTrashWrites(t *testing.T) {
 	s := openTest(t, filepath.Join(t.TempDir(), "meta"))
 	root := s.ShareRoot()
-	a := must[*Inode](t)(s.Create(root, "a", file(0o644), nil))
-	must[*Inode](t)(s.Create(root, "b", file(0o644), nil))
+	a := must[*shedfs.Inode](t)(s.Create(root, "a", file(0o644), nil))
+	must[*shedfs.Inode](t)(s.Create(root, "b", file(0o644), nil))
 	w := &writeLog{KV: s.kv}
 	s.kv = w
 	note := &TrashNote{By: "bob", Why: TrashUnlink, Path: "a"}
@@ -79,7 +81,7 @@ func TestUnlinkToTrashWrites(t *testing.T) {
 func TestRmdirWrites(t *testing.T) {
 	s := openTest(t, filepath.Join(t.TempDir(), "meta"))
 	root := s.ShareRoot()
-	must[*Inode](t)(s.Create(root, "d", dir(), nil))
+	must[*shedfs.Inode](t)(s.Create(root, "d", dir(), nil))
 	w := &writeLog{KV: s.kv}
 	s.kv = w
 	note := &TrashNote{By: "bob", Why: TrashUnlink, Path: "d"}

@@ -3,8 +3,9 @@ package metadata
 import (
 	"errors"
 	"fmt"
-	"github.com/shedfs/shedfs"
 	"syscall"
+
+	"github.com/shedfs/shedfs"
 )
 
 // validXattrName applies the kernel's limits to an attribute name.
@@ -48,10 +49,10 @@ func xattrKeyCost(k, v []byte) int64 {
 // XattrCost of the inode's attributes before and after, and the usage and
 // limit of the inode's holder before it.
 type XattrChange struct {
-	Holder        Holder
+	Holder        shedfs.Holder
 	Before, After int64
-	Usage         Usage
-	Limit         Limit
+	Usage         shedfs.Usage
+	Limit         shedfs.Limit
 }
 
 // SetXattr sets an extended attribute. flags XattrCreate (EEXIST if present)
@@ -86,7 +87,7 @@ func (s *Store) SetXattr(ino uint64, name string, value []byte, flags int, admit
 		if flags&XattrReplace != 0 && !exists {
 			return syscall.ENODATA
 		}
-		after := before - old + XattrCost(name, len(value))
+		after := before - old + shedfs.XattrCost(name, len(value))
 		if err := o.admitXattr(n, before, after, admit); err != nil {
 			return err
 		}
@@ -113,8 +114,8 @@ func (o *op) xattrCosts(ino uint64, name string) (total, named int64, err error)
 
 // admitXattr asks admit about n's attributes going from before to after
 // bytes, then charges the difference to n's holder.
-func (o *op) admitXattr(n *Inode, before, after int64, admit func(XattrChange) error) error {
-	h := HolderOf(n.Zone)
+func (o *op) admitXattr(n *shedfs.Inode, before, after int64, admit func(XattrChange) error) error {
+	h := shedfs.HolderOf(n.Zone)
 	if admit != nil {
 		u, l, err := o.admission(h)
 		if err != nil {
@@ -161,7 +162,7 @@ func (s *Store) RemoveXattr(ino uint64, name string) error {
 		}
 		n.Ctime = o.now
 		o.put(n)
-		if err := o.charge(HolderOf(n.Zone), -XattrCost(name, len(v)), 0); err != nil {
+		if err := o.charge(shedfs.HolderOf(n.Zone), -shedfs.XattrCost(name, len(v)), 0); err != nil {
 			return err
 		}
 		return o.tx.Delete(xattrKey(ino, name))

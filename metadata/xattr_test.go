@@ -4,6 +4,8 @@ import (
 	"errors"
 	"syscall"
 	"testing"
+
+	"github.com/shedfs/shedfs"
 )
 
 // TestXattrCharge: an xattr costs its holder XattrCost, in the same
@@ -12,12 +14,12 @@ import (
 // counts usage the same way.
 func TestXattrCharge(t *testing.T) {
 	s := newStore(t)
-	h := Holder("share")
-	f := must[*Inode](t)(s.Create(s.ShareRoot(), "f", file(0o644), nil))
-	base := must[Usage](t)(s.Usage(h))
+	h := shedfs.Holder("share")
+	f := must[*shedfs.Inode](t)(s.Create(s.ShareRoot(), "f", file(0o644), nil))
+	base := must[shedfs.Usage](t)(s.Usage(h))
 	wantBytes := func(what string, want int64) {
 		t.Helper()
-		if u := must[Usage](t)(s.Usage(h)); u.Bytes != base.Bytes+want {
+		if u := must[shedfs.Usage](t)(s.Usage(h)); u.Bytes != base.Bytes+want {
 			t.Fatalf("%s: usage %d bytes, want %d", what, u.Bytes, base.Bytes+want)
 		}
 		rep := must[*Report](t)(s.Check(nil, false, nil))
@@ -25,7 +27,7 @@ func TestXattrCharge(t *testing.T) {
 			t.Fatalf("%s: check finds %+v", what, rep.Problems)
 		}
 	}
-	a := XattrCost("user.a", 100)
+	a := shedfs.XattrCost("user.a", 100)
 	if a != 16+6+100 {
 		t.Fatalf("XattrCost = %d", a)
 	}
@@ -36,7 +38,7 @@ func TestXattrCharge(t *testing.T) {
 		t.Fatalf("admit saw %+v", seen)
 	}
 	wantBytes("set", a)
-	b := XattrCost("user.b", 0)
+	b := shedfs.XattrCost("user.b", 0)
 	must[error](t)(nil, s.SetXattr(f.Ino, "user.b", nil, 0, admit))
 	if seen.Before != a || seen.After != a+b {
 		t.Fatalf("admit saw %+v", seen)
@@ -45,10 +47,10 @@ func TestXattrCharge(t *testing.T) {
 
 	// Replacing charges the difference; a refusal leaves everything.
 	must[error](t)(nil, s.SetXattr(f.Ino, "user.a", make([]byte, 10), 0, admit))
-	if seen.Before != a+b || seen.After != b+XattrCost("user.a", 10) {
+	if seen.Before != a+b || seen.After != b+shedfs.XattrCost("user.a", 10) {
 		t.Fatalf("admit on replace saw %+v", seen)
 	}
-	a = XattrCost("user.a", 10)
+	a = shedfs.XattrCost("user.a", 10)
 	wantBytes("replace", a+b)
 	no := errors.New("no")
 	if err := s.SetXattr(f.Ino, "user.c", make([]byte, 1000), 0, func(XattrChange) error { return no }); !errors.Is(err, no) {
@@ -62,15 +64,15 @@ func TestXattrCharge(t *testing.T) {
 	wantBytes("remove", a)
 
 	// On a directory too, and the inode's reclaim gives everything back.
-	d := must[*Inode](t)(s.Create(s.ShareRoot(), "d", dir(), nil))
+	d := must[*shedfs.Inode](t)(s.Create(s.ShareRoot(), "d", dir(), nil))
 	must[error](t)(nil, s.SetXattr(d.Ino, "user.d", make([]byte, 50), 0, nil))
-	wantBytes("dir", a+XattrCost("user.d", 50))
+	wantBytes("dir", a+shedfs.XattrCost("user.d", 50))
 	if _, freed, err := s.UnlinkFree(s.ShareRoot(), "f", false, func(uint64) bool { return true }); err != nil || !freed {
 		t.Fatalf("unlink: freed %v, %v", freed, err)
 	}
-	must[*Inode](t)(s.Unlink(s.ShareRoot(), "d", true))
-	must[*Inode](t)(s.Reclaim(d.Ino))
-	if u := must[Usage](t)(s.Usage(h)); u.Bytes != base.Bytes || u.Inodes != base.Inodes-1 {
+	must[*shedfs.Inode](t)(s.Unlink(s.ShareRoot(), "d", true))
+	must[*shedfs.Inode](t)(s.Reclaim(d.Ino))
+	if u := must[shedfs.Usage](t)(s.Usage(h)); u.Bytes != base.Bytes || u.Inodes != base.Inodes-1 {
 		t.Fatalf("after removal: %+v, want %d bytes %d inodes", u, base.Bytes, base.Inodes-1)
 	}
 }

@@ -20,13 +20,12 @@ import (
 
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
-	"github.com/shedfs/shedfs/metadata"
 )
 
 // Ledger is where stored usage and limits come from: *metadata.Store.
 type Ledger interface {
-	Usage(h metadata.Holder) (metadata.Usage, error)
-	GetLimit(h metadata.Holder) (metadata.Limit, error)
+	Usage(h shedfs.Holder) (shedfs.Usage, error)
+	GetLimit(h shedfs.Holder) (shedfs.Limit, error)
 }
 
 // Accountant keeps admission exact while charges run ahead of the store.
@@ -38,31 +37,31 @@ type Accountant struct {
 	ledger Ledger
 
 	mu      sync.Mutex
-	holders map[metadata.Holder]*holderAcct
+	holders map[shedfs.Holder]*holderAcct
 	evictor Evictor // see MakeRoom
 }
 
 type holderAcct struct {
 	lock    sync.Mutex // held while a charge is decided and reserved
 	pending int64      // guarded by Accountant.mu
-	// reserved is what this daemon holds reserved in a store other
+	// allotted is what this daemon holds allotted in a store other
 	// daemons share (shared.go); guarded by Accountant.mu.
-	reserved int64
-	// stored is the reservation as the store has it (reserved is what
+	allotted int64
+	// stored is the allotment as the store has it (allotted is what
 	// is left of its room here), 0 once given back; guarded by
 	// Accountant.mu.
 	stored int64
-	// shrinking is set while a check whether to give the reservation
+	// shrinking is set while a check whether to give the allotment
 	// back is due (shrink); guarded by Accountant.mu.
 	shrinking bool
 }
 
 // New returns an accountant over the stored usage of ledger.
 func New(ledger Ledger) *Accountant {
-	return &Accountant{ledger: ledger, holders: make(map[metadata.Holder]*holderAcct)}
+	return &Accountant{ledger: ledger, holders: make(map[shedfs.Holder]*holderAcct)}
 }
 
-func (a *Accountant) get(h metadata.Holder) *holderAcct {
+func (a *Accountant) get(h shedfs.Holder) *holderAcct {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	ha := a.holders[h]
@@ -82,7 +81,7 @@ func (a *Accountant) get(h metadata.Holder) *holderAcct {
 // A holder nested in another (a session in its user) takes the outer
 // holder's lock first, then its own: every admission of the user then
 // sees the session's charges and the other way round.
-func (a *Accountant) Lock(h metadata.Holder) (unlock func()) {
+func (a *Accountant) Lock(h shedfs.Holder) (unlock func()) {
 	ha := a.get(h)
 	if outer, ok := shedfs.OuterHolder(h); ok {
 		oa := a.get(outer)
@@ -98,7 +97,7 @@ func (a *Accountant) Lock(h metadata.Holder) (unlock func()) {
 }
 
 // Pending is what h has been admitted beyond the store.
-func (a *Accountant) Pending(h metadata.Holder) int64 {
+func (a *Accountant) Pending(h shedfs.Holder) int64 {
 	ha := a.get(h)
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -107,7 +106,7 @@ func (a *Accountant) Pending(h metadata.Holder) int64 {
 
 // Add moves h's pending bytes by delta. A positive delta is a charge and
 // must have been admitted under Lock; giving back may happen any time.
-func (a *Accountant) Add(h metadata.Holder, delta int64) {
+func (a *Accountant) Add(h shedfs.Holder, delta int64) {
 	if delta == 0 {
 		return
 	}
@@ -121,11 +120,11 @@ func (a *Accountant) Add(h metadata.Holder, delta int64) {
 	if oa != nil {
 		oa.pending += delta
 	}
-	if delta < 0 && ha.reserved > 0 {
+	if delta < 0 && ha.allotted > 0 {
 		// Bytes that leave pending (persisted into the stored usage,
-		// or given back) leave the reservation's room too: it was
+		// or given back) leave the allotment's room too: it was
 		// admitted beside the stored usage they now join (shared.go).
-		ha.reserved = max(ha.reserved+delta, 0)
+		ha.allotted = max(ha.allotted+delta, 0)
 	}
 	idle := ha.pending <= 0 && ha.stored > 0
 	a.mu.Unlock()
@@ -137,16 +136,16 @@ func (a *Accountant) Add(h metadata.Holder, delta int64) {
 // Usage is what h uses: stored plus pending bytes, and its stored inodes.
 // It takes h's lock, so that a charge moving from pending into the store
 // is never counted twice; callers holding the lock use Quota.
-func (a *Accountant) Usage(h metadata.Holder) (metadata.Usage, error) {
+func (a *Accountant) Usage(h shedfs.Holder) (shedfs.Usage, error) {
 	unlock := a.Lock(h)
 	defer unlock()
 	return a.usage(h)
 }
 
-func (a *Accountant) usage(h metadata.Holder) (metadata.Usage, error) {
+func (a *Accountant) usage(h shedfs.Holder) (shedfs.Usage, error) {
 	u, err := a.ledger.Usage(h)
 	if err != nil {
-		return metadata.Usage{}, fmt.Errorf("usage of %s: %w", h, err)
+		return shedfs.Usage{}, fmt.Errorf("usage of %s: %w", h, err)
 	}
 	u.Bytes += a.Pending(h)
 	return u, nil
@@ -156,7 +155,7 @@ func (a *Accountant) usage(h metadata.Holder) (metadata.Usage, error) {
 // limit; for a holder nested in another, the tighter of the two
 // (shedfs.Tighter), which is also what df shows. Call it under Lock when
 // the answer is acted on.
-func (a *Accountant) Quota(h metadata.Holder) (metadata.Usage, metadata.Limit, error) {
+func (a *Accountant) Quota(h shedfs.Holder) (shedfs.Usage, shedfs.Limit, error) {
 	u, l, err := a.own(h)
 	if err != nil {
 		return u, l, err
@@ -171,10 +170,10 @@ func (a *Accountant) Quota(h metadata.Holder) (metadata.Usage, metadata.Limit, e
 	return u, l, nil
 }
 
-func (a *Accountant) own(h metadata.Holder) (metadata.Usage, metadata.Limit, error) {
+func (a *Accountant) own(h shedfs.Holder) (shedfs.Usage, shedfs.Limit, error) {
 	u, err := a.usage(h)
 	if err != nil {
-		return u, metadata.Limit{}, err
+		return u, shedfs.Limit{}, err
 	}
 	l, err := a.ledger.GetLimit(h)
 	if err != nil {
@@ -183,22 +182,22 @@ func (a *Accountant) own(h metadata.Holder) (metadata.Usage, metadata.Limit, err
 	return u, l, nil
 }
 
-// Reservation is bytes admitted for a transfer that is not in the store
+// Claim is bytes admitted for a transfer that is not in the store
 // yet (an import streaming in): pending until Commit or Release. It
 // belongs to the one goroutine that runs the transfer.
-type Reservation struct {
+type Claim struct {
 	a      *Accountant
-	h      metadata.Holder
+	h      shedfs.Holder
 	credit int64 // freed when the transfer lands
-	held   int64 // this reservation's share of h's pending bytes
+	held   int64 // this claim's share of h's pending bytes
 	done   bool
 }
 
-// Reserve admits charging bytes to h, of which credit will be freed when
+// Claim admits charging bytes to h, of which credit will be freed when
 // the transfer lands (the file a replace swaps out), and holds bytes
 // pending. A refusal is acl's decision, with nothing held.
-func (a *Accountant) Reserve(h metadata.Holder, bytes, credit int64) (*Reservation, acl.Decision, error) {
-	r := &Reservation{a: a, h: h, credit: credit}
+func (a *Accountant) Claim(h shedfs.Holder, bytes, credit int64) (*Claim, acl.Decision, error) {
+	r := &Claim{a: a, h: h, credit: credit}
 	d, err := r.Grow(bytes)
 	if err != nil || !d.Allowed() {
 		return nil, d, err
@@ -206,13 +205,13 @@ func (a *Accountant) Reserve(h metadata.Holder, bytes, credit int64) (*Reservati
 	return r, d, nil
 }
 
-// Held is what the reservation holds pending now.
-func (r *Reservation) Held() int64 { return r.held }
+// Held is what the claim holds pending now.
+func (r *Claim) Held() int64 { return r.held }
 
 // Grow admits holding n more bytes (a transfer longer than announced).
-func (r *Reservation) Grow(n int64) (acl.Decision, error) {
+func (r *Claim) Grow(n int64) (acl.Decision, error) {
 	if r.done {
-		return acl.Decision{}, fmt.Errorf("quota reservation of %s: already ended", r.h)
+		return acl.Decision{}, fmt.Errorf("quota claim of %s: already ended", r.h)
 	}
 	unlock := r.a.Lock(r.h)
 	defer unlock()
@@ -233,8 +232,8 @@ func (r *Reservation) Grow(n int64) (acl.Decision, error) {
 	}
 	if d.Allowed() {
 		// On a store other daemons share, the bytes held must be in
-		// this daemon's reservation there, or their writers, within
-		// reservations of their own, pass the limit beside the
+		// this daemon's allotment there, or their writers, within
+		// allotments of their own, pass the limit beside the
 		// transfer (shared.go).
 		if d, err = r.a.Cover(r.h, n); err != nil || !d.Allowed() {
 			return d, err
@@ -249,17 +248,17 @@ func (r *Reservation) Grow(n int64) (acl.Decision, error) {
 // stored usage u, with what the rest of the process holds pending, takes
 // delta, the transfer's net charge as the transaction computes it (the
 // credit may have gone meanwhile, when the file to replace was deleted).
-func (r *Reservation) Admit(u metadata.Usage, l metadata.Limit, delta int64) error {
+func (r *Claim) Admit(u shedfs.Usage, l shedfs.Limit, delta int64) error {
 	u.Bytes += r.a.Pending(r.h) - r.held
 	return acl.AdmitBytes(u, l, delta).Err()
 }
 
 // Commit runs store, the transaction that charges the transfer to the
 // stored usage, under the holder's lock, and on success ends the
-// reservation; on failure the reservation stays for Release.
-func (r *Reservation) Commit(store func() error) error {
+// claim; on failure the claim stays for Release.
+func (r *Claim) Commit(store func() error) error {
 	if r.done {
-		return fmt.Errorf("quota reservation of %s: already ended", r.h)
+		return fmt.Errorf("quota claim of %s: already ended", r.h)
 	}
 	unlock := r.a.Lock(r.h)
 	defer unlock()
@@ -270,16 +269,16 @@ func (r *Reservation) Commit(store func() error) error {
 	return nil
 }
 
-// Release gives back what the reservation holds; after Commit it does
+// Release gives back what the claim holds; after Commit it does
 // nothing, so it can be deferred.
-func (r *Reservation) Release() {
+func (r *Claim) Release() {
 	if r == nil || r.done {
 		return
 	}
 	r.end()
 }
 
-func (r *Reservation) end() {
+func (r *Claim) end() {
 	r.a.Add(r.h, -r.held)
 	r.held = 0
 	r.done = true

@@ -7,35 +7,35 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
-	"github.com/shedfs/shedfs/metadata"
 )
 
 // ledger is a store's usage and limits in memory; commit moves pending
 // bytes into the stored usage as a store transaction would.
 type ledger struct {
 	mu     sync.Mutex
-	usage  map[metadata.Holder]metadata.Usage
-	limits map[metadata.Holder]metadata.Limit
+	usage  map[shedfs.Holder]shedfs.Usage
+	limits map[shedfs.Holder]shedfs.Limit
 }
 
 func newLedger() *ledger {
-	return &ledger{usage: map[metadata.Holder]metadata.Usage{}, limits: map[metadata.Holder]metadata.Limit{}}
+	return &ledger{usage: map[shedfs.Holder]shedfs.Usage{}, limits: map[shedfs.Holder]shedfs.Limit{}}
 }
 
-func (l *ledger) Usage(h metadata.Holder) (metadata.Usage, error) {
+func (l *ledger) Usage(h shedfs.Holder) (shedfs.Usage, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.usage[h], nil
 }
 
-func (l *ledger) GetLimit(h metadata.Holder) (metadata.Limit, error) {
+func (l *ledger) GetLimit(h shedfs.Holder) (shedfs.Limit, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.limits[h], nil
 }
 
-func (l *ledger) charge(h metadata.Holder, bytes int64) {
+func (l *ledger) charge(h shedfs.Holder, bytes int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	u := l.usage[h]
@@ -49,8 +49,8 @@ const mib = 1 << 20
 // the admission of the next charge, until they are committed or released.
 func TestPendingInUsage(t *testing.T) {
 	led := newLedger()
-	h := metadata.Holder("user:alice")
-	led.limits[h] = metadata.Limit{Bytes: 4 * mib}
+	h := shedfs.Holder("user:alice")
+	led.limits[h] = shedfs.Limit{Bytes: 4 * mib}
 	a := New(led)
 
 	// An open file grew by 3 MiB in a view: admitted and pending.
@@ -69,17 +69,17 @@ func TestPendingInUsage(t *testing.T) {
 	}
 
 	// An import of 2 MiB no longer fits.
-	if r, d, err := a.Reserve(h, 2*mib, 0); err != nil || d.Allowed() || r != nil {
+	if r, d, err := a.Claim(h, 2*mib, 0); err != nil || d.Allowed() || r != nil {
 		t.Errorf("2 MiB reserved on top of 3 MiB pending in 4 MiB: %v %v", d, err)
 	} else if d.Errno != syscall.EDQUOT || d.Reason != acl.ReasonQuotaBytes {
 		t.Errorf("refusal %v, want EDQUOT quota_bytes", d)
 	}
 	if u, _ := a.Usage(h); u.Bytes != 3*mib {
-		t.Errorf("a refused reservation left usage at %d", u.Bytes)
+		t.Errorf("a refused claim left usage at %d", u.Bytes)
 	}
 
 	// 1 MiB does, and is pending until committed.
-	r, d, err := a.Reserve(h, 1*mib, 0)
+	r, d, err := a.Claim(h, 1*mib, 0)
 	if err != nil || !d.Allowed() {
 		t.Fatalf("1 MiB refused: %v %v", d, err)
 	}
@@ -112,16 +112,16 @@ func TestPendingInUsage(t *testing.T) {
 	}
 }
 
-// TestReserveReplaceCredit: a replace is admitted on what it costs once
+// TestClaimReplaceCredit: a replace is admitted on what it costs once
 // the old file is gone, and the last check in the transaction refuses it
 // if the old file went meanwhile.
-func TestReserveReplaceCredit(t *testing.T) {
+func TestClaimReplaceCredit(t *testing.T) {
 	led := newLedger()
-	h := metadata.Holder("user:alice")
-	led.limits[h] = metadata.Limit{Bytes: 4 * mib}
-	led.usage[h] = metadata.Usage{Bytes: 3 * mib}
+	h := shedfs.Holder("user:alice")
+	led.limits[h] = shedfs.Limit{Bytes: 4 * mib}
+	led.usage[h] = shedfs.Usage{Bytes: 3 * mib}
 	a := New(led)
-	r, d, err := a.Reserve(h, 3*mib, 3*mib)
+	r, d, err := a.Claim(h, 3*mib, 3*mib)
 	if err != nil || !d.Allowed() {
 		t.Fatalf("replacing 3 MiB with 3 MiB in a 4 MiB quota: %v %v", d, err)
 	}
@@ -134,17 +134,17 @@ func TestReserveReplaceCredit(t *testing.T) {
 		t.Errorf("usage %d", u.Bytes)
 	}
 	err = r.Commit(func() error {
-		return r.Admit(metadata.Usage{Bytes: 0}, led.limits[h], 3*mib)
+		return r.Admit(shedfs.Usage{Bytes: 0}, led.limits[h], 3*mib)
 	})
 	if err != nil {
 		t.Fatalf("the replacement alone fits: %v", err)
 	}
-	r2, d, _ := a.Reserve(h, 2*mib, 0)
+	r2, d, _ := a.Claim(h, 2*mib, 0)
 	if !d.Allowed() {
 		t.Fatal("2 MiB of 4 MiB refused with nothing stored")
 	}
 	defer r2.Release()
-	if err := r2.Commit(func() error { return r2.Admit(metadata.Usage{Bytes: 3 * mib}, led.limits[h], 2*mib) }); !errors.Is(err, syscall.EDQUOT) {
+	if err := r2.Commit(func() error { return r2.Admit(shedfs.Usage{Bytes: 3 * mib}, led.limits[h], 2*mib) }); !errors.Is(err, syscall.EDQUOT) {
 		t.Errorf("commit past the limit: %v, want EDQUOT", err)
 	}
 	r2.Release()
@@ -154,14 +154,14 @@ func TestReserveReplaceCredit(t *testing.T) {
 }
 
 // TestConcurrentAdmissions: writers (reserve under Lock, persist later)
-// and imports (Reserve, Grow, Commit or Release) race on one holder; at no
+// and imports (Claim, Grow, Commit or Release) race on one holder; at no
 // moment do stored plus pending bytes pass the limit, and at the end
 // nothing is left pending.
 func TestConcurrentAdmissions(t *testing.T) {
 	led := newLedger()
-	h := metadata.Holder("group:team")
+	h := shedfs.Holder("group:team")
 	const limit = 64 * 4096
-	led.limits[h] = metadata.Limit{Bytes: limit}
+	led.limits[h] = shedfs.Limit{Bytes: limit}
 	a := New(led)
 	var admitted, refused atomic.Int64
 	check := func() {
@@ -195,7 +195,7 @@ func TestConcurrentAdmissions(t *testing.T) {
 					a.Add(h, -4096)
 					unlock()
 				case 1: // an import in two chunks
-					r, d, _ := a.Reserve(h, 4096, 0)
+					r, d, _ := a.Claim(h, 4096, 0)
 					if !d.Allowed() {
 						refused.Add(1)
 						continue

@@ -1,13 +1,13 @@
 package quota
 
-import "github.com/shedfs/shedfs/metadata"
+import "github.com/shedfs/shedfs"
 
 // Evictor frees kept files (the trash) of h, oldest first, until bytes
 // and inodes more fit h's stored usage under its limit, and reports
 // whether it freed anything. The process that serves views sets one that
 // knows which files are open; the store's own (metadata.Store.EvictTrash
 // with blob removal) serves when none is.
-type Evictor func(h metadata.Holder, bytes, inodes int64) bool
+type Evictor func(h shedfs.Holder, bytes, inodes int64) bool
 
 // SetEvictor sets what MakeRoom evicts with.
 func (a *Accountant) SetEvictor(e Evictor) {
@@ -20,7 +20,7 @@ func (a *Accountant) SetEvictor(e Evictor) {
 // inodes more would fail: the trash never causes EDQUOT, so h's oldest
 // kept files go first, and the caller decides again when it reports that
 // anything went. This is the one place where eviction for quota happens.
-func (a *Accountant) MakeRoom(h metadata.Holder, bytes, inodes int64) bool {
+func (a *Accountant) MakeRoom(h shedfs.Holder, bytes, inodes int64) bool {
 	a.mu.Lock()
 	e := a.evictor
 	a.mu.Unlock()

@@ -5,7 +5,6 @@ import (
 
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
-	"github.com/shedfs/shedfs/metadata"
 )
 
 // TestNestedSession: a session's pending bytes count for its user too,
@@ -15,11 +14,11 @@ func TestNestedSession(t *testing.T) {
 	led := newLedger()
 	user := shedfs.UserHolder("alice")
 	s1 := shedfs.SessionHolder("alice", "s1")
-	led.limits[user] = metadata.Limit{Bytes: 10 * mib}
-	led.limits[s1] = metadata.Limit{Bytes: 2 * mib}
+	led.limits[user] = shedfs.Limit{Bytes: 10 * mib}
+	led.limits[s1] = shedfs.Limit{Bytes: 2 * mib}
 	a := New(led)
 
-	admit := func(h metadata.Holder, n int64) bool {
+	admit := func(h shedfs.Holder, n int64) bool {
 		unlock := a.Lock(h)
 		defer unlock()
 		u, l, err := a.Quota(h)
@@ -44,7 +43,7 @@ func TestNestedSession(t *testing.T) {
 	if !admit(user, 8*mib) {
 		t.Fatal("the user's own room refused")
 	}
-	led.limits[s1] = metadata.Limit{Bytes: 100 * mib}
+	led.limits[s1] = shedfs.Limit{Bytes: 100 * mib}
 	if admit(s1, 1) {
 		t.Fatal("the user's limit did not stop the session")
 	}

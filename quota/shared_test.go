@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs"
 )
 
 // sharedLedger is a ledger other daemons share: others is what they hold
-// reserved, mine this daemon's reservation, asks the transactions.
+// allotted, mine this daemon's allotment, asks the transactions.
 type sharedLedger struct {
 	*ledger
 	others, mine int64
@@ -18,7 +18,7 @@ type sharedLedger struct {
 
 func (l *sharedLedger) Shared() bool { return true }
 
-func (l *sharedLedger) Reserve(h metadata.Holder, total, grow int64, admit func(u metadata.Usage, lim metadata.Limit, delta int64) error) error {
+func (l *sharedLedger) Allot(h shedfs.Holder, total, grow int64, admit func(u shedfs.Usage, lim shedfs.Limit, delta int64) error) error {
 	l.asks++
 	if admit != nil && grow > 0 {
 		u, _ := l.Usage(h)
@@ -33,13 +33,13 @@ func (l *sharedLedger) Reserve(h metadata.Holder, total, grow int64, admit func(
 }
 
 // TestCoverShared: on a shared ledger, pending bytes are covered by a
-// reservation grown by chunks, exactly near the limit, refused past it
-// with the other daemons' reservations counted; writes within the
-// reservation ask nothing; bytes persisted leave the reservation's room.
+// allotment grown by chunks, exactly near the limit, refused past it
+// with the other daemons' allotments counted; writes within the
+// allotment ask nothing; bytes persisted leave the allotment's room.
 func TestCoverShared(t *testing.T) {
 	l := &sharedLedger{ledger: newLedger(), others: 3 << 20}
-	h := metadata.Holder("group:g")
-	l.limits[h] = metadata.Limit{Bytes: 10 << 20}
+	h := shedfs.Holder("group:g")
+	l.limits[h] = shedfs.Limit{Bytes: 10 << 20}
 	a := New(l)
 	cover := func(n int64) bool {
 		t.Helper()
@@ -56,8 +56,8 @@ func TestCoverShared(t *testing.T) {
 		}
 		return d.Allowed()
 	}
-	if !cover(64<<10) || l.mine != ReserveChunk || l.asks != 1 {
-		t.Fatalf("first write: reservation %d after %d asks, want one chunk after 1", l.mine, l.asks)
+	if !cover(64<<10) || l.mine != AllotChunk || l.asks != 1 {
+		t.Fatalf("first write: allotment %d after %d asks, want one chunk after 1", l.mine, l.asks)
 	}
 	for range 63 {
 		cover(64 << 10)
@@ -68,7 +68,7 @@ func TestCoverShared(t *testing.T) {
 	// 4 MiB pending + 3 MiB others: a second chunk (8 MiB) does not fit
 	// under 10 MiB, exactly what is needed does.
 	if !cover(64<<10) || l.mine != 4<<20+64<<10 {
-		t.Fatalf("write past the chunk: reservation %d", l.mine)
+		t.Fatalf("write past the chunk: allotment %d", l.mine)
 	}
 	for cover(1 << 20) {
 	}
@@ -77,7 +77,7 @@ func TestCoverShared(t *testing.T) {
 	}
 	// Persisting moves bytes into the stored usage: the room they held
 	// is not used again without asking. (Some stay pending, so the
-	// reservation is not given back.)
+	// allotment is not given back.)
 	p := a.Pending(h) - 64<<10
 	l.charge(h, p)
 	a.Add(h, -p)
@@ -90,13 +90,13 @@ func TestCoverShared(t *testing.T) {
 }
 
 // TestLeaseRenewedShared: after the lease was lost (mine gone from the
-// ledger), a reservation that still fits is put back whole; one that no
+// ledger), a allotment that still fits is put back whole; one that no
 // longer fits (the others took the room) shrinks to the bytes pending,
 // put back unadmitted, and the next write asks again.
 func TestLeaseRenewedShared(t *testing.T) {
 	l := &sharedLedger{ledger: newLedger(), others: 1 << 20}
-	h := metadata.Holder("group:g")
-	l.limits[h] = metadata.Limit{Bytes: 10 << 20}
+	h := shedfs.Holder("group:g")
+	l.limits[h] = shedfs.Limit{Bytes: 10 << 20}
 	a := New(l)
 	unlock := a.Lock(h)
 	if d, err := a.Cover(h, 1<<20); err != nil || !d.Allowed() {
@@ -104,18 +104,18 @@ func TestLeaseRenewedShared(t *testing.T) {
 	}
 	a.Add(h, 1<<20)
 	unlock()
-	if l.mine != ReserveChunk {
-		t.Fatalf("reservation %d, want a chunk", l.mine)
+	if l.mine != AllotChunk {
+		t.Fatalf("allotment %d, want a chunk", l.mine)
 	}
-	l.mine = 0 // the lease went, and the reservation with it
+	l.mine = 0 // the lease went, and the allotment with it
 	a.LeaseRenewed()
-	if l.mine != ReserveChunk {
-		t.Errorf("renewed with room left: reservation %d, want the chunk back", l.mine)
+	if l.mine != AllotChunk {
+		t.Errorf("renewed with room left: allotment %d, want the chunk back", l.mine)
 	}
 	l.mine, l.others = 0, 9<<20+512<<10 // the others used the room meanwhile
 	a.LeaseRenewed()
 	if l.mine != 1<<20 {
-		t.Errorf("renewed without room: reservation %d, want the 1 MiB pending", l.mine)
+		t.Errorf("renewed without room: allotment %d, want the 1 MiB pending", l.mine)
 	}
 	asks := l.asks
 	unlock = a.Lock(h)
@@ -126,15 +126,15 @@ func TestLeaseRenewedShared(t *testing.T) {
 	}
 }
 
-// TestReservationGivenBackWhenIdle: once nothing is pending, the
-// reservation stays for ReserveIdle (the next small file asks nothing)
+// TestAllotmentGivenBackWhenIdle: once nothing is pending, the
+// allotment stays for AllotIdle (the next small file asks nothing)
 // and then goes, also when persisting used up all of its room here (an
-// exact reservation near the limit, which used to stay in the store).
-func TestReservationGivenBackWhenIdle(t *testing.T) {
+// exact allotment near the limit, which used to stay in the store).
+func TestAllotmentGivenBackWhenIdle(t *testing.T) {
 	for _, limit := range []int64{1 << 30, 100 << 10} {
 		l := &sharedLedger{ledger: newLedger()}
-		h := metadata.Holder("group:g")
-		l.limits[h] = metadata.Limit{Bytes: limit}
+		h := shedfs.Holder("group:g")
+		l.limits[h] = shedfs.Limit{Bytes: limit}
 		a := New(l)
 		unlock := a.Lock(h)
 		if d, err := a.Cover(h, 64<<10); err != nil || !d.Allowed() {
@@ -147,10 +147,10 @@ func TestReservationGivenBackWhenIdle(t *testing.T) {
 		a.Add(h, -64<<10)
 		unlock = a.Lock(h)
 		if l.mine == 0 {
-			t.Fatalf("limit %d: reservation given back at once", limit)
+			t.Fatalf("limit %d: allotment given back at once", limit)
 		}
 		unlock()
-		deadline := time.Now().Add(ReserveIdle + 2*time.Second)
+		deadline := time.Now().Add(AllotIdle + 2*time.Second)
 		for {
 			unlock = a.Lock(h)
 			mine := l.mine
@@ -159,7 +159,7 @@ func TestReservationGivenBackWhenIdle(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("limit %d: reservation of %d still stored %v after nothing was pending", limit, mine, ReserveIdle+2*time.Second)
+				t.Fatalf("limit %d: allotment of %d still stored %v after nothing was pending", limit, mine, AllotIdle+2*time.Second)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/fusefs"
 	"github.com/shedfs/shedfs/links"
@@ -54,8 +55,8 @@ type target struct {
 	actor acl.Actor
 	// root is the linked inode; rec the one served (root, or an entry
 	// below a linked folder, named name in directory dir).
-	root *metadata.Inode
-	rec  *metadata.Inode
+	root *shedfs.Inode
+	rec  *shedfs.Inode
 	dir  uint64
 	name string
 }
@@ -240,7 +241,7 @@ func (s *Service) lookup(id links.ID) (links.Record, bool) {
 // live reads an inode that must still have a name: 404 once it is deleted
 // (an open file keeps an unlinked inode for a while), and only files and
 // folders are served.
-func (s *Service) live(ino uint64) (*metadata.Inode, refusal) {
+func (s *Service) live(ino uint64) (*shedfs.Inode, refusal) {
 	rec, err := s.statOf(ino)
 	if err != nil {
 		return nil, s.storeRefusal(err, http.StatusNotFound, ruleDeleted)
@@ -293,7 +294,7 @@ func (s *Service) within(dir, root uint64) bool {
 
 // rootName is the name a linked inode is served under: its name now in
 // the directory it was linked in, else the name it had then.
-func (s *Service) rootName(l metadata.Link, rec *metadata.Inode) string {
+func (s *Service) rootName(l metadata.Link, rec *shedfs.Inode) string {
 	if rec.IsDir() {
 		if p := s.dirPath(rec.Ino); p != "" && p != "." {
 			return path.Base(p)
@@ -360,7 +361,7 @@ func (s *Service) file(w http.ResponseWriter, r *http.Request, t target, tag str
 // etag is the weak validator of a file's content when no checksum is at
 // hand (no content service): inode, size and mtime. With one, the ETag is
 // the file's SHA-256, a strong validator (so If-Range works too).
-func etag(rec *metadata.Inode) string {
+func etag(rec *shedfs.Inode) string {
 	return fmt.Sprintf(`W/"%x-%x-%x"`, rec.Ino, rec.Size, rec.Mtime.UnixNano())
 }
 

@@ -22,7 +22,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shedfs/shedfs"
-
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/blobs"
 	"github.com/shedfs/shedfs/fusefs"
@@ -100,7 +99,7 @@ type Service struct {
 	public string
 	// stat reads an inode as the views see it (fusefs.FS.Stat: open
 	// files' sizes included); the store's record until SetStat.
-	stat func(ino uint64) (*metadata.Inode, error)
+	stat func(ino uint64) (*shedfs.Inode, error)
 	srv  *server
 }
 
@@ -157,13 +156,13 @@ func New(opts Options) (*Service, error) {
 
 // SetStat makes the service read inodes through the views' FS, so that a
 // file open for writing is served at the size the views show.
-func (s *Service) SetStat(stat func(ino uint64) (*metadata.Inode, error)) {
+func (s *Service) SetStat(stat func(ino uint64) (*shedfs.Inode, error)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stat = stat
 }
 
-func (s *Service) statOf(ino uint64) (*metadata.Inode, error) {
+func (s *Service) statOf(ino uint64) (*shedfs.Inode, error) {
 	s.mu.Lock()
 	stat := s.stat
 	s.mu.Unlock()

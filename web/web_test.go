@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/blobs"
 	"github.com/shedfs/shedfs/fusefs"
@@ -29,7 +30,7 @@ type fixture struct {
 	blobs *blobs.Dir
 	svc   *Service
 	srv   *httptest.Server
-	alice *metadata.User
+	alice *shedfs.User
 	now   time.Time
 	rec   *events
 }
@@ -82,26 +83,26 @@ func newFixture(t testing.TB) *fixture {
 	return f
 }
 
-func (f *fixture) mkdir(parent uint64, name string) *metadata.Inode {
+func (f *fixture) mkdir(parent uint64, name string) *shedfs.Inode {
 	f.t.Helper()
 	p, err := f.st.GetInode(parent)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	n, err := f.st.Create(parent, name, &metadata.Inode{Mode: syscall.S_IFDIR | 0o755, Zone: p.Zone, Owner: p.Owner}, nil)
+	n, err := f.st.Create(parent, name, &shedfs.Inode{Mode: syscall.S_IFDIR | 0o755, Zone: p.Zone, Owner: p.Owner}, nil)
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	return n
 }
 
-func (f *fixture) write(parent uint64, name, content string) *metadata.Inode {
+func (f *fixture) write(parent uint64, name, content string) *shedfs.Inode {
 	f.t.Helper()
 	p, err := f.st.GetInode(parent)
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	n, err := f.st.Create(parent, name, &metadata.Inode{Mode: syscall.S_IFREG | 0o644, Zone: p.Zone, Owner: p.Owner}, nil)
+	n, err := f.st.Create(parent, name, &shedfs.Inode{Mode: syscall.S_IFREG | 0o644, Zone: p.Zone, Owner: p.Owner}, nil)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func (f *fixture) write(parent uint64, name, content string) *metadata.Inode {
 	if err := os.WriteFile(f.blobs.Path(n.Ino), []byte(content), 0o600); err != nil {
 		f.t.Fatal(err)
 	}
-	n, err = f.st.Update(n.Ino, func(n *metadata.Inode) error { n.Size = uint64(len(content)); return nil }, nil)
+	n, err = f.st.Update(n.Ino, func(n *shedfs.Inode) error { n.Size = uint64(len(content)); return nil }, nil)
 	if err != nil {
 		f.t.Fatal(err)
 	}

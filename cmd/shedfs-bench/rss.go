@@ -33,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/metadata"
 )
 
@@ -588,22 +589,22 @@ func (b *bench) rssPopulateStore(ctx context.Context) error {
 		return fmt.Errorf("rss: add user %s: %w", rssUser, err)
 	}
 	// The quota of the "shedfs" target (quota.go), checked on every create.
-	if err := meta.SetLimit(metadata.Holder("user:"+rssUser), metadata.Limit{Bytes: quotaBytes, Inodes: quotaInodes}); err != nil {
+	if err := meta.SetLimit(shedfs.Holder("user:"+rssUser), shedfs.Limit{Bytes: quotaBytes, Inodes: quotaInodes}); err != nil {
 		return fmt.Errorf("rss: quota of %s: %w", rssUser, err)
 	}
-	zone := metadata.Zone{Kind: metadata.ZonePrivate, Principal: rssUser}
+	zone := shedfs.Zone{Kind: shedfs.ZonePrivate, Principal: rssUser}
 	slog.Info("rss: filling the store", "files", n, "dirs", dirs, "store", store)
 	start := time.Now()
 	var done atomic.Int64
 	err = parallelDirs(ctx, dirs, func(d int) error {
 		dir, err := meta.Create(u.Roots.Private, rssDirName(d),
-			&metadata.Inode{Mode: syscall.S_IFDIR | 0o755, Zone: zone, Owner: rssUser}, nil)
+			&shedfs.Inode{Mode: syscall.S_IFDIR | 0o755, Zone: zone, Owner: rssUser}, nil)
 		if err != nil {
 			return fmt.Errorf("mkdir %s: %w", rssDirName(d), err)
 		}
 		for f := 0; f < rssFilesIn(n, d); f++ {
 			if _, err := meta.Create(dir.Ino, rssFileName(f),
-				&metadata.Inode{Mode: syscall.S_IFREG | 0o644, Zone: zone, Owner: rssUser}, nil); err != nil {
+				&shedfs.Inode{Mode: syscall.S_IFREG | 0o644, Zone: zone, Owner: rssUser}, nil); err != nil {
 				return fmt.Errorf("create %s/%s: %w", rssDirName(d), rssFileName(f), err)
 			}
 			progress(&done, start, "rss: filling the store", n)

@@ -28,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/metadata"
 )
 
@@ -143,7 +144,7 @@ func makeViewsStore(store string, n int) (string, error) {
 			meta.Close()
 			return "", fmt.Errorf("views: add user %s: %w", name, err)
 		}
-		if err := meta.SetLimit(metadata.Holder("user:"+name), metadata.Limit{Bytes: quotaBytes, Inodes: quotaInodes}); err != nil {
+		if err := meta.SetLimit(shedfs.Holder("user:"+name), shedfs.Limit{Bytes: quotaBytes, Inodes: quotaInodes}); err != nil {
 			meta.Close()
 			return "", fmt.Errorf("views: quota of %s: %w", name, err)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/audit"
 	"github.com/shedfs/shedfs/daemon"
 	"github.com/shedfs/shedfs/metadata"
@@ -160,12 +161,12 @@ func auditFilter(c *cli.Context, now time.Time) (metadata.AuditFilter, error) {
 		Session: c.String("session"),
 	}
 	if f.User != "" {
-		if err := daemon.ValidName("user", f.User); err != nil {
+		if err := daemon.ValidPrincipalName("user", f.User); err != nil {
 			return f, fmt.Errorf("--user: %w", err)
 		}
 	}
 	if f.Session != "" {
-		if err := daemon.ValidName("session id", f.Session); err != nil {
+		if err := daemon.ValidPrincipalName("session id", f.Session); err != nil {
 			return f, fmt.Errorf("--session: %w", err)
 		}
 	}
@@ -202,7 +203,7 @@ func validZoneFilter(z string) bool {
 	case "private", "output", "uploads", "share", "group", "session":
 		return true
 	}
-	_, err := metadata.ParseZone(z)
+	_, err := shedfs.ParseZone(z)
 	return err == nil
 }
 

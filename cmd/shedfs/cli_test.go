@@ -10,8 +10,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/daemon"
-	"github.com/shedfs/shedfs/metadata"
 )
 
 // runCLI runs the command line in process and returns its output and status.
@@ -66,11 +66,11 @@ func putData(t *testing.T, store, user string, size uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := st.Meta.Create(u.Roots.Private, "data", &metadata.Inode{Mode: syscall.S_IFREG | 0o644}, nil)
+	n, err := st.Meta.Create(u.Roots.Private, "data", &shedfs.Inode{Mode: syscall.S_IFREG | 0o644}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Meta.Update(n.Ino, func(n *metadata.Inode) error { n.Size = size; return nil }, nil); err != nil {
+	if _, err := st.Meta.Update(n.Ino, func(n *shedfs.Inode) error { n.Size = size; return nil }, nil); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -8,8 +8,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/daemon"
-	"github.com/shedfs/shedfs/metadata"
 )
 
 // srcFiles writes files named after their content into a fresh directory
@@ -41,7 +41,7 @@ func teamStore(t *testing.T) string {
 	}
 	defer st.Close()
 	g, _ := st.Meta.GetGroup("team-alpha")
-	if _, err := st.Meta.Create(g.Root, "plan.md", &metadata.Inode{Mode: syscall.S_IFREG | 0o644, Owner: "alice", OwnMode: metadata.OwnModeGroup}, nil); err != nil {
+	if _, err := st.Meta.Create(g.Root, "plan.md", &shedfs.Inode{Mode: syscall.S_IFREG | 0o644, Owner: "alice", OwnMode: shedfs.OwnModeGroup}, nil); err != nil {
 		t.Fatal(err)
 	}
 	return s

@@ -5,8 +5,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/daemon"
-	"github.com/shedfs/shedfs/metadata"
 )
 
 // putBlob is putData with the blob the size promises.
@@ -21,14 +21,14 @@ func putBlob(t *testing.T, store, user string, size uint64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := st.Meta.Create(u.Roots.Private, "blob", &metadata.Inode{Mode: syscall.S_IFREG | 0o644}, nil)
+	n, err := st.Meta.Create(u.Roots.Private, "blob", &shedfs.Inode{Mode: syscall.S_IFREG | 0o644}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Blobs.Truncate(n.Ino, int64(size)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Meta.Update(n.Ino, func(n *metadata.Inode) error { n.Size = size; return nil }, nil); err != nil {
+	if _, err := st.Meta.Update(n.Ino, func(n *shedfs.Inode) error { n.Size = size; return nil }, nil); err != nil {
 		t.Fatal(err)
 	}
 }

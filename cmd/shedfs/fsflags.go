@@ -7,9 +7,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/daemon"
 	"github.com/shedfs/shedfs/fusefs"
-	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/zones"
 )
 
@@ -42,10 +42,10 @@ func fsOptions(c *cli.Context) (fusefs.Options, error) {
 	if opts.Zones.Symlinks, err = zones.ParseSymlinkPolicy(c.String("symlinks")); err != nil {
 		return opts, fmt.Errorf("--symlinks: %w", err)
 	}
-	if opts.Zones.ShareDefault, err = metadata.ParseOwnMode(c.String("share-mode")); err != nil {
+	if opts.Zones.ShareDefault, err = shedfs.ParseOwnMode(c.String("share-mode")); err != nil {
 		return opts, fmt.Errorf("--share-mode: %w", err)
 	}
-	if opts.Zones.GroupDefault, err = metadata.ParseOwnMode(c.String("group-mode")); err != nil {
+	if opts.Zones.GroupDefault, err = shedfs.ParseOwnMode(c.String("group-mode")); err != nil {
 		return opts, fmt.Errorf("--group-mode: %w", err)
 	}
 	return opts, nil

@@ -69,7 +69,7 @@ func runGroupAdd(c *cli.Context) error {
 		return err
 	}
 	name := c.Args().First()
-	if err := daemon.ValidName("group", name); err != nil {
+	if err := daemon.ValidPrincipalName("group", name); err != nil {
 		return err
 	}
 	return withAdmin(c, true, func(ctx context.Context, a daemon.Admin) error {
@@ -152,11 +152,11 @@ func runGroupMember(add bool) cli.ActionFunc {
 			return fmt.Errorf("%s: give a GROUP and at least one USER (see --help)", c.Command.FullName())
 		}
 		group, users := c.Args().First(), c.Args().Tail()
-		if err := daemon.ValidName("group", group); err != nil {
+		if err := daemon.ValidPrincipalName("group", group); err != nil {
 			return err
 		}
 		for _, u := range users {
-			if err := daemon.ValidName("user", u); err != nil {
+			if err := daemon.ValidPrincipalName("user", u); err != nil {
 				return err
 			}
 		}

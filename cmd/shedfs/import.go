@@ -43,7 +43,7 @@ func runImport(c *cli.Context) error {
 		return fmt.Errorf("import: give at least one FILE (see --help)")
 	}
 	user, session := c.String("user"), c.String("session")
-	if err := daemon.ValidName("user", user); err != nil {
+	if err := daemon.ValidPrincipalName("user", user); err != nil {
 		return err
 	}
 	files, err := importFiles(c.Args().Slice(), user, session)

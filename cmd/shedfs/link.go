@@ -142,7 +142,7 @@ func runLinkCreate(c *cli.Context) error {
 	if err := nargs(c, "one PATH", 1); err != nil {
 		return err
 	}
-	if err := daemon.ValidName("user", c.String("user")); err != nil {
+	if err := daemon.ValidPrincipalName("user", c.String("user")); err != nil {
 		return err
 	}
 	return withLinks(c, func(ctx context.Context, la daemon.LinkAdmin) error {

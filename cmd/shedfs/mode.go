@@ -42,7 +42,7 @@ func runModeGet(c *cli.Context) error {
 		return err
 	}
 	user := c.String("user")
-	if err := daemon.ValidName("user", user); err != nil {
+	if err := daemon.ValidPrincipalName("user", user); err != nil {
 		return err
 	}
 	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
@@ -59,7 +59,7 @@ func runModeSet(c *cli.Context) error {
 		return err
 	}
 	user := c.String("user")
-	if err := daemon.ValidName("user", user); err != nil {
+	if err := daemon.ValidPrincipalName("user", user); err != nil {
 		return err
 	}
 	var req daemon.ModeSetRequest

@@ -106,7 +106,7 @@ func runTrashRestore(c *cli.Context) error {
 		return fmt.Errorf("trash restore: name at least one ENTRY (see trash list)")
 	}
 	req := daemon.TrashRestoreRequest{User: c.String("user"), Entries: c.Args().Slice(), To: c.String("to")}
-	if err := daemon.ValidName("user", req.User); err != nil {
+	if err := daemon.ValidPrincipalName("user", req.User); err != nil {
 		return err
 	}
 	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
@@ -204,7 +204,7 @@ func runRestore(c *cli.Context) error {
 		return err
 	}
 	req := daemon.RestoreAtRequest{User: c.String("user"), Path: c.Args().First(), At: at, DryRun: c.Bool("dry-run")}
-	if err := daemon.ValidName("user", req.User); err != nil {
+	if err := daemon.ValidPrincipalName("user", req.User); err != nil {
 		return err
 	}
 	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {

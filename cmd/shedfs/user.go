@@ -62,7 +62,7 @@ func runUserAdd(c *cli.Context) error {
 		return err
 	}
 	req := daemon.UserAddRequest{Name: c.Args().First()}
-	if err := daemon.ValidName("user", req.Name); err != nil {
+	if err := daemon.ValidPrincipalName("user", req.Name); err != nil {
 		return err
 	}
 	var err error
