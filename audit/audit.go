@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/shedfs/shedfs/fusefs"
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/metadata"
 )
 
@@ -85,7 +85,7 @@ func (o *Options) defaults() {
 	}
 }
 
-// Recorder is the fusefs.Recorder that keeps the audit trail. Record never
+// Recorder is the shedfs.Recorder that keeps the audit trail. Record never
 // blocks; a writer goroutine stores events in batches, and a retention
 // goroutine prunes the trail. The counters are for the metrics: every
 // Record call ends up in exactly one of Recorded or Dropped.
@@ -97,7 +97,7 @@ type Recorder struct {
 	opts        Options
 	log         *slog.Logger
 
-	queue   chan fusefs.Event
+	queue   chan shedfs.Event
 	flushRq chan chan struct{}
 	stop    chan struct{}
 	done    chan struct{}
@@ -123,7 +123,7 @@ type Recorder struct {
 	lastErr   error
 }
 
-var _ fusefs.Recorder = (*Recorder)(nil)
+var _ shedfs.Recorder = (*Recorder)(nil)
 
 // New starts a Recorder writing to store. The caller closes the Recorder
 // before the store.
@@ -139,7 +139,7 @@ func newRecorder(store *metadata.Store, opts Options, appendAudit func([]metadat
 		store:       store,
 		opts:        opts,
 		log:         opts.Logger,
-		queue:       make(chan fusefs.Event, opts.QueueSize),
+		queue:       make(chan shedfs.Event, opts.QueueSize),
 		flushRq:     make(chan chan struct{}),
 		stop:        make(chan struct{}),
 		done:        make(chan struct{}),
@@ -154,7 +154,7 @@ func newRecorder(store *metadata.Store, opts Options, appendAudit func([]metadat
 // or the Recorder is closed, the event is counted in Dropped and the
 // overflow is logged (at most every few seconds) and later written to the
 // trail as an audit_overflow record.
-func (r *Recorder) Record(e fusefs.Event) {
+func (r *Recorder) Record(e shedfs.Event) {
 	r.inflight.Add(1)
 	defer r.inflight.Add(-1)
 	if r.closed.Load() {
@@ -434,7 +434,7 @@ func (r *Recorder) Prune() (int, error) {
 
 // recordOf turns a FUSE event into a trail record: the result is "ok" or
 // the errno's name, the zone its unambiguous form.
-func recordOf(e fusefs.Event) metadata.AuditRecord {
+func recordOf(e shedfs.Event) metadata.AuditRecord {
 	return metadata.AuditRecord{
 		Time:   e.Time,
 		User:   e.User,

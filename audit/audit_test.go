@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/shedfs/shedfs"
-	"github.com/shedfs/shedfs/fusefs"
 	"github.com/shedfs/shedfs/metadata"
 )
 
@@ -42,15 +41,15 @@ func records(t *testing.T, s *metadata.Store, f metadata.AuditFilter) []metadata
 
 var alicePrivate = shedfs.Zone{Kind: shedfs.ZonePrivate, Principal: "alice"}
 
-func write(user, path string) fusefs.Event {
-	return fusefs.Event{Time: time.Now(), User: user, Zone: alicePrivate, Path: path, Op: "write", Bytes: 10}
+func write(user, path string) shedfs.Event {
+	return shedfs.Event{Time: time.Now(), User: user, Zone: alicePrivate, Path: path, Op: "write", Bytes: 10}
 }
 
 func TestDeniedEventHasItsRule(t *testing.T) {
 	s := newStore(t)
 	r := New(s, Options{})
 	r.Record(write("alice", "/notes.txt"))
-	r.Record(fusefs.Event{
+	r.Record(shedfs.Event{
 		Time: time.Now(), User: "alice",
 		Zone: shedfs.Zone{Kind: shedfs.ZoneUploads, Principal: "alice"},
 		Path: "/uploads/report.pdf", Op: "write",

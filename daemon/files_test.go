@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/shedfs/shedfs"
-	"github.com/shedfs/shedfs/fusefs"
 )
 
 // bothAdmins runs fn once on a Local of a fresh store and once on a
@@ -332,7 +331,7 @@ func (f *fakeHooks) entryChanged(dir uint64, name string, replaced *shedfs.Inode
 	f.entries = append(f.entries, name)
 }
 func (f *fakeHooks) inodeChanged(ino uint64) { f.inodes = append(f.inodes, ino) }
-func (f *fakeHooks) record(e fusefs.Event)   { f.events = append(f.events, e.Op+" "+e.Path) }
+func (f *fakeHooks) record(e shedfs.Event)   { f.events = append(f.events, e.Op+" "+e.Path) }
 
 // TestViewsAreTold checks that every admin change the views cache is
 // passed on: membership to the users concerned, imported names, and

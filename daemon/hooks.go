@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"github.com/shedfs/shedfs"
-	"github.com/shedfs/shedfs/fusefs"
 )
 
 // This file is how admin changes made outside any view (membership,
@@ -30,6 +29,6 @@ func (d *Daemon) inodeChanged(ino uint64) {
 }
 
 // record puts an admin change into the audit trail the views write to.
-func (d *Daemon) record(e fusefs.Event) {
+func (d *Daemon) record(e shedfs.Event) {
 	d.fs.Record(e)
 }

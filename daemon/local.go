@@ -11,7 +11,6 @@ import (
 
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/content"
-	"github.com/shedfs/shedfs/fusefs"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/quota"
 	"github.com/shedfs/shedfs/web"
@@ -42,7 +41,7 @@ type viewHooks interface {
 	// outside any view, so cached attributes and open handles follow.
 	inodeChanged(ino uint64)
 	// record puts an admin change into the daemon's audit trail.
-	record(e fusefs.Event)
+	record(e shedfs.Event)
 }
 
 // Local performs admin operations directly on an open store. The daemon
@@ -572,7 +571,7 @@ func (l *Local) maxFileSize() uint64 {
 // straight into the store.
 func (l *Local) audit(user string, zone shedfs.Zone, path, op string, bytes int64) {
 	if l.hooks != nil {
-		l.hooks.record(fusefs.Event{Time: time.Now(), User: user, Zone: zone, Path: path, Op: op, Bytes: bytes})
+		l.hooks.record(shedfs.Event{Time: time.Now(), User: user, Zone: zone, Path: path, Op: op, Bytes: bytes})
 		return
 	}
 	rec := metadata.AuditRecord{Time: time.Now(), User: user, View: user, Zone: zone.String(), Path: path, Op: op, Result: metadata.ResultOK, Bytes: bytes}

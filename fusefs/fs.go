@@ -41,7 +41,7 @@ type Options struct {
 	Zones zones.Config
 	// Recorder receives every change and denial (the audit trail); nil
 	// records nothing.
-	Recorder Recorder
+	Recorder shedfs.Recorder
 	// Metrics counts requests, bytes and denials; nil counts nothing.
 	Metrics *Metrics
 	// Accountant admits every byte charge against usage plus what is

@@ -537,4 +537,4 @@ func (f *FS) tellOutside(ino uint64, items []inval) {
 
 // Record puts an event that happened outside the views (an import, an
 // admin override) into the same trail as theirs.
-func (f *FS) Record(e Event) { f.record(e) }
+func (f *FS) Record(e shedfs.Event) { f.record(e) }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
 )
 
@@ -48,7 +49,7 @@ func (f *FS) locksLost(lost []heldLock) {
 	byView := make(map[*View][]inval)
 	now := time.Now()
 	for _, l := range lost {
-		e := Event{Time: now, User: l.user, Path: l.path, Op: acl.OpLock.String(), Errno: syscall.EIO, Reason: acl.ReasonLockLost}
+		e := shedfs.Event{Time: now, User: l.user, Path: l.path, Op: acl.OpLock.String(), Errno: syscall.EIO, Reason: acl.ReasonLockLost}
 		if rec, err := f.store.GetInode(l.ino); err == nil {
 			e.Zone = rec.Zone
 		}

@@ -15,35 +15,6 @@ import (
 // errno, a log line and an event. The rules themselves live in acl and
 // zones only.
 
-// Event is one fact for the audit trail and the metrics: a change that
-// happened, or a denial with the rule that denied it.
-type Event struct {
-	Time   time.Time
-	User   string
-	Zone   shedfs.Zone
-	Path   string // in the view, at the time of the event
-	Op     string
-	Errno  syscall.Errno // 0 for a change that happened
-	Reason string        // the acl reason of a denial
-	Bytes  int64         // bytes written, for write events
-	// Link and Client are, for share-by-link requests, the link's ID
-	// and the address of the HTTP client.
-	Link   string
-	Client string
-	// SHA256 and Scan are the digest and scan state (ScanLabel) of the
-	// content, in a write-close and in a refusal by scan state.
-	SHA256 string
-	Scan   string
-	// Session is the session whose view acted, "" for a main view.
-	Session string
-}
-
-// Recorder receives events. It must not block: the callback path calls it
-// inline.
-type Recorder interface {
-	Record(Event)
-}
-
 // actor is the view's principal with its current groups.
 func (v *View) actor() acl.Actor {
 	v.mu.Lock()
@@ -93,7 +64,7 @@ func (v *View) deny(op acl.Op, p string, z shedfs.Zone, d acl.Decision) syscall.
 // denyDetail is deny of an open refused by the content's scan state.
 func (v *View) denyDetail(op acl.Op, p string, z shedfs.Zone, d acl.Decision, scan string) syscall.Errno {
 	v.fs.countDenial(d.Reason)
-	v.fs.record(Event{
+	v.fs.record(shedfs.Event{
 		Time:   time.Now(),
 		User:   v.user,
 		Zone:   z,
@@ -119,7 +90,7 @@ func (n *node) changed(op string, name string, bytes int64) {
 
 // changedPath records a change at path p in n's zone.
 func (n *node) changedPath(op string, p string, bytes int64) {
-	n.v.fs.record(Event{
+	n.v.fs.record(shedfs.Event{
 		Time:  time.Now(),
 		User:  n.v.user,
 		Zone:  n.zone,
@@ -131,7 +102,7 @@ func (n *node) changedPath(op string, p string, bytes int64) {
 	})
 }
 
-func (f *FS) record(e Event) {
+func (f *FS) record(e shedfs.Event) {
 	if f.opts.Recorder != nil {
 		f.opts.Recorder.Record(e)
 	}

@@ -194,7 +194,7 @@ func (f *FS) freedKept(gone []*shedfs.Inode, why string) {
 func (f *FS) recordFreed(why string, gone []*shedfs.Inode) {
 	now := time.Now()
 	for _, n := range gone {
-		f.record(Event{Time: now, User: "-", Zone: n.Zone, Op: "trash_" + why, Bytes: int64(n.Size)})
+		f.record(shedfs.Event{Time: now, User: "-", Zone: n.Zone, Op: "trash_" + why, Bytes: int64(n.Size)})
 	}
 }
 
@@ -586,7 +586,7 @@ func (d *trashDir) Rename(ctx context.Context, name string, newParent fs.InodeEm
 
 // recordTrash puts a change in trash/ into the audit trail.
 func (v *View) recordTrash(op string, z shedfs.Zone, p string) {
-	v.fs.record(Event{Time: time.Now(), User: v.user, Zone: z, Path: p, Op: op, Session: v.session})
+	v.fs.record(shedfs.Event{Time: time.Now(), User: v.user, Zone: z, Path: p, Op: op, Session: v.session})
 }
 
 // trashSweeper expires old kept files every minute (or every half

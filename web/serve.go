@@ -16,7 +16,6 @@ import (
 
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
-	"github.com/shedfs/shedfs/fusefs"
 	"github.com/shedfs/shedfs/links"
 	"github.com/shedfs/shedfs/metadata"
 )
@@ -73,7 +72,7 @@ type refusal struct {
 func (s *Service) serveLink(w http.ResponseWriter, r *http.Request) {
 	now := s.opts.Now()
 	t, ref := s.resolve(r.PathValue("token"), r.PathValue("child"), r.PathValue("name"), now)
-	ev := fusefs.Event{Time: now, User: "-", Op: OpDownload, Link: t.link.ID, Client: r.RemoteAddr}
+	ev := shedfs.Event{Time: now, User: "-", Op: OpDownload, Link: t.link.ID, Client: r.RemoteAddr}
 	if t.link.User != "" {
 		ev.User = t.link.User
 	}
@@ -143,7 +142,7 @@ func (s *Service) countDownload(id string) {
 	}
 }
 
-func (s *Service) record(e fusefs.Event) {
+func (s *Service) record(e shedfs.Event) {
 	if s.opts.Recorder != nil {
 		s.opts.Recorder.Record(e)
 	}

@@ -24,7 +24,6 @@ import (
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/blobs"
-	"github.com/shedfs/shedfs/fusefs"
 	"github.com/shedfs/shedfs/links"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/zones"
@@ -48,7 +47,7 @@ type Options struct {
 	PublicURL string
 	// Recorder receives an event per request (op download); nil records
 	// nothing.
-	Recorder fusefs.Recorder
+	Recorder shedfs.Recorder
 	// Registerer gets the HTTP metrics; nil keeps them unexported.
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger

@@ -17,7 +17,6 @@ import (
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/blobs"
-	"github.com/shedfs/shedfs/fusefs"
 	"github.com/shedfs/shedfs/metadata"
 )
 
@@ -37,19 +36,19 @@ type fixture struct {
 
 type events struct {
 	mu   sync.Mutex
-	list []fusefs.Event
+	list []shedfs.Event
 }
 
-func (e *events) Record(ev fusefs.Event) {
+func (e *events) Record(ev shedfs.Event) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.list = append(e.list, ev)
 }
 
-func (e *events) all() []fusefs.Event {
+func (e *events) all() []shedfs.Event {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return append([]fusefs.Event(nil), e.list...)
+	return append([]shedfs.Event(nil), e.list...)
 }
 
 func newFixture(t testing.TB) *fixture {

@@ -1,0 +1,36 @@
+package shedfs
+
+import (
+	"syscall"
+	"time"
+)
+
+// Event is one fact for the audit trail and the metrics: a change that
+// happened, or a denial with the rule that denied it. Every door into the
+// store (views, the admin API, the link server) records the same type.
+type Event struct {
+	Time   time.Time
+	User   string
+	Zone   Zone
+	Path   string // in the view, at the time of the event
+	Op     string
+	Errno  syscall.Errno // 0 for a change that happened
+	Reason string        // the acl reason of a denial
+	Bytes  int64         // bytes written, for write events
+	// Link and Client are, for share-by-link requests, the link's ID
+	// and the address of the HTTP client.
+	Link   string
+	Client string
+	// SHA256 and Scan are the digest and scan state (ScanLabel) of the
+	// content, in a write-close and in a refusal by scan state.
+	SHA256 string
+	Scan   string
+	// Session is the session whose view acted, "" for a main view.
+	Session string
+}
+
+// Recorder receives events. It must not block: the callback path calls it
+// inline.
+type Recorder interface {
+	Record(Event)
+}
