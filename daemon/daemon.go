@@ -15,9 +15,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shedfs/shedfs"
-	"github.com/shedfs/shedfs/fusefs"
-	"github.com/shedfs/shedfs/quota"
+	"github.com/shedfs/shedfs/content"
+	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/vfs"
 )
 
 // Config is what a Daemon serves.
@@ -31,18 +33,49 @@ type Config struct {
 	MountRoot string
 	// DefaultView is the presentation of views whose user has no owner of
 	// its own (serve --uid/--gid).
-	DefaultView fusefs.ViewOptions
-	// FS tunes the FUSE layer.
-	FS     fusefs.Options
+	DefaultView vfs.ViewOptions
+	// Recorder receives every change and denial (the audit trail); nil
+	// records nothing.
+	Recorder shedfs.Recorder
+	// Content hashes and scans what is written and imported; nil: the
+	// admin operations hash imports themselves.
+	Content *content.Service
+	// Views builds what serves the users' views on the daemon's core
+	// (fusefs.New); nil: the daemon mounts nothing.
+	Views  func(core *vfs.Core) Views
 	Logger *slog.Logger
 }
 
-// mountedView is the part of a fusefs.View the daemon uses; tests of the
-// view manager substitute a fake, so they need no FUSE.
-type mountedView interface {
-	Unmount() error
-	Wait()
+// Views serves the users' views through a kernel transport, attached to
+// the daemon's core: fusefs.FS. The daemon mounts and unmounts them and
+// reads their figures; what their caches must learn of a change made
+// through another door reaches them through the core.
+type Views interface {
+	MountView(user, mountpoint string, opts vfs.ViewOptions) (vfs.MountedView, error)
+	MountSessionView(ss *metadata.Session, mountpoint string, opts vfs.ViewOptions) (vfs.MountedView, error)
+	// OpenFiles is the number of inodes open in any view; OpenSessions
+	// the number of open sessions; Requests the requests served.
+	OpenFiles() int
+	OpenSessions() int
+	Requests() uint64
+	// Foreign takes a change another daemon sharing the store made.
+	Foreign(c metadata.Change)
+	// LeaseRenewed puts back what this daemon holds in a shared store
+	// after its lease was lost and granted again.
+	LeaseRenewed()
+	// PeerLocks lists the file locks held through the views (and, on a
+	// shared store, through the other daemons').
+	PeerLocks() ([]vfs.LockInfo, error)
+	// StoreCollector is the store's gauges for the metrics registry.
+	StoreCollector(maxHolders int) prometheus.Collector
+	// Shutdown persists and closes what is still open once every view
+	// is unmounted.
+	Shutdown()
 }
+
+// mountedView is what the daemon keeps of a view; tests of the view
+// manager substitute a fake, so they need no FUSE.
+type mountedView = vfs.MountedView
 
 // view is one view the daemon serves.
 type view struct {
@@ -56,7 +89,7 @@ type view struct {
 	// opts is how a managed view presents entries (its owner): a
 	// change of the user's uid/gid by another daemon remounts it
 	// (remote.go).
-	opts fusefs.ViewOptions
+	opts vfs.ViewOptions
 	// closing is set when the daemon itself unmounts the view.
 	closing atomic.Bool
 	// done closes once the view stops serving, whoever unmounted it.
@@ -69,11 +102,12 @@ type view struct {
 type Daemon struct {
 	cfg   Config
 	log   *slog.Logger
-	fs    *fusefs.FS
+	core  *vfs.Core
+	fs    Views
 	local *Local
 
-	// mount mounts one view; the real one is fusefs, unit tests replace it.
-	mount func(user, mountpoint string, opts fusefs.ViewOptions) (mountedView, error)
+	// mount mounts one view; the real one is Views, unit tests replace it.
+	mount func(user, mountpoint string, opts vfs.ViewOptions) (mountedView, error)
 
 	// rate is the request rate shown by status.
 	rate *requestRate
@@ -111,24 +145,24 @@ func New(cfg Config) (*Daemon, error) {
 		}
 		cfg.MountRoot = abs
 	}
-	if cfg.FS.Logger == nil {
-		cfg.FS.Logger = log
-	}
-	// One accountant for the views and the admin API: an import is
-	// admitted against what open files have pending, and quota show
-	// counts it.
-	acct := quota.New(cfg.Store.Meta)
-	cfg.FS.Accountant = acct
-	if cfg.FS.Space == nil && cfg.Store.Space != nil {
-		cfg.FS.Space = cfg.Store.Space
+	if cfg.Store.Space != nil {
 		// A serving daemon watches the disk: the reserve goes when
 		// something else fills it and comes back when space returns.
 		cfg.Store.Space.Start()
 	}
+	// One core for the views and the admin API: an import is admitted
+	// against what open files have pending, quota show counts it, and a
+	// change made through either reaches the other.
+	core := newCore(cfg.Store, cfg.Recorder, log)
+	views := Views(noViews{})
+	if cfg.Views != nil {
+		views = cfg.Views(core)
+	}
 	d := &Daemon{
 		cfg:   cfg,
 		log:   log,
-		fs:    fusefs.New(cfg.Store.Meta, cfg.Store.Blobs, cfg.FS),
+		core:  core,
+		fs:    views,
 		views: make(map[string]*view),
 	}
 	// Other daemons sharing a store on etcd: their changes reach the
@@ -142,19 +176,18 @@ func New(cfg Config) (*Daemon, error) {
 	})
 	cfg.Store.Meta.FollowLease(func() {
 		d.fs.LeaseRenewed()
-		acct.LeaseRenewed()
+		core.Accountant().LeaseRenewed()
 	})
 	d.rate = newRequestRate(d.fs.Requests)
-	d.mount = func(user, mnt string, opts fusefs.ViewOptions) (mountedView, error) {
-		return d.fs.Mount(user, mnt, opts)
+	d.mount = func(user, mnt string, opts vfs.ViewOptions) (mountedView, error) {
+		return d.fs.MountView(user, mnt, opts)
 	}
-	d.local = NewLocal(cfg.Store, log)
-	d.local.acct = acct
-	if cfg.FS.Content != nil {
-		d.local.content = cfg.FS.Content
+	d.local = newLocal(cfg.Store, core, log)
+	if cfg.Content != nil {
+		d.local.content = cfg.Content
 	}
-	d.local.hooks = d
-	if err := d.fs.SessionsChanged(); err != nil {
+	d.local.mount = d
+	if err := core.SessionsChanged(); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -163,8 +196,8 @@ func New(cfg Config) (*Daemon, error) {
 // Admin is the daemon's admin operations, which keep the views in step.
 func (d *Daemon) Admin() Admin { return d.local }
 
-// FS is the FUSE layer shared by every view (for metrics).
-func (d *Daemon) FS() *fusefs.FS { return d.fs }
+// Core is the core every door of the daemon calls.
+func (d *Daemon) Core() *vfs.Core { return d.core }
 
 // Start prepares the mount root (clearing mounts a crash left behind),
 // mounts a view for every user when a mount root is configured, and opens
@@ -222,7 +255,7 @@ func (d *Daemon) StartAdmin() error {
 // Mount mounts the view of user at mountpoint outside the mount root. The
 // returned channel closes when the view stops serving, for instance after
 // an external umount.
-func (d *Daemon) Mount(user, mountpoint string, opts fusefs.ViewOptions) (<-chan struct{}, error) {
+func (d *Daemon) Mount(user, mountpoint string, opts vfs.ViewOptions) (<-chan struct{}, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, ok := d.views[user]; ok {
@@ -237,7 +270,7 @@ func (d *Daemon) Mount(user, mountpoint string, opts fusefs.ViewOptions) (<-chan
 
 // viewOptions is the presentation of a user's view: the user's own
 // owner if it has one, else the daemon's default.
-func (d *Daemon) viewOptions(u *shedfs.User) fusefs.ViewOptions {
+func (d *Daemon) viewOptions(u *shedfs.User) vfs.ViewOptions {
 	opts := d.cfg.DefaultView
 	if u.Uid != 0 || u.Gid != 0 {
 		opts.ForceOwner, opts.Uid, opts.Gid = true, u.Uid, u.Gid
@@ -319,7 +352,7 @@ func (d *Daemon) mountableLocked(user string) (mounted bool, err error) {
 }
 
 // mountLocked mounts a view and watches it; d.mu is held.
-func (d *Daemon) mountLocked(user, mnt string, opts fusefs.ViewOptions, managed bool) (*view, error) {
+func (d *Daemon) mountLocked(user, mnt string, opts vfs.ViewOptions, managed bool) (*view, error) {
 	mv, err := d.mount(user, mnt, opts)
 	if err != nil {
 		return nil, err

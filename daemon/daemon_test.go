@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/shedfs/shedfs"
-	"github.com/shedfs/shedfs/fusefs"
+	"github.com/shedfs/shedfs/vfs"
 )
 
 // fakeView stands in for a FUSE view in the view manager's tests.
@@ -44,12 +44,12 @@ type fakeMounts struct {
 	mu     sync.Mutex
 	events []string
 	views  map[string]*fakeView
-	opts   map[string]fusefs.ViewOptions
+	opts   map[string]vfs.ViewOptions
 }
 
 func useFakeMounts(d *Daemon) *fakeMounts {
-	fm := &fakeMounts{views: map[string]*fakeView{}, opts: map[string]fusefs.ViewOptions{}}
-	d.mount = func(user, mnt string, opts fusefs.ViewOptions) (mountedView, error) {
+	fm := &fakeMounts{views: map[string]*fakeView{}, opts: map[string]vfs.ViewOptions{}}
+	d.mount = func(user, mnt string, opts vfs.ViewOptions) (mountedView, error) {
 		fm.mu.Lock()
 		defer fm.mu.Unlock()
 		if fi, err := os.Stat(mnt); err != nil || !fi.IsDir() {
@@ -79,7 +79,7 @@ func TestDaemonFollowsUsers(t *testing.T) {
 		t.Fatal(err)
 	}
 	root := filepath.Join(t.TempDir(), "run", "shedfs")
-	d, err := New(Config{Store: st, MountRoot: root, DefaultView: fusefs.ViewOptions{ForceOwner: true, Uid: 1, Gid: 2}})
+	d, err := New(Config{Store: st, MountRoot: root, DefaultView: vfs.ViewOptions{ForceOwner: true, Uid: 1, Gid: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +97,7 @@ func TestDaemonFollowsUsers(t *testing.T) {
 	if fi, err := os.Stat(root); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Fatalf("mount root: %v %v, want mode 0700", err, fi.Mode())
 	}
-	if got := fm.opts["alice"]; got != (fusefs.ViewOptions{ForceOwner: true, Uid: 7, Gid: 8}) {
+	if got := fm.opts["alice"]; got != (vfs.ViewOptions{ForceOwner: true, Uid: 7, Gid: 8}) {
 		t.Errorf("alice's presentation: %+v, want her own uid/gid", got)
 	}
 
@@ -113,7 +113,7 @@ func TestDaemonFollowsUsers(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(root, "bob")); err != nil || fi.Mode().Perm() != 0o755 {
 		t.Errorf("bob's mountpoint: %v %v, want mode 0755", err, fi.Mode())
 	}
-	if got := fm.opts["bob"]; got != (fusefs.ViewOptions{ForceOwner: true, Uid: 1, Gid: 2}) {
+	if got := fm.opts["bob"]; got != (vfs.ViewOptions{ForceOwner: true, Uid: 1, Gid: 2}) {
 		t.Errorf("bob's presentation: %+v, want the daemon default", got)
 	}
 	s, err := c.Status(ctx)
@@ -189,7 +189,7 @@ func TestDaemonExplicitMountIsPinned(t *testing.T) {
 	}
 	fm := useFakeMounts(d)
 	mnt := t.TempDir()
-	done, err := d.Mount("alice", mnt, fusefs.ViewOptions{})
+	done, err := d.Mount("alice", mnt, vfs.ViewOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

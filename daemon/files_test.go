@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -312,35 +313,45 @@ func TestMode(t *testing.T) {
 	})
 }
 
-// fakeHooks records what Local tells the views.
-type fakeHooks struct {
+// fakeFrontend records what the core tells the views of the changes Local
+// makes, and the events it records.
+type fakeFrontend struct {
 	members []string
 	entries []string
 	inodes  []uint64
 	events  []string
+	reloads int
 }
 
-func (f *fakeHooks) userAdded(ctx context.Context, u *shedfs.User) error { return nil }
-func (f *fakeHooks) userRemoving(ctx context.Context, name string) error { return nil }
-func (f *fakeHooks) viewOf(name string) string                           { return "" }
-func (f *fakeHooks) fillStatus(st *Status)                               {}
-func (f *fakeHooks) membershipChanged(users ...string) {
-	f.members = append(f.members, users...)
+func (f *fakeFrontend) Holds(ino uint64) bool     { return false }
+func (f *fakeFrontend) Overlay(rec *shedfs.Inode) {}
+func (f *fakeFrontend) MembershipChanged(user string) {
+	f.members = append(f.members, user)
 }
-func (f *fakeHooks) entryChanged(dir uint64, name string, replaced *shedfs.Inode) {
+func (f *fakeFrontend) EntryChanged(dir uint64, name string, replaced *shedfs.Inode) {
 	f.entries = append(f.entries, name)
 }
-func (f *fakeHooks) inodeChanged(ino uint64) { f.inodes = append(f.inodes, ino) }
-func (f *fakeHooks) record(e shedfs.Event)   { f.events = append(f.events, e.Op+" "+e.Path) }
+func (f *fakeFrontend) InodeChanged(ino uint64)                                   { f.inodes = append(f.inodes, ino) }
+func (f *fakeFrontend) TrashChanged()                                             {}
+func (f *fakeFrontend) TrashFreed(gone []*shedfs.Inode, why string, removed bool) {}
+func (f *fakeFrontend) SettingsChanged()                                          { f.reloads++ }
+func (f *fakeFrontend) SessionsChanged() error                                    { return nil }
+func (f *fakeFrontend) Record(e shedfs.Event)                                     { f.events = append(f.events, e.Op+" "+e.Path) }
+
+// localWithFrontend is a Local whose core has h attached and records into h.
+func localWithFrontend(st *Store, h *fakeFrontend) *Local {
+	core := newCore(st, h, nil)
+	core.Attach(h)
+	return newLocal(st, core, slog.New(slog.DiscardHandler))
+}
 
 // TestViewsAreTold checks that every admin change the views cache is
 // passed on: membership to the users concerned, imported names, and
 // ownership overrides.
 func TestViewsAreTold(t *testing.T) {
 	st := openTestStore(t)
-	l := NewLocal(st, nil)
-	h := &fakeHooks{}
-	l.hooks = h
+	h := &fakeFrontend{}
+	l := localWithFrontend(st, h)
 	ctx := context.Background()
 	modeFixture(t, st, l)
 	if !slices.Equal(h.members, []string{"alice", "bob"}) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
-	"github.com/shedfs/shedfs/quota"
+	"github.com/shedfs/shedfs/vfs"
 	"github.com/shedfs/shedfs/zones"
 )
 
@@ -83,7 +83,11 @@ func (l *Local) Import(ctx context.Context, req ImportRequest, body io.Reader, s
 	if err := l.room(shedfs.ChargeUnit, 1, what); err != nil {
 		return nil, err
 	}
-	n, err := l.st.Meta.CreateTmp(dir, tmpl, admitOneInode)
+	var n *shedfs.Inode
+	_, err = l.core.InTxn(shedfs.UserHolder(u.Name), 0, 1, func() (d acl.Decision, err error) {
+		n, err = l.st.Meta.CreateTmp(dir, tmpl, vfs.AdmitInodes(&d, 1))
+		return d, err
+	})
 	switch {
 	case errors.Is(err, syscall.EDQUOT):
 		return nil, l.quotaError(u.Name, what+": no inode left in the quota")
@@ -116,7 +120,7 @@ func (l *Local) Import(ctx context.Context, req ImportRequest, body io.Reader, s
 		l.discard(n.Ino)
 		return nil, asError(err, what)
 	}
-	l.nameChanged(dir, req.Name, replaced)
+	l.core.EntryChanged(dir, req.Name, replaced)
 	if err := l.st.Meta.Sync(); err != nil {
 		return nil, asError(err, what+": sync metadata")
 	}
@@ -182,10 +186,13 @@ func (l *Local) sessionDir(u *shedfs.User, session string) (uint64, error) {
 			Mode: syscall.S_IFDIR | 0o755, Uid: u.Uid, Gid: u.Gid,
 			Zone: zones.UploadsZone(u.Name), Owner: u.Name,
 		}
-		d, err = l.st.Meta.Create(u.Roots.Uploads, session, tmpl, admitOneInode)
+		_, err = l.core.InTxn(shedfs.UserHolder(u.Name), 0, 1, func() (dec acl.Decision, err error) {
+			d, err = l.st.Meta.Create(u.Roots.Uploads, session, tmpl, vfs.AdmitInodes(&dec, 1))
+			return dec, err
+		})
 		switch {
 		case err == nil:
-			l.nameChanged(u.Roots.Uploads, session, nil)
+			l.core.EntryChanged(u.Roots.Uploads, session, nil)
 			return d.Ino, nil
 		case errors.Is(err, syscall.EDQUOT):
 			return 0, l.quotaError(u.Name, fmt.Sprintf("create %s of user %s: no inode left in the quota", rel, u.Name))
@@ -198,31 +205,29 @@ func (l *Local) sessionDir(u *shedfs.User, session string) (uint64, error) {
 }
 
 // room refuses growth of the store by bytes and inodes that its disk has
-// no room for (space.Guard), as the views do; without a guard (a store
-// open read-only) there is nothing to refuse.
+// no room for (the core's admission of the disk, which evicts the oldest
+// kept files first, as the views' does); without a guard (a store open
+// read-only) there is nothing to refuse.
 func (l *Local) room(bytes, inodes int64, what string) error {
-	if l.st.Space == nil {
-		return nil
+	adm, d, err := l.core.Admit(vfs.Growth{Disk: bytes, DiskInodes: inodes})
+	if err != nil {
+		return asError(err, what)
 	}
-	if d := l.st.Space.Admit(bytes, inodes); !d.Allowed() {
+	if !d.Allowed() {
 		return errorf(CodeNoSpace, "%s: the store's disk is full (%s)", what, d.Reason)
 	}
+	adm.Done()
 	return nil
-}
-
-// admitOneInode admits the inode of a new file or session directory.
-func admitOneInode(u shedfs.Usage, l shedfs.Limit) error {
-	return acl.AdmitInodes(u, l, 1).Err()
 }
 
 // claimImport admits an import of the announced size (0 when unknown;
 // writeImport reserves the rest as it streams) through the accountant, and
 // refuses early one known not to fit, so that nothing is copied in vain.
-func (l *Local) claimImport(user string, size uint64, credit int64, what string) (*quota.Claim, error) {
+func (l *Local) claimImport(user string, size uint64, credit int64, what string) (*vfs.Claim, error) {
 	if d := acl.AdmitSize(size, l.maxFileSize()); !d.Allowed() {
 		return nil, errorf(CodeTooLarge, "%s: %s is larger than the largest file allowed", what, FormatSize(int64(min(size, uint64(1<<62)))))
 	}
-	res, d, err := l.acct.Claim(shedfs.UserHolder(user), shedfs.Charge(size), credit)
+	res, d, err := l.core.Claim(shedfs.UserHolder(user), shedfs.Charge(size), credit)
 	if err != nil {
 		return nil, asError(err, what)
 	}
@@ -235,7 +240,7 @@ func (l *Local) claimImport(user string, size uint64, credit int64, what string)
 // quotaError is the line an operator reads when a user's quota is full.
 func (l *Local) quotaError(user, what string) *Error {
 	h := shedfs.UserHolder(user)
-	us, err1 := l.acct.Usage(h)
+	us, err1 := l.core.Accountant().Usage(h)
 	lim, err2 := l.st.Meta.GetLimit(h)
 	if err1 != nil || err2 != nil {
 		return errorf(CodeQuota, "%s: over the quota of user %s", what, user)
@@ -262,7 +267,7 @@ func countLimit(n int64) string {
 // beyond what res holds are reserved as they come, so the copy stops as
 // soon as the content passes the file size limit or what the user's quota
 // has left (plus what a replace frees), before it fills the disk.
-func (l *Local) writeImport(ctx context.Context, user string, ino uint64, body io.Reader, res *quota.Claim, what string) (int64, error) {
+func (l *Local) writeImport(ctx context.Context, user string, ino uint64, body io.Reader, res *vfs.Claim, what string) (int64, error) {
 	f, err := l.st.Blobs.OpenFile(ino, true)
 	if err != nil {
 		return 0, asError(err, what)
@@ -281,7 +286,7 @@ func (l *Local) writeImport(ctx context.Context, user string, ino uint64, body i
 				return 0, errorf(CodeTooLarge, "%s: larger than the largest file allowed", what)
 			}
 			if more := shedfs.Charge(uint64(next)) - res.Held(); more > 0 {
-				d, err := res.Grow(more)
+				d, err := res.Grow(more, 0)
 				if err != nil {
 					return 0, asError(err, what)
 				}
@@ -325,25 +330,5 @@ func (l *Local) discard(ino uint64) {
 	}
 	if err := l.st.Blobs.Remove(ino); err != nil {
 		l.log.Warn("undo import: remove blob", "ino", ino, "err", err)
-	}
-}
-
-// nameChanged tells the views that name in dir changed. Without views
-// (the CLI's direct path), a replaced inode without links goes at once:
-// nothing can hold it open.
-func (l *Local) nameChanged(dir uint64, name string, replaced *shedfs.Inode) {
-	if l.hooks != nil {
-		l.hooks.entryChanged(dir, name, replaced)
-		return
-	}
-	if replaced == nil || replaced.Nlink > 0 {
-		return
-	}
-	if _, err := l.st.Meta.Reclaim(replaced.Ino); err != nil {
-		l.log.Warn("reclaim replaced file", "ino", replaced.Ino, "err", err)
-		return
-	}
-	if err := l.st.Blobs.Remove(replaced.Ino); err != nil {
-		l.log.Warn("remove replaced blob", "ino", replaced.Ino, "err", err)
 	}
 }

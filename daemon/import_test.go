@@ -35,7 +35,7 @@ func TestImportCountsPending(t *testing.T) {
 
 	// What an open file in a view does when it grows by 3 MiB: admitted
 	// and held pending in the accountant of the views.
-	views := d.cfg.FS.Accountant
+	views := d.core.Accountant()
 	unlock := views.Lock(h)
 	views.Add(h, 3<<20)
 	unlock()

@@ -12,14 +12,15 @@ import (
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/content"
 	"github.com/shedfs/shedfs/metadata"
-	"github.com/shedfs/shedfs/quota"
+	"github.com/shedfs/shedfs/vfs"
 	"github.com/shedfs/shedfs/web"
 )
 
-// viewHooks is how a running daemon learns about changes to the set of
-// users, so its views follow them. A Local without hooks (the CLI's direct
-// path) only changes the store.
-type viewHooks interface {
+// mounter is how a running daemon learns about changes to the set of
+// users, so that it mounts and unmounts their views. A Local without one
+// (the CLI's direct path) only changes the store. What the views' caches
+// must learn of a change goes through the core (vfs), not through here.
+type mounter interface {
 	// userAdded mounts the new user's view.
 	userAdded(ctx context.Context, u *shedfs.User) error
 	// userRemoving unmounts the user's view before its data goes; an error
@@ -29,32 +30,19 @@ type viewHooks interface {
 	viewOf(name string) string
 	// fillStatus adds what only the daemon knows to a status.
 	fillStatus(st *Status)
-	// membershipChanged makes the views of users show their current
-	// groups at once, and makes their open handles of a lost group fail.
-	membershipChanged(users ...string)
-	// entryChanged tells the views that name in directory dir now stands
-	// for another inode (or for one where there was none), and that
-	// replaced, if not nil, lost that name; the daemon reclaims replaced
-	// once no view holds it.
-	entryChanged(dir uint64, name string, replaced *shedfs.Inode)
-	// inodeChanged tells the views that an inode's ownership changed
-	// outside any view, so cached attributes and open handles follow.
-	inodeChanged(ino uint64)
-	// record puts an admin change into the daemon's audit trail.
-	record(e shedfs.Event)
 }
 
 // Local performs admin operations directly on an open store. The daemon
 // serves it over the admin socket; the CLI uses it itself when no daemon
 // runs, which is why both ways give the same results.
 type Local struct {
-	st    *Store
-	log   *slog.Logger
-	hooks viewHooks
-	// acct admits imports and shows usage: the daemon's views share it,
-	// so pending bytes of open files count; without a daemon nothing is
-	// pending.
-	acct *quota.Accountant
+	st  *Store
+	log *slog.Logger
+	// core admits every growth (imports, restores, new principals) and
+	// tells the views of a running daemon what changed; the CLI's has no
+	// views attached, so nothing is pending and nothing is told.
+	core  *vfs.Core
+	mount mounter
 	// links is the share-by-link service (links_api.go).
 	links   *web.Service
 	linksMu sync.Mutex
@@ -73,9 +61,22 @@ func NewLocal(st *Store, log *slog.Logger) *Local {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	l := &Local{st: st, log: log, acct: quota.New(st.Meta), content: content.New(st.Meta, st.Blobs, content.Options{})}
-	l.acct.SetEvictor(l.evictTrash)
-	return l
+	return newLocal(st, newCore(st, nil, log), log)
+}
+
+// newLocal returns the admin operations on an open store through core.
+func newLocal(st *Store, core *vfs.Core, log *slog.Logger) *Local {
+	return &Local{st: st, log: log, core: core, content: content.New(st.Meta, st.Blobs, content.Options{})}
+}
+
+// newCore returns the core of an open store: its disk guarded when the
+// store has a guard, its events recorded by rec (nil: none).
+func newCore(st *Store, rec shedfs.Recorder, log *slog.Logger) *vfs.Core {
+	opts := vfs.Options{Logger: log, Recorder: rec}
+	if st.Space != nil {
+		opts.Space = st.Space
+	}
+	return vfs.New(st.Meta, st.Blobs, opts)
 }
 
 var _ Admin = (*Local)(nil)
@@ -128,8 +129,8 @@ func (l *Local) AddUser(ctx context.Context, req UserAddRequest) (*UserInfo, err
 		}
 	}
 	l.log.Info("user added", "user", req.Name)
-	if l.hooks != nil {
-		if err := l.hooks.userAdded(ctx, u); err != nil {
+	if l.mount != nil {
+		if err := l.mount.userAdded(ctx, u); err != nil {
 			return nil, errorf(CodeMount, "user %s was added, but its view could not be mounted: %v", req.Name, err)
 		}
 	}
@@ -142,7 +143,7 @@ func (l *Local) userInfo(u *shedfs.User) (*UserInfo, error) {
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("no user named %s", u.Name))
 	}
-	used, err := l.acct.Usage(shedfs.UserHolder(u.Name))
+	used, err := l.core.Accountant().Usage(shedfs.UserHolder(u.Name))
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("usage of user %s", u.Name))
 	}
@@ -157,8 +158,8 @@ func (l *Local) userInfo(u *shedfs.User) (*UserInfo, error) {
 		Name: u.Name, Created: u.Created.UTC(), Uid: u.Uid, Gid: u.Gid,
 		Groups: groups, Used: amount(used), Limit: limitAmount(lim),
 	}
-	if l.hooks != nil {
-		info.View = l.hooks.viewOf(u.Name)
+	if l.mount != nil {
+		info.View = l.mount.viewOf(u.Name)
 	}
 	return info, nil
 }
@@ -215,8 +216,8 @@ func (l *Local) RemoveUser(ctx context.Context, name string, force bool) (*Remov
 	if !force && (res.Entries > 0 || res.Bytes > 0) {
 		return nil, errorf(CodeHasData, "user %s still has %s; add --force to delete it", name, describeData(res))
 	}
-	if l.hooks != nil {
-		if err := l.hooks.userRemoving(ctx, name); err != nil {
+	if l.mount != nil {
+		if err := l.mount.userRemoving(ctx, name); err != nil {
 			return nil, err
 		}
 	}
@@ -231,7 +232,7 @@ func (l *Local) RemoveUser(ctx context.Context, name string, force bool) (*Remov
 
 // holderData measures what removing a principal would delete.
 func (l *Local) holderData(name string, h shedfs.Holder, roots int64) (*RemoveResult, error) {
-	used, err := l.acct.Usage(h)
+	used, err := l.core.Accountant().Usage(h)
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("usage of %s", h))
 	}
@@ -277,7 +278,7 @@ func (l *Local) AddGroup(ctx context.Context, req GroupAddRequest) (*GroupInfo, 
 
 // groupInfo assembles what is shown about a group.
 func (l *Local) groupInfo(g *shedfs.Group) (*GroupInfo, error) {
-	used, err := l.acct.Usage(shedfs.GroupHolder(g.Name))
+	used, err := l.core.Accountant().Usage(shedfs.GroupHolder(g.Name))
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("usage of group %s", g.Name))
 	}
@@ -401,8 +402,8 @@ func (l *Local) RemoveMember(ctx context.Context, group, user string) (*GroupInf
 // membershipChanged passes a change of group membership on to the views,
 // when a daemon serves them.
 func (l *Local) membershipChanged(users ...string) {
-	if l.hooks != nil && len(users) > 0 {
-		l.hooks.membershipChanged(users...)
+	if len(users) > 0 {
+		l.core.MembershipChanged(users...)
 	}
 }
 
@@ -466,7 +467,7 @@ func (l *Local) SetQuota(ctx context.Context, holder string, req QuotaSetRequest
 }
 
 func (l *Local) quotaInfo(h shedfs.Holder) (*QuotaInfo, error) {
-	used, err := l.acct.Usage(h)
+	used, err := l.core.Accountant().Usage(h)
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("usage of %s", h))
 	}
@@ -549,8 +550,8 @@ func (l *Local) Status(ctx context.Context) (*Status, error) {
 	for _, q := range st.Quotas {
 		st.Size.DataBytes += q.Used.Bytes
 	}
-	if l.hooks != nil {
-		l.hooks.fillStatus(st)
+	if l.mount != nil {
+		l.mount.fillStatus(st)
 	}
 	return st, nil
 }
@@ -570,8 +571,8 @@ func (l *Local) maxFileSize() uint64 {
 // daemon's recorder when one runs, so the trail keeps one order, else
 // straight into the store.
 func (l *Local) audit(user string, zone shedfs.Zone, path, op string, bytes int64) {
-	if l.hooks != nil {
-		l.hooks.record(shedfs.Event{Time: time.Now(), User: user, Zone: zone, Path: path, Op: op, Bytes: bytes})
+	if l.core.Recording() {
+		l.core.Record(shedfs.Event{Time: time.Now(), User: user, Zone: zone, Path: path, Op: op, Bytes: bytes})
 		return
 	}
 	rec := metadata.AuditRecord{Time: time.Now(), User: user, View: user, Zone: zone.String(), Path: path, Op: op, Result: metadata.ResultOK, Bytes: bytes}

@@ -13,8 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/shedfs/shedfs/fusefs"
 )
 
 // DefaultMaxHolders caps the quota holders exported as metrics, so a store
@@ -22,10 +20,9 @@ import (
 const DefaultMaxHolders = 200
 
 // NewRegistry returns the registry a daemon exports: Go runtime and
-// process collectors plus the callback-path families, which it also puts
-// into opts so the FUSE layer feeds them. RegisterStore adds the store
-// gauges once the FS exists.
-func NewRegistry(opts *fusefs.Options) (*prometheus.Registry, error) {
+// process collectors. The views add their callback-path families, and
+// ServeMetrics the store gauges once the daemon exists.
+func NewRegistry() (*prometheus.Registry, error) {
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(collectors.NewGoCollector()); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
@@ -33,11 +30,6 @@ func NewRegistry(opts *fusefs.Options) (*prometheus.Registry, error) {
 	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	m, err := fusefs.NewMetrics(reg)
-	if err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
-	}
-	opts.Metrics = m
 	return reg, nil
 }
 
@@ -50,7 +42,7 @@ type MetricsServer struct {
 // ServeMetrics registers the gauges of d's store and daemon in reg and
 // serves reg at addr/metrics until Shutdown.
 func (d *Daemon) ServeMetrics(addr string, reg *prometheus.Registry, maxHolders int, profiling bool) (*MetricsServer, error) {
-	if err := reg.Register(fusefs.NewStoreCollector(d.fs, maxHolders)); err != nil {
+	if err := reg.Register(d.fs.StoreCollector(maxHolders)); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	if err := d.registerSessionMetrics(reg); err != nil {

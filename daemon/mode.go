@@ -75,9 +75,7 @@ func (l *Local) SetMode(ctx context.Context, user, path string, req ModeSetReque
 	if err := l.st.Meta.Sync(); err != nil {
 		return nil, asError(err, "sync metadata")
 	}
-	if l.hooks != nil {
-		l.hooks.inodeChanged(n.Ino)
-	}
+	l.core.InodeChanged(n.Ino)
 	info := modeInfo(user, rel, out)
 	l.audit(user, out.Zone, "/"+strings.TrimPrefix(rel, "/"), "admin_set_ownership", 0)
 	l.log.Info("ownership changed by the admin", "user", user, "path", rel, "owner", info.Owner, "mode", info.Mode)

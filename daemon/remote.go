@@ -35,7 +35,7 @@ func (d *Daemon) foreign(c metadata.Change) {
 		// A group's record holds its members, and who left it is not
 		// in the new one: every view reloads its groups.
 		for _, v := range d.Views() {
-			d.fs.MembershipChanged(v.User)
+			d.core.MembershipChanged(v.User)
 		}
 	}
 }

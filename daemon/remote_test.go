@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/shedfs/shedfs"
-	"github.com/shedfs/shedfs/fusefs"
+	"github.com/shedfs/shedfs/vfs"
 )
 
 // TestDaemonFollowsForeignOwner: a user's uid/gid changed in the store by
@@ -35,7 +35,7 @@ func TestDaemonFollowsForeignOwner(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	presented := func() fusefs.ViewOptions {
+	presented := func() vfs.ViewOptions {
 		fm.mu.Lock()
 		defer fm.mu.Unlock()
 		return fm.opts["alice"]
@@ -44,12 +44,12 @@ func TestDaemonFollowsForeignOwner(t *testing.T) {
 	setOwner(7, 8)
 	fm.views["alice"].busy = true
 	d.syncUsers()
-	if got := presented(); got != (fusefs.ViewOptions{}) {
+	if got := presented(); got != (vfs.ViewOptions{}) {
 		t.Errorf("a view in use was remounted: %+v", got)
 	}
 	fm.views["alice"].busy = false
 	d.syncUsers()
-	if got := presented(); got != (fusefs.ViewOptions{ForceOwner: true, Uid: 7, Gid: 8}) {
+	if got := presented(); got != (vfs.ViewOptions{ForceOwner: true, Uid: 7, Gid: 8}) {
 		t.Errorf("alice's view after another daemon set her owner: %+v, want uid 7 gid 8", got)
 	}
 	n := len(fm.log())
@@ -59,7 +59,7 @@ func TestDaemonFollowsForeignOwner(t *testing.T) {
 	}
 	setOwner(0, 0)
 	d.syncUsers()
-	if got := presented(); got != (fusefs.ViewOptions{}) {
+	if got := presented(); got != (vfs.ViewOptions{}) {
 		t.Errorf("alice's view after her owner was cleared: %+v, want the default", got)
 	}
 	if got := fm.log(); len(got) != 5 || got[3] != "unmount alice" {

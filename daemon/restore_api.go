@@ -13,6 +13,7 @@ import (
 
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/vfs"
 	"github.com/shedfs/shedfs/zones"
 )
 
@@ -94,7 +95,7 @@ func (l *Local) RestoreAt(ctx context.Context, req RestoreAtRequest) (*RestoreAt
 	}
 	r.removeDirs(dirs)
 	if !req.DryRun {
-		l.trashChanged()
+		l.core.TrashChanged()
 		if err := l.st.Meta.Sync(); err != nil {
 			return r.res, asError(err, "sync metadata")
 		}
@@ -165,11 +166,11 @@ func (r *restorer) renamesBack() error {
 		if err != nil {
 			return asError(err, fmt.Sprintf("rename %s back to %s", a.From, a.Path))
 		}
-		l.nameChanged(src.Ino, path.Base(a.From), nil)
+		l.core.EntryChanged(src.Ino, path.Base(a.From), nil)
 		if kept {
 			replaced = nil
 		}
-		l.nameChanged(dst.Ino, path.Base(a.Path), replaced)
+		l.core.EntryChanged(dst.Ino, path.Base(a.Path), replaced)
 		r.did(a)
 	}
 	return nil
@@ -237,19 +238,19 @@ func (r *restorer) trashOne(zrel string) error {
 	if err != nil {
 		return err
 	}
-	n, freed, kept, err := l.st.Meta.UnlinkTrash(dir.Ino, path.Base(a.Path), false, l.unusedIno, r.note(zrel))
+	n, freed, kept, err := l.st.Meta.UnlinkTrash(dir.Ino, path.Base(a.Path), false, l.core.Unused, r.note(zrel))
 	if err != nil {
 		return asError(err, "move "+a.Path+" to the trash")
 	}
 	switch {
 	case freed && n.IsRegular():
-		l.freed([]*shedfs.Inode{n})
+		l.core.Freed([]*shedfs.Inode{n}, vfs.FreedPurge, false)
 	case !kept && !freed:
-		l.nameChanged(dir.Ino, path.Base(a.Path), n)
+		l.core.EntryChanged(dir.Ino, path.Base(a.Path), n)
 		r.did(a)
 		return nil
 	}
-	l.nameChanged(dir.Ino, path.Base(a.Path), nil)
+	l.core.EntryChanged(dir.Ino, path.Base(a.Path), nil)
 	r.did(a)
 	return nil
 }
@@ -329,7 +330,7 @@ func (r *restorer) restoreKept() error {
 		if kept {
 			replaced = nil
 		}
-		l.nameChanged(dir.Ino, path.Base(te.Path), replaced)
+		l.core.EntryChanged(dir.Ino, path.Base(te.Path), replaced)
 		r.did(a)
 	}
 	return nil
@@ -352,7 +353,7 @@ func (r *restorer) removeDirs(dirs []string) {
 		if _, err := l.st.Meta.Unlink(parent.Ino, path.Base(a.Path), true); err != nil {
 			continue // not empty: something older was restored into it
 		}
-		l.nameChanged(parent.Ino, path.Base(a.Path), nil)
+		l.core.EntryChanged(parent.Ino, path.Base(a.Path), nil)
 		r.did(a)
 	}
 }

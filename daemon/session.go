@@ -17,6 +17,7 @@ import (
 
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/vfs"
 	"github.com/shedfs/shedfs/zones"
 )
 
@@ -79,11 +80,11 @@ func (l *Local) OpenSession(ctx context.Context, req SessionOpenRequest) (*Sessi
 	}
 	dir, err := l.st.Meta.GetInode(ss.Placeholder)
 	if err == nil {
-		l.nameChanged(dir.Parent, req.ID, nil)
-		l.nameChanged(u.Roots.Private, zones.NameSessions, nil)
+		l.core.EntryChanged(dir.Parent, req.ID, nil)
+		l.core.EntryChanged(u.Roots.Private, zones.NameSessions, nil)
 	}
 	mnt := ""
-	if sh, ok := l.hooks.(sessionHooks); ok {
+	if sh, ok := l.mount.(sessionHooks); ok {
 		sh.sessionsChanged()
 		if mnt, err = sh.sessionOpened(ctx, ss); err != nil {
 			return nil, asError(err, "mount the session's view")
@@ -107,7 +108,7 @@ func randomSessionID() string {
 // sessionInfo describes a session with its usage and limit.
 func (l *Local) sessionInfo(ss *metadata.Session) (*SessionInfo, error) {
 	h := shedfs.SessionHolder(ss.User, ss.ID)
-	used, err := l.acct.Usage(h)
+	used, err := l.core.Accountant().Usage(h)
 	if err != nil {
 		return nil, asError(err, "session usage")
 	}
@@ -120,7 +121,7 @@ func (l *Local) sessionInfo(ss *metadata.Session) (*SessionInfo, error) {
 		t := ss.Expires
 		info.Expires = &t
 	}
-	if sh, ok := l.hooks.(sessionHooks); ok {
+	if sh, ok := l.mount.(sessionHooks); ok {
 		info.Mountpoint = sh.sessionView(ss.User, ss.ID)
 	}
 	return info, nil
@@ -170,13 +171,13 @@ func (l *Local) CloseSession(ctx context.Context, req SessionCloseRequest) (*Ses
 	if err != nil {
 		return nil, err
 	}
-	sh, hooked := l.hooks.(sessionHooks)
+	sh, hooked := l.mount.(sessionHooks)
 	if hooked {
 		if err := sh.sessionClosing(ctx, ss, req.Force); err != nil {
 			return nil, asError(err, "unmount the session's view")
 		}
 	}
-	if _, err := l.st.Meta.CloseSession(req.User, req.ID, l.unusedIno, l.st.Blobs); err != nil {
+	if _, err := l.st.Meta.CloseSession(req.User, req.ID, l.core.Unused, l.st.Blobs); err != nil {
 		return nil, asError(err, "close the session")
 	}
 	place, err := l.st.Meta.GetInode(ss.Placeholder)
@@ -187,7 +188,7 @@ func (l *Local) CloseSession(ctx context.Context, req SessionCloseRequest) (*Ses
 		sh.sessionsChanged()
 		sh.sessionClosed()
 	}
-	l.nameChanged(place.Parent, req.ID, nil)
+	l.core.EntryChanged(place.Parent, req.ID, nil)
 	info.Mountpoint = ""
 	info.Kept = path.Join(zones.NameHome, zones.NameSessions, req.ID)
 	if !req.Keep {
@@ -195,7 +196,7 @@ func (l *Local) CloseSession(ctx context.Context, req SessionCloseRequest) (*Ses
 		if err := l.trashTree(req.User, place.Parent, req.ID, rel); err != nil {
 			return nil, err
 		}
-		l.trashChanged()
+		l.core.TrashChanged()
 		info.Kept = zones.NameTrash
 	}
 	l.log.Info("session closed", "user", req.User, "session", req.ID, "kept", info.Kept)
@@ -240,18 +241,18 @@ func (l *Local) trashTree(user string, parent uint64, name, rel string) error {
 	if !l.trashOff() {
 		note = &metadata.TrashNote{By: user, Why: TrashSessionClose, Path: rel}
 	}
-	out, freed, kept, err := l.st.Meta.UnlinkTrash(parent, name, n.IsDir(), l.unusedIno, note)
+	out, freed, kept, err := l.st.Meta.UnlinkTrash(parent, name, n.IsDir(), l.core.Unused, note)
 	if err != nil {
 		return asError(err, "move "+rel+" to the trash")
 	}
 	switch {
 	case freed && out.IsRegular():
-		l.freed([]*shedfs.Inode{out})
+		l.core.Freed([]*shedfs.Inode{out}, vfs.FreedPurge, false)
 	case !kept && !freed:
-		l.nameChanged(parent, name, out)
+		l.core.EntryChanged(parent, name, out)
 		return nil
 	}
-	l.nameChanged(parent, name, nil)
+	l.core.EntryChanged(parent, name, nil)
 	return nil
 }
 
@@ -275,7 +276,7 @@ func (d *Daemon) MountSession(user, id, mountpoint string) (<-chan struct{}, err
 	if err != nil {
 		return nil, fmt.Errorf("session %s of %s: %w", id, user, err)
 	}
-	if err := d.fs.SessionsChanged(); err != nil {
+	if err := d.core.SessionsChanged(); err != nil {
 		return nil, err
 	}
 	if _, err := d.mountSession(ss, mountpoint, false); err != nil {
@@ -310,7 +311,7 @@ func (d *Daemon) mountSession(ss *metadata.Session, mnt string, managed bool) (s
 	if mounted, err := d.mountableLocked(key); err != nil || mounted {
 		return mnt, err
 	}
-	v, err := d.fs.MountSession(ss, mnt, d.viewOptions(u))
+	v, err := d.fs.MountSessionView(ss, mnt, d.viewOptions(u))
 	if err != nil {
 		return "", err
 	}
@@ -358,7 +359,7 @@ func (d *Daemon) scratchIdle(ss *metadata.Session) error {
 			return err
 		}
 		for _, e := range entries {
-			if !d.fs.Unused(e.Ino) {
+			if !d.core.Unused(e.Ino) {
 				return errorf(CodeBusy, "session %s of %s has open files; close them, or close with --force", ss.ID, ss.User)
 			}
 			if e.Mode&syscall.S_IFMT == syscall.S_IFDIR {
@@ -370,7 +371,7 @@ func (d *Daemon) scratchIdle(ss *metadata.Session) error {
 }
 
 func (d *Daemon) sessionsChanged() {
-	if err := d.fs.SessionsChanged(); err != nil {
+	if err := d.core.SessionsChanged(); err != nil {
 		d.log.Error("reload sessions", "err", err)
 	}
 }

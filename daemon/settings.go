@@ -37,18 +37,6 @@ func (r SettingsSetRequest) empty() bool {
 		r.GroupInodes == nil && r.MaxFileSize == nil
 }
 
-// settingsNotifier is what a running daemon offers to make its views
-// reload the settings; a Local without it (the CLI's direct path) only
-// changes the store.
-type settingsNotifier interface {
-	settingsChanged()
-}
-
-// settingsChanged makes every view enforce the store's current settings.
-func (d *Daemon) settingsChanged() { d.fs.SettingsChanged() }
-
-var _ settingsNotifier = (*Daemon)(nil)
-
 func settingsInfo(st metadata.Settings) *Settings {
 	return &Settings{
 		DefaultUserLimit:  limitAmount(st.DefaultUserLimit),
@@ -108,9 +96,7 @@ func (l *Local) SetSettings(ctx context.Context, req SettingsSetRequest) (*Setti
 	if err := l.st.Meta.SetSettings(st); err != nil {
 		return nil, asError(err, "write store settings")
 	}
-	if n, ok := l.hooks.(settingsNotifier); ok {
-		n.settingsChanged()
-	}
+	l.core.SettingsChanged()
 	l.log.Info("settings changed",
 		"user_bytes", st.DefaultUserLimit.Bytes, "user_inodes", st.DefaultUserLimit.Inodes,
 		"group_bytes", st.DefaultGroupLimit.Bytes, "group_inodes", st.DefaultGroupLimit.Inodes,

@@ -64,22 +64,13 @@ func TestSettings(t *testing.T) {
 	})
 }
 
-// settingsHooks records that the views were told to reload the settings.
-type settingsHooks struct {
-	fakeHooks
-	reloads int
-}
-
-func (h *settingsHooks) settingsChanged() { h.reloads++ }
-
 // TestSettingsReachViews checks that a change is passed on to the views of
 // a running daemon, once per change, and never for a refused one; and that
 // the daemon itself is such a listener.
 func TestSettingsReachViews(t *testing.T) {
 	st := openTestStore(t)
-	l := NewLocal(st, nil)
-	h := &settingsHooks{}
-	l.hooks = h
+	h := &fakeFrontend{}
+	l := localWithFrontend(st, h)
 	ctx := context.Background()
 	if _, err := l.SetSettings(ctx, SettingsSetRequest{MaxFileSize: ptr[int64](1 << 20)}); err != nil {
 		t.Fatal(err)
@@ -94,8 +85,8 @@ func TestSettingsReachViews(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := d.local.hooks.(settingsNotifier); !ok {
-		t.Errorf("the daemon does not pass settings changes to its views")
+	if d.local.core != d.core {
+		t.Errorf("the daemon's admin operations do not go through its core, which tells its views")
 	}
 }
 

@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/shedfs/shedfs"
+	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/vfs"
 	"github.com/shedfs/shedfs/zones"
 )
 
@@ -85,62 +87,6 @@ type TrashPurgeResult struct {
 type TrashSettings struct {
 	// RetentionSeconds is how long a kept file stays; 0: the trash is off.
 	RetentionSeconds int64 `json:"retention_seconds"`
-}
-
-// trashNotifier is what a running daemon offers so that its views see a
-// change the admin made to the trash.
-type trashNotifier interface {
-	trashChanged()
-	trashFreed(gone []*shedfs.Inode)
-	unused(ino uint64) bool
-}
-
-func (d *Daemon) trashChanged()                   { d.fs.TrashChanged() }
-func (d *Daemon) trashFreed(gone []*shedfs.Inode) { d.fs.TrashFreed(gone) }
-func (d *Daemon) unused(ino uint64) bool          { return d.fs.Unused(ino) }
-
-var _ trashNotifier = (*Daemon)(nil)
-
-// evictTrash is the accountant's evictor when no daemon serves views:
-// nothing is open, so the oldest kept files go at once with their blobs.
-func (l *Local) evictTrash(h shedfs.Holder, bytes, inodes int64) bool {
-	gone, err := l.st.Meta.EvictTrash(h, bytes, inodes, nil)
-	if err != nil {
-		l.log.Warn("evict trash", "holder", h, "err", err)
-	}
-	l.freed(gone)
-	return len(gone) > 0
-}
-
-// freed removes the blobs of kept files the store deleted: through the
-// views when a daemon runs (a request may be under way), at once if not.
-func (l *Local) freed(gone []*shedfs.Inode) {
-	if len(gone) == 0 {
-		return
-	}
-	if n, ok := l.hooks.(trashNotifier); ok {
-		n.trashFreed(gone)
-		return
-	}
-	for _, g := range gone {
-		if g.IsRegular() {
-			l.removeBlobs([]uint64{g.Ino})
-		}
-	}
-}
-
-func (l *Local) trashChanged() {
-	if n, ok := l.hooks.(trashNotifier); ok {
-		n.trashChanged()
-	}
-}
-
-// unusedIno reports whether no view holds ino open.
-func (l *Local) unusedIno(ino uint64) bool {
-	if n, ok := l.hooks.(trashNotifier); ok {
-		return n.unused(ino)
-	}
-	return true
 }
 
 // visibleHolders are the holders whose trash user's view shows.
@@ -294,11 +240,11 @@ func (l *Local) restoreOne(user string, e TrashEntry, to string) (TrashRestored,
 		return TrashRestored{}, asError(err, fmt.Sprintf("restore %s to %s", e.Entry, to))
 	}
 	if kept {
-		l.nameChanged(dir.Ino, base, nil)
+		l.core.EntryChanged(dir.Ino, base, nil)
 	} else {
-		l.nameChanged(dir.Ino, base, replaced)
+		l.core.EntryChanged(dir.Ino, base, replaced)
 	}
-	l.trashChanged()
+	l.core.TrashChanged()
 	if err := l.st.Meta.Sync(); err != nil {
 		return TrashRestored{}, asError(err, "sync metadata")
 	}
@@ -336,11 +282,15 @@ func (l *Local) mkdirs(user, p string) (*shedfs.Inode, error) {
 	}
 	tmpl := &shedfs.Inode{Mode: syscall.S_IFDIR | 0o755, Uid: u.Uid, Gid: u.Gid, Owner: user,
 		OwnMode: zones.PolicyOf(parent.Zone.Kind).DefaultMode}
-	d, err := l.st.Meta.Create(parent.Ino, path.Base(p), tmpl, admitOneInode)
+	var d *shedfs.Inode
+	_, err = l.core.InTxn(shedfs.HolderOf(parent.Zone), 0, 1, func() (dec acl.Decision, err error) {
+		d, err = l.st.Meta.Create(parent.Ino, path.Base(p), tmpl, vfs.AdmitInodes(&dec, 1))
+		return dec, err
+	})
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("create %s in the view of %s", p, user))
 	}
-	l.nameChanged(parent.Ino, path.Base(p), nil)
+	l.core.EntryChanged(parent.Ino, path.Base(p), nil)
 	return d, nil
 }
 
@@ -359,7 +309,7 @@ func (l *Local) PurgeTrash(ctx context.Context, req TrashPurgeRequest) (*TrashPu
 		if !req.Before.IsZero() && !e.Time.Before(req.Before) {
 			continue
 		}
-		n, freed, err := l.st.Meta.PurgeTrash(e.Ino, l.unusedIno)
+		n, freed, err := l.st.Meta.PurgeTrash(e.Ino, l.core.Unused)
 		if errors.Is(err, syscall.ENOENT) {
 			continue
 		}
@@ -372,8 +322,8 @@ func (l *Local) PurgeTrash(ctx context.Context, req TrashPurgeRequest) (*TrashPu
 		res.Entries++
 		res.Bytes += shedfs.Charge(e.Size)
 	}
-	l.freed(gone)
-	l.trashChanged()
+	l.core.Freed(gone, vfs.FreedPurge, false)
+	l.core.TrashChanged()
 	l.audit("", shedfs.Zone{}, "/"+zones.NameTrash, "admin_trash_purge", res.Bytes)
 	return res, nil
 }
@@ -395,9 +345,7 @@ func (l *Local) SetTrashSettings(ctx context.Context, retention *time.Duration) 
 		if err := l.st.Meta.SetSettings(st); err != nil {
 			return nil, asError(err, "write store settings")
 		}
-		if n, ok := l.hooks.(settingsNotifier); ok {
-			n.settingsChanged()
-		}
+		l.core.SettingsChanged()
 		l.log.Info("trash retention changed", "retention", *retention)
 	}
 	return &TrashSettings{RetentionSeconds: int64(st.TrashRetention() / time.Second)}, nil

@@ -27,7 +27,7 @@ func (f *FS) contentChanged(n *node, ino uint64, write bool, bytes int64, known 
 		return
 	}
 	var closed func(shedfs.Content)
-	if write && f.opts.Recorder != nil {
+	if write && f.core.Recording() {
 		ev := shedfs.Event{Time: time.Now(), User: n.v.user, Zone: n.zone, Path: n.pathOf(""), Op: "write", Bytes: bytes, Session: n.v.session}
 		closed = func(c shedfs.Content) {
 			ev.SHA256 = c.SHA256

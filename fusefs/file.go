@@ -13,6 +13,7 @@ import (
 
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
+	"github.com/shedfs/shedfs/vfs"
 )
 
 // openInode is the state of a regular file while any view holds it open:
@@ -244,56 +245,34 @@ func (n *node) resizeLocked(oi *openInode, op acl.Op, newSize uint64, blocks int
 	f := n.v.fs
 	a := n.v.actor()
 	grows := shedfs.Charge(newSize) > shedfs.Charge(oi.size) || newSize > oi.size
-	var unlock func()
-	var d acl.Decision
+	decide := func(q acl.Quota) acl.Decision {
+		if op != acl.OpWrite {
+			return acl.Truncate(a, oi.entry, q, oi.size, newSize)
+		}
+		if !grows {
+			return acl.Write(a, oi.entry, q, oi.size, oi.size)
+		}
+		return acl.Write(a, oi.entry, q, oi.size, newSize)
+	}
+	g := vfs.Growth{Disk: blocks, Decide: decide}
 	if grows {
-		unlock = f.acct.Lock(oi.holder)
-		q, err := f.quota(oi.entry.Zone)
-		if err != nil {
-			unlock()
-			return f.errno("quota", err)
-		}
-		if op == acl.OpWrite {
-			d = acl.Write(a, oi.entry, q, oi.size, newSize)
-		} else {
-			d = acl.Truncate(a, oi.entry, q, oi.size, newSize)
-		}
-	} else if op == acl.OpWrite {
-		d = acl.Write(a, oi.entry, acl.Quota{}, oi.size, oi.size)
-	} else {
-		d = acl.Truncate(a, oi.entry, acl.Quota{}, oi.size, newSize)
+		// Charged to the holder, pending until persisted, and seen by
+		// other daemons sharing the store in this one's allotment.
+		g.Holder, g.Bytes, g.Allot = oi.holder, shedfs.Charge(newSize)-shedfs.Charge(oi.size), true
 	}
-	if grows && d.Errno == syscall.EDQUOT && f.acct.MakeRoom(oi.holder, shedfs.Charge(newSize)-shedfs.Charge(oi.size), 0) {
-		if q, err := f.quota(oi.entry.Zone); err == nil {
-			d = acl.Write(a, oi.entry, q, oi.size, newSize)
-			if op != acl.OpWrite {
-				d = acl.Truncate(a, oi.entry, q, oi.size, newSize)
-			}
-		}
-	}
-	if d.Allowed() && blocks > 0 {
-		d = f.room(blocks, 0)
-	}
-	if d.Allowed() && grows {
-		// Other daemons sharing the store see it reserved (quota).
-		var err error
-		if d, err = f.acct.Cover(oi.holder, shedfs.Charge(newSize)-shedfs.Charge(oi.size)); err != nil {
-			unlock()
-			return f.errno("quota", err)
-		}
+	adm, d, aerr := f.core.Admit(g)
+	if aerr != nil {
+		return f.errno("quota", aerr)
 	}
 	if !d.Allowed() {
-		if unlock != nil {
-			unlock()
-		}
 		return n.deny(op, "", d)
 	}
 	if grows {
-		// Reserve before the blob grows, so a concurrent admission
+		// Pending before the blob grows, so a concurrent admission
 		// counts this write.
 		f.setSizeLocked(oi, newSize)
-		unlock()
 	}
+	adm.Done()
 	got, err := apply()
 	if got != oi.size {
 		// A short write gives back what it reserved; a shrink lands.

@@ -9,6 +9,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/shedfs/shedfs/acl"
+	"github.com/shedfs/shedfs/vfs"
 )
 
 // The lock callbacks of open files: the kernel of every view sends flock,
@@ -160,32 +161,10 @@ func (l *lockingFS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	l.RawFileSystem.Release(cancel, in)
 }
 
-// LockInfo is one lock held through a view, as status lists it.
-type LockInfo struct {
-	// User is the principal of the view the lock was taken through.
-	User string
-	Ino  uint64
-	// Path is the file as the holder's view showed it when it locked.
-	Path string
-	// Kind is "flock" or "posix" (an fcntl record lock, POSIX or OFD:
-	// FUSE does not tell them apart).
-	Kind string
-	// Write is an exclusive lock; otherwise a shared one.
-	Write bool
-	// Start and Len are the byte range as fcntl gives it: Len 0 runs to
-	// the end of the file.
-	Start, Len uint64
-	// Pid is the process that took the lock, as the daemon sees it.
-	Pid uint32
-	// Daemon is, on a store several daemons share, the one that holds
-	// the lock ("HOST pid PID"; PeerLocks).
-	Daemon string
-}
-
 // Locks lists every lock held through the views, by inode.
-func (f *FS) Locks() []LockInfo {
+func (f *FS) Locks() []vfs.LockInfo {
 	held := f.locks.list()
-	out := make([]LockInfo, 0, len(held))
+	out := make([]vfs.LockInfo, 0, len(held))
 	for _, l := range held {
 		out = append(out, lockInfo(l.ino, &l.fileLock))
 	}
@@ -193,8 +172,8 @@ func (f *FS) Locks() []LockInfo {
 }
 
 // lockInfo is l, held on ino, as status lists it.
-func lockInfo(ino uint64, l *fileLock) LockInfo {
-	li := LockInfo{User: l.user, Ino: ino, Path: l.path, Kind: l.kind.String(),
+func lockInfo(ino uint64, l *fileLock) vfs.LockInfo {
+	li := vfs.LockInfo{User: l.user, Ino: ino, Path: l.path, Kind: l.kind.String(),
 		Write: l.typ == syscall.F_WRLCK, Start: l.start, Pid: l.pid}
 	if l.end != maxOffset {
 		li.Len = l.end - l.start + 1

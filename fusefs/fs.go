@@ -16,11 +16,11 @@ import (
 	"time"
 
 	"github.com/shedfs/shedfs"
-	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/blobs"
 	"github.com/shedfs/shedfs/content"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/quota"
+	"github.com/shedfs/shedfs/vfs"
 	"github.com/shedfs/shedfs/zones"
 )
 
@@ -39,15 +39,8 @@ type Options struct {
 	// Zones holds the configurable zone policy: default ownership modes
 	// of share and groups, and the symlink policy.
 	Zones zones.Config
-	// Recorder receives every change and denial (the audit trail); nil
-	// records nothing.
-	Recorder shedfs.Recorder
 	// Metrics counts requests, bytes and denials; nil counts nothing.
 	Metrics *Metrics
-	// Accountant admits every byte charge against usage plus what is
-	// pending; the daemon shares one with its admin API (imports). Nil:
-	// one of the FS's own.
-	Accountant *quota.Accountant
 	// Passthrough lets read-only opens read the blob directly in the
 	// kernel (FUSE passthrough, Linux 6.9+, root). Reads then bypass the
 	// daemon and are not counted in the byte metrics.
@@ -56,21 +49,12 @@ type Options struct {
 	// views' FUSE read buffers, which the FS adds for every mounted view
 	// (memlimit.go); 0: the FS leaves the process's limit alone.
 	MemoryLimit int64
-	// Space admits growth of the store by the room left on its disk
-	// (space.Guard); nil admits everything.
-	Space Space
 	// Links makes the links getxattr user.shedfs.link returns; nil when
 	// the daemon serves no links (no --http): ENOTSUP.
 	Links Links
 	// Content takes files whose content changed for their digest and
 	// scan, and decides opens by the scan verdict; nil: neither.
 	Content *content.Service
-}
-
-// Space is what the callbacks need of the store's disk guard: whether
-// the store may grow by bytes and inodes (acl.AdmitSpace).
-type Space interface {
-	Admit(bytes, inodes int64) acl.Decision
 }
 
 const (
@@ -83,6 +67,9 @@ const (
 // blob store, and the table of open inodes whose size and times may be
 // ahead of what is persisted.
 type FS struct {
+	// core admits every growth and fans changes made through other
+	// doors out to the views (vfs).
+	core  *vfs.Core
 	store *metadata.Store
 	blobs *blobs.Dir
 	opts  Options
@@ -106,8 +93,6 @@ type FS struct {
 	locks *lockTable
 	// views numbers the views, for lock owners.
 	views atomic.Uint64
-	// maxFileSize is the store's setting, reloaded by SettingsChanged.
-	maxFileSize atomic.Uint64
 	// requests counts FUSE requests for the status rate.
 	requests atomic.Uint64
 
@@ -131,10 +116,11 @@ type FS struct {
 	trash trashState
 }
 
-// New prepares the shared state for views of one store. The caller keeps
-// ownership of store and blob directory and closes them after every view is
-// unmounted.
-func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
+// New prepares the shared state for views of the core's store and
+// attaches them to the core, which tells them of every change made
+// through another door. The caller keeps ownership of the store and
+// closes it after every view is unmounted.
+func New(core *vfs.Core, opts Options) *FS {
 	if opts.EntryTimeout == 0 {
 		opts.EntryTimeout = defaultEntryTimeout
 	}
@@ -146,11 +132,12 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
 	}
 	log := opts.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = core.Logger()
 	}
 	f := &FS{
-		store:     store,
-		blobs:     blobDir,
+		core:      core,
+		store:     core.Store(),
+		blobs:     core.Blobs(),
 		opts:      opts,
 		log:       log,
 		open:      make(map[uint64]*openInode),
@@ -163,18 +150,15 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *FS {
 		negatives: newNegativeEntries(opts.NegativeTimeout),
 		memLimit:  &memLimit{base: opts.MemoryLimit},
 		versions:  newContentVersions(),
-		acct:      opts.Accountant,
+		acct:      core.Accountant(),
 		locks:     newLockTable(),
 	}
-	if f.acct == nil {
-		f.acct = quota.New(store)
-	}
-	f.acct.SetEvictor(f.evictTrash)
-	f.locks.share(store, log)
+	f.locks.share(f.store, log)
 	f.SettingsChanged()
 	go f.sweeper(f.stopSweep)
 	go f.trashSweeper(f.stopSweep, f.trashCap)
-	if store.Shared() {
+	core.Attach(f)
+	if f.store.Shared() {
 		go f.markReleaser(f.stopSweep)
 	}
 	return f
@@ -188,7 +172,6 @@ func (f *FS) SettingsChanged() {
 		f.log.Error("read store settings", "err", err)
 		return
 	}
-	f.maxFileSize.Store(st.MaxFileSize)
 	f.trashSettings(st)
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/vfs"
 )
 
 // Several daemons may serve one store on etcd, each with its own lock
@@ -221,7 +222,7 @@ func containsLock(ls []fileLock, l *fileLock) bool {
 // locks: this one's (Locks) and the others' as the store keeps them, each
 // with the daemon that holds it, by inode. Locks alone on a store no
 // other daemon shares.
-func (f *FS) PeerLocks() ([]LockInfo, error) {
+func (f *FS) PeerLocks() ([]vfs.LockInfo, error) {
 	own := f.Locks()
 	if f.locks.shared == nil {
 		return own, nil

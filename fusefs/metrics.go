@@ -219,3 +219,9 @@ func (c *StoreCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 }
+
+// StoreCollector returns the collector of the store gauges for f, for a
+// daemon to register once.
+func (f *FS) StoreCollector(maxHolders int) prometheus.Collector {
+	return NewStoreCollector(f, maxHolders)
+}

@@ -13,6 +13,7 @@ import (
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/vfs"
 	"github.com/shedfs/shedfs/zones"
 )
 
@@ -314,10 +315,6 @@ func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev 
 	if e != 0 {
 		return nil, e
 	}
-	q, err := f.quota(parent.Zone)
-	if err != nil {
-		return nil, f.errno("quota", err)
-	}
 	a := n.v.actor()
 	decide := func(q acl.Quota) acl.Decision {
 		switch {
@@ -329,20 +326,17 @@ func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev 
 			return acl.Mknod(a, acl.EntryOf(parent), name, mode, q)
 		}
 	}
-	d := decide(q)
 	h := shedfs.HolderOf(parent.Zone)
-	if d.Errno == syscall.EDQUOT && f.acct.MakeRoom(h, 0, 1) {
-		if q, err = f.quota(parent.Zone); err != nil {
-			return nil, f.errno("quota", err)
-		}
-		d = decide(q)
-	}
-	if d.Allowed() {
-		d = f.room(entryBytes+int64(len(target)), 1)
+	adm, d, err := f.core.Admit(vfs.Growth{Holder: h, Inodes: 1, Disk: entryBytes + int64(len(target)), DiskInodes: 1, Decide: decide})
+	if err != nil {
+		return nil, f.errno("quota", err)
 	}
 	if !d.Allowed() {
 		return nil, n.deny(op, name, d)
 	}
+	// The store's transaction admits the inode again, exactly; creates
+	// of one holder need not wait for each other meanwhile.
+	adm.Done()
 	uid, gid := caller(ctx)
 	if parent.Mode&syscall.S_ISGID != 0 {
 		// BSD group semantics, as ext4 does for setgid directories.
@@ -363,25 +357,17 @@ func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev 
 	}
 	// Admitted again inside the transaction, so concurrent creates never
 	// pass the limit; a refusal there is acl's decision like any other.
-	var refused acl.Decision
-	admit := func(u shedfs.Usage, l shedfs.Limit) error {
-		refused = acl.AdmitInodes(u, l, 1)
-		return refused.Err()
-	}
 	var rec *shedfs.Inode
-	for try := 0; try < 2; try++ {
-		refused = acl.Decision{}
+	refused, err := f.core.InTxn(h, 0, 1, func() (d acl.Decision, err error) {
 		if open {
 			// Opened at once (openNew; every O_TMPFILE file is):
 			// marked open by its create.
-			rec, err = f.store.CreateOpen(n.ino, name, tmpl, admit)
+			rec, err = f.store.CreateOpen(n.ino, name, tmpl, vfs.AdmitInodes(&d, 1))
 		} else {
-			rec, err = f.store.Create(n.ino, name, tmpl, admit)
+			rec, err = f.store.Create(n.ino, name, tmpl, vfs.AdmitInodes(&d, 1))
 		}
-		if refused.Errno != syscall.EDQUOT || !f.acct.MakeRoom(h, 0, 1) {
-			break
-		}
-	}
+		return d, err
+	})
 	if !refused.Allowed() {
 		return nil, n.deny(op, name, refused)
 	}
@@ -640,13 +626,17 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	if e := t.refuseKept(acl.OpLink, src); e != 0 {
 		return nil, e
 	}
-	d := acl.Link(n.v.actor(), acl.EntryOf(src), acl.EntryOf(dir), name)
-	if d.Allowed() {
-		d = f.room(entryBytes, 0)
+	// A link charges no quota (the inode is charged once), but its
+	// entry takes room on the store's disk.
+	decide := func(acl.Quota) acl.Decision { return acl.Link(n.v.actor(), acl.EntryOf(src), acl.EntryOf(dir), name) }
+	adm, d, err := f.core.Admit(vfs.Growth{Disk: entryBytes, Decide: decide})
+	if err != nil {
+		return nil, f.errno("link", err)
 	}
 	if !d.Allowed() {
 		return nil, n.deny(acl.OpLink, name, d)
 	}
+	adm.Done()
 	since := f.persists.now()
 	rec, err := f.store.Link(t.ino, n.ino, name)
 	if err != nil {

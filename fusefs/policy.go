@@ -82,7 +82,7 @@ func (v *View) denyDetail(op acl.Op, p string, z shedfs.Zone, d acl.Decision, sc
 
 // changed records a change that happened to name in n (or to n).
 func (n *node) changed(op string, name string, bytes int64) {
-	if n.v.fs.opts.Recorder == nil {
+	if !n.v.fs.core.Recording() {
 		return
 	}
 	n.changedPath(op, n.pathOf(name), bytes)
@@ -102,35 +102,12 @@ func (n *node) changedPath(op string, p string, bytes int64) {
 	})
 }
 
-func (f *FS) record(e shedfs.Event) {
-	if f.opts.Recorder != nil {
-		f.opts.Recorder.Record(e)
-	}
-}
+func (f *FS) record(e shedfs.Event) { f.core.Record(e) }
 
-// quota gathers what acl needs to admit a charge to the holder of zone z:
-// the accountant's usage (stored plus pending) and limit, and the max file
-// size. Call with the holder's accountant lock held when the answer is
-// acted on.
+// quota gathers what acl needs to admit a charge to the holder of zone z
+// (vfs.Core.Quota), for what a view shows (df).
 func (f *FS) quota(z shedfs.Zone) (acl.Quota, error) {
-	u, l, err := f.acct.Quota(shedfs.HolderOf(z))
-	if err != nil {
-		return acl.Quota{}, err
-	}
-	return acl.Quota{Usage: u, Limit: l, MaxFileSize: f.maxFileSize.Load()}, nil
-}
-
-// room decides growing the store by bytes and inodes on its disk.
-func (f *FS) room(bytes, inodes int64) acl.Decision {
-	if f.opts.Space == nil {
-		return acl.Decision{}
-	}
-	// The store's disk comes before the trash.
-	d := f.opts.Space.Admit(bytes, inodes)
-	for try := 0; d.Errno == syscall.ENOSPC && try < 4 && f.evictForSpace(bytes); try++ {
-		d = f.opts.Space.Admit(bytes, inodes)
-	}
-	return d
+	return f.core.Quota(shedfs.HolderOf(z))
 }
 
 // entryBytes is what a new entry is taken to grow the store by on disk:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/vfs"
 	"github.com/shedfs/shedfs/zones"
 )
 
@@ -208,7 +209,7 @@ func nestedHolder(h shedfs.Holder) bool {
 // MountSession mounts the view of session ss at mountpoint: its root is
 // the scratch tree, with home/ (the user's private tree), output/,
 // uploads/ (uploads/ID only), share/, groups/ and trash/.
-func (f *FS) MountSession(ss *metadata.Session, mountpoint string, opts ViewOptions) (*View, error) {
+func (f *FS) MountSession(ss *metadata.Session, mountpoint string, opts vfs.ViewOptions) (*View, error) {
 	return f.mount(ss.User, ss, mountpoint, opts)
 }
 

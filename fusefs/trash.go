@@ -129,7 +129,7 @@ func (n *node) keepVersion(rec *shedfs.Inode) bool {
 		return false
 	}
 	_, err = f.store.KeepVersion(oi.ino, version, note)
-	if err == syscall.EDQUOT && f.acct.MakeRoom(oi.holder, 0, 1) {
+	if err == syscall.EDQUOT && f.core.MakeRoom(oi.holder, 0, 1, acl.Decision{Errno: syscall.EDQUOT}) {
 		_, err = f.store.KeepVersion(oi.ino, version, note)
 	}
 	if err != nil {
@@ -154,79 +154,35 @@ func (f *FS) undoMove(ino, version uint64) {
 	}
 }
 
-// evictTrash frees h's oldest kept files until bytes and inodes more fit
-// its stored usage under its limit, and reports whether it freed any. It
-// is the accountant's evictor (quota.Accountant.MakeRoom): every
-// admission that would fail with EDQUOT asks it first.
-func (f *FS) evictTrash(h shedfs.Holder, bytes, inodes int64) bool {
-	gone, err := f.store.EvictTrash(h, bytes, inodes, f.unused)
-	if err != nil {
-		f.log.Error("evict trash", "holder", h, "err", err)
-	}
-	f.freedKept(gone, "evict")
-	return len(gone) > 0
-}
-
-// freedKept removes the blobs of kept files the store deleted (after the
-// ghost grace, for requests already under way) and counts them.
-func (f *FS) freedKept(gone []*shedfs.Inode, why string) {
+// TrashFreed implements vfs.Frontend: kept files the store deleted stay
+// reachable as ghosts for requests already under way, whose grace over
+// their blobs go (unless the core removed them already), and are counted.
+func (f *FS) TrashFreed(gone []*shedfs.Inode, why string, removed bool) {
 	if len(gone) == 0 {
 		return
 	}
-	now := time.Now()
-	f.mu.Lock()
-	for _, n := range gone {
-		g := *n
-		f.ghosts[n.Ino] = &ghost{rec: &g, until: now.Add(ghostGrace)}
+	if !removed {
+		now := time.Now()
+		f.mu.Lock()
+		for _, n := range gone {
+			g := *n
+			f.ghosts[n.Ino] = &ghost{rec: &g, until: now.Add(ghostGrace)}
+		}
+		f.mu.Unlock()
 	}
-	f.mu.Unlock()
 	f.trashChanged()
 	f.countTrashFreed(why, len(gone))
-	if why != "purge" { // purges are audited by whoever asked for them
-		f.recordFreed(why, gone)
-	}
-}
-
-// recordFreed puts kept files that went for good without anyone asking
-// (evicted for room, expired) into the audit trail: one record each, by
-// the daemon ("-"), with the zone and the size; the trash record that
-// knew the path is gone with them.
-func (f *FS) recordFreed(why string, gone []*shedfs.Inode) {
-	now := time.Now()
-	for _, n := range gone {
-		f.record(shedfs.Event{Time: now, User: "-", Zone: n.Zone, Op: "trash_" + why, Bytes: int64(n.Size)})
-	}
-}
-
-// ExpireTrash purges kept files older than the retention and, for holders
-// without a byte limit, the oldest beyond capBytes in all; the daemon calls
-// it periodically.
-func (f *FS) ExpireTrash(capBytes int64) {
-	ret := time.Duration(f.trash.retention.Load())
-	if ret <= 0 {
-		ret = 0 // trash off: whatever is left goes
-	}
-	capped := func(h shedfs.Holder) bool {
-		l, err := f.store.GetLimit(h)
-		return err == nil && l.Bytes <= 0
-	}
-	gone, err := f.store.ExpireTrash(time.Now().Add(-ret), capped, capBytes, f.unused)
-	if err != nil {
-		f.log.Error("expire trash", "err", err)
-	}
-	f.freedKept(gone, "expire")
 }
 
 // TrashChanged is told by the admin's restores and purges, so that views
 // rebuild their trash/ listings.
 func (f *FS) TrashChanged() { f.trashChanged() }
 
-// TrashFreed takes kept files the admin purged: their blobs go once no
-// request is under way.
-func (f *FS) TrashFreed(gone []*shedfs.Inode) { f.freedKept(gone, "purge") }
+// Holds implements vfs.Frontend: whether a view holds ino open.
+func (f *FS) Holds(ino uint64) bool { return !f.unused(ino) }
 
-// Unused reports whether no view holds ino open, for the admin's purges.
-func (f *FS) Unused(ino uint64) bool { return f.unused(ino) }
+// Overlay implements vfs.Frontend (overlay).
+func (f *FS) Overlay(rec *shedfs.Inode) { f.overlay(rec) }
 
 // trashItem is one name in a view's trash/ tree.
 type trashItem struct {
@@ -607,7 +563,7 @@ func (f *FS) trashSweeper(stop <-chan struct{}, capBytes func() int64) {
 			every = r / 2
 		}
 		if time.Since(last) >= every {
-			f.ExpireTrash(capBytes())
+			f.core.ExpireTrash(time.Duration(f.trash.retention.Load()), capBytes())
 			last = time.Now()
 		}
 	}
@@ -680,35 +636,4 @@ func (n *node) renameNote(name string, np *node, newName string) *metadata.Renam
 		return nil
 	}
 	return &metadata.RenameNote{From: n.zonePath(name), To: np.zonePath(newName)}
-}
-
-// spaceEvictBytes is the least that one eviction for the store's disk
-// frees, so that a stream of writes on a full disk does not evict file
-// by file.
-const spaceEvictBytes = 16 << 20
-
-// evictForSpace frees the oldest kept files of any holder when the store's
-// disk is too short for a growth of bytes, removing their blobs at once
-// (the disk needs the room now), and reports whether it freed any. Files
-// still open are skipped.
-func (f *FS) evictForSpace(bytes int64) bool {
-	gone, err := f.store.EvictOldest(max(bytes, spaceEvictBytes), f.unused)
-	if err != nil {
-		f.log.Error("evict trash for space", "err", err)
-	}
-	if len(gone) == 0 {
-		return false
-	}
-	for _, n := range gone {
-		if n.IsRegular() {
-			f.removeBlob(n.Ino)
-		}
-	}
-	f.trashChanged()
-	f.countTrashFreed("evict", len(gone))
-	f.recordFreed("evict", gone)
-	if r, ok := f.opts.Space.(interface{ Remeasure() }); ok {
-		r.Remeasure()
-	}
-	return true
 }

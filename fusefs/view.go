@@ -13,19 +13,9 @@ import (
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/vfs"
 	"github.com/shedfs/shedfs/zones"
 )
-
-// ViewOptions are the settings of one user's view.
-type ViewOptions struct {
-	// ForceOwner presents every entry as owned by Uid:Gid (like bindfs
-	// --force-user), so that mode bits never block what the sandbox
-	// allows to a container running as another uid.
-	ForceOwner bool
-	Uid, Gid   uint32
-	// Debug logs every FUSE request.
-	Debug bool
-}
 
 // View is one mounted view of one user's world.
 type View struct {
@@ -34,7 +24,7 @@ type View struct {
 	id     uint64
 	user   string
 	roots  shedfs.Roots
-	opts   ViewOptions
+	opts   vfs.ViewOptions
 	server *fuse.Server
 	root   *node
 	groups *groupsDir
@@ -70,12 +60,12 @@ type View struct {
 const groupsIno = metadata.SyntheticIno
 
 // Mount mounts the view of user at mountpoint and starts serving it.
-func (f *FS) Mount(user, mountpoint string, opts ViewOptions) (*View, error) {
+func (f *FS) Mount(user, mountpoint string, opts vfs.ViewOptions) (*View, error) {
 	return f.mount(user, nil, mountpoint, opts)
 }
 
 // mount mounts the main view of user, or the view of session ss.
-func (f *FS) mount(user string, ss *metadata.Session, mountpoint string, opts ViewOptions) (*View, error) {
+func (f *FS) mount(user string, ss *metadata.Session, mountpoint string, opts vfs.ViewOptions) (*View, error) {
 	u, err := f.store.GetUser(user)
 	if err != nil {
 		return nil, fmt.Errorf("view of %s: %w", user, err)
@@ -156,7 +146,7 @@ func (v *View) Unmount() error {
 }
 
 // mountOptions are the kernel settings of a view.
-func (f *FS) mountOptions(user string, opts ViewOptions) fuse.MountOptions {
+func (f *FS) mountOptions(user string, opts vfs.ViewOptions) fuse.MountOptions {
 	return fuse.MountOptions{
 		AllowOther:  true,
 		DirectMount: true,
@@ -384,4 +374,24 @@ func (v *View) cachedBelow(g string) []inval {
 		walk(ch, 0)
 	}
 	return items
+}
+
+// MountView is Mount for a daemon that keeps its views as
+// vfs.MountedView.
+func (f *FS) MountView(user, mountpoint string, opts vfs.ViewOptions) (vfs.MountedView, error) {
+	v, err := f.Mount(user, mountpoint, opts)
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// MountSessionView is MountSession for a daemon that keeps its views as
+// vfs.MountedView.
+func (f *FS) MountSessionView(ss *metadata.Session, mountpoint string, opts vfs.ViewOptions) (vfs.MountedView, error) {
+	v, err := f.MountSession(ss, mountpoint, opts)
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/vfs"
 )
 
 // Getxattr implements fs.NodeGetxattrer. The user.shedfs.* names are
@@ -85,21 +86,32 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if acl.IsShedfsXattr(attr) {
 		return n.setOwnership(attr, string(data))
 	}
-	if d := f.room(shedfs.XattrCost(attr, len(data)), 0); !d.Allowed() {
+	// The quota is decided inside the store's transaction, which knows
+	// the value being replaced; Admit holds the holder's lock meanwhile
+	// (so that xattrs and open files never pass the quota together) and
+	// decides the store's disk.
+	h := shedfs.HolderOf(rec.Zone)
+	cost := shedfs.XattrCost(attr, len(data))
+	adm, d, err := f.core.Admit(vfs.Growth{Holder: h, Disk: cost, Decide: func(acl.Quota) acl.Decision { return acl.Decision{} }})
+	if err != nil {
+		return f.errno("setxattr", err)
+	}
+	if !d.Allowed() {
 		return n.deny(acl.OpSetattr, "", d)
 	}
-	// The holder's lock and pending bytes, as for a write, so that xattrs
-	// and open files never pass the quota together.
-	h := shedfs.HolderOf(rec.Zone)
-	unlock := f.acct.Lock(h)
-	pending := f.acct.Pending(h)
-	d = acl.Decision{}
-	err := f.store.SetXattr(n.ino, attr, data, int(flags), func(c metadata.XattrChange) error {
-		c.Usage.Bytes += pending
-		d = acl.AdmitXattr(acl.Quota{Usage: c.Usage, Limit: c.Limit}, c.Before, c.After)
-		return d.Err()
-	})
-	unlock()
+	for try := 0; try < 2; try++ {
+		pending := f.acct.Pending(h)
+		d = acl.Decision{}
+		err = f.store.SetXattr(n.ino, attr, data, int(flags), func(c metadata.XattrChange) error {
+			c.Usage.Bytes += pending
+			d = acl.AdmitXattr(acl.Quota{Usage: c.Usage, Limit: c.Limit}, c.Before, c.After)
+			return d.Err()
+		})
+		if !f.core.MakeRoom(h, cost, 0, d) {
+			break
+		}
+	}
+	adm.Done()
 	if !d.Allowed() {
 		return n.deny(acl.OpSetattr, "", d)
 	}

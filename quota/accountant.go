@@ -19,7 +19,6 @@ import (
 	"sync"
 
 	"github.com/shedfs/shedfs"
-	"github.com/shedfs/shedfs/acl"
 )
 
 // Ledger is where stored usage and limits come from: *metadata.Store.
@@ -180,106 +179,4 @@ func (a *Accountant) own(h shedfs.Holder) (shedfs.Usage, shedfs.Limit, error) {
 		return u, l, fmt.Errorf("quota of %s: %w", h, err)
 	}
 	return u, l, nil
-}
-
-// Claim is bytes admitted for a transfer that is not in the store
-// yet (an import streaming in): pending until Commit or Release. It
-// belongs to the one goroutine that runs the transfer.
-type Claim struct {
-	a      *Accountant
-	h      shedfs.Holder
-	credit int64 // freed when the transfer lands
-	held   int64 // this claim's share of h's pending bytes
-	done   bool
-}
-
-// Claim admits charging bytes to h, of which credit will be freed when
-// the transfer lands (the file a replace swaps out), and holds bytes
-// pending. A refusal is acl's decision, with nothing held.
-func (a *Accountant) Claim(h shedfs.Holder, bytes, credit int64) (*Claim, acl.Decision, error) {
-	r := &Claim{a: a, h: h, credit: credit}
-	d, err := r.Grow(bytes)
-	if err != nil || !d.Allowed() {
-		return nil, d, err
-	}
-	return r, d, nil
-}
-
-// Held is what the claim holds pending now.
-func (r *Claim) Held() int64 { return r.held }
-
-// Grow admits holding n more bytes (a transfer longer than announced).
-func (r *Claim) Grow(n int64) (acl.Decision, error) {
-	if r.done {
-		return acl.Decision{}, fmt.Errorf("quota claim of %s: already ended", r.h)
-	}
-	unlock := r.a.Lock(r.h)
-	defer unlock()
-	u, l, err := r.a.Quota(r.h)
-	if err != nil {
-		return acl.Decision{}, err
-	}
-	// Once landed, the usage is u (which counts what is held and the
-	// file to be freed) plus n, less the credit.
-	u.Bytes -= r.credit
-	d := acl.AdmitBytes(u, l, n)
-	if !d.Allowed() && r.a.MakeRoom(r.h, n-r.credit, 0) {
-		if u, l, err = r.a.Quota(r.h); err != nil {
-			return acl.Decision{}, err
-		}
-		u.Bytes -= r.credit
-		d = acl.AdmitBytes(u, l, n)
-	}
-	if d.Allowed() {
-		// On a store other daemons share, the bytes held must be in
-		// this daemon's allotment there, or their writers, within
-		// allotments of their own, pass the limit beside the
-		// transfer (shared.go).
-		if d, err = r.a.Cover(r.h, n); err != nil || !d.Allowed() {
-			return d, err
-		}
-		r.a.Add(r.h, n)
-		r.held += n
-	}
-	return d, nil
-}
-
-// Admit is the last check, made inside Commit's transaction: whether the
-// stored usage u, with what the rest of the process holds pending, takes
-// delta, the transfer's net charge as the transaction computes it (the
-// credit may have gone meanwhile, when the file to replace was deleted).
-func (r *Claim) Admit(u shedfs.Usage, l shedfs.Limit, delta int64) error {
-	u.Bytes += r.a.Pending(r.h) - r.held
-	return acl.AdmitBytes(u, l, delta).Err()
-}
-
-// Commit runs store, the transaction that charges the transfer to the
-// stored usage, under the holder's lock, and on success ends the
-// claim; on failure the claim stays for Release.
-func (r *Claim) Commit(store func() error) error {
-	if r.done {
-		return fmt.Errorf("quota claim of %s: already ended", r.h)
-	}
-	unlock := r.a.Lock(r.h)
-	defer unlock()
-	if err := store(); err != nil {
-		return err
-	}
-	r.end()
-	return nil
-}
-
-// Release gives back what the claim holds; after Commit it does
-// nothing, so it can be deferred.
-func (r *Claim) Release() {
-	if r == nil || r.done {
-		return
-	}
-	r.end()
-}
-
-func (r *Claim) end() {
-	r.a.Add(r.h, -r.held)
-	r.held = 0
-	r.done = true
 }

@@ -1,7 +1,6 @@
 package quota
 
 import (
-	"errors"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -68,36 +67,31 @@ func TestPendingInUsage(t *testing.T) {
 		t.Errorf("usage with 3 MiB pending: %d", u.Bytes)
 	}
 
-	// An import of 2 MiB no longer fits.
-	if r, d, err := a.Claim(h, 2*mib, 0); err != nil || d.Allowed() || r != nil {
-		t.Errorf("2 MiB reserved on top of 3 MiB pending in 4 MiB: %v %v", d, err)
+	// 2 MiB more no longer fits.
+	unlock = a.Lock(h)
+	u, l, _ = a.Quota(h)
+	if d := acl.AdmitBytes(u, l, 2*mib); d.Allowed() {
+		t.Errorf("2 MiB admitted on top of 3 MiB pending in 4 MiB")
 	} else if d.Errno != syscall.EDQUOT || d.Reason != acl.ReasonQuotaBytes {
 		t.Errorf("refusal %v, want EDQUOT quota_bytes", d)
 	}
-	if u, _ := a.Usage(h); u.Bytes != 3*mib {
-		t.Errorf("a refused claim left usage at %d", u.Bytes)
-	}
+	unlock()
 
-	// 1 MiB does, and is pending until committed.
-	r, d, err := a.Claim(h, 1*mib, 0)
-	if err != nil || !d.Allowed() {
-		t.Fatalf("1 MiB refused: %v %v", d, err)
+	// 1 MiB does, and is pending until stored.
+	unlock = a.Lock(h)
+	u, l, _ = a.Quota(h)
+	if !acl.AdmitBytes(u, l, 1*mib).Allowed() {
+		t.Fatal("1 MiB refused")
 	}
+	a.Add(h, 1*mib)
+	unlock()
 	if u, _ := a.Usage(h); u.Bytes != 4*mib {
 		t.Errorf("usage with 4 MiB pending: %d", u.Bytes)
 	}
-	if err := r.Commit(func() error {
-		stored, lim, _ := a.Quota(h)
-		stored.Bytes -= a.Pending(h) // what a transaction reads
-		if err := r.Admit(stored, lim, 1*mib); err != nil {
-			return err
-		}
-		led.charge(h, 1*mib)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	r.Release() // after Commit: nothing
+	unlock = a.Lock(h)
+	led.charge(h, 1*mib)
+	a.Add(h, -1*mib)
+	unlock()
 	if u, _ := a.Usage(h); u.Bytes != 4*mib || a.Pending(h) != 3*mib {
 		t.Errorf("after commit: usage %d pending %d", u.Bytes, a.Pending(h))
 	}
@@ -112,49 +106,8 @@ func TestPendingInUsage(t *testing.T) {
 	}
 }
 
-// TestClaimReplaceCredit: a replace is admitted on what it costs once
-// the old file is gone, and the last check in the transaction refuses it
-// if the old file went meanwhile.
-func TestClaimReplaceCredit(t *testing.T) {
-	led := newLedger()
-	h := shedfs.Holder("user:alice")
-	led.limits[h] = shedfs.Limit{Bytes: 4 * mib}
-	led.usage[h] = shedfs.Usage{Bytes: 3 * mib}
-	a := New(led)
-	r, d, err := a.Claim(h, 3*mib, 3*mib)
-	if err != nil || !d.Allowed() {
-		t.Fatalf("replacing 3 MiB with 3 MiB in a 4 MiB quota: %v %v", d, err)
-	}
-	if d, _ := r.Grow(2 * mib); d.Allowed() {
-		t.Error("growing the replacement to 5 MiB admitted")
-	}
-	// The old file is deleted in a view meanwhile: no credit any more.
-	led.charge(h, -3*mib)
-	if u, _ := a.Usage(h); u.Bytes != 3*mib {
-		t.Errorf("usage %d", u.Bytes)
-	}
-	err = r.Commit(func() error {
-		return r.Admit(shedfs.Usage{Bytes: 0}, led.limits[h], 3*mib)
-	})
-	if err != nil {
-		t.Fatalf("the replacement alone fits: %v", err)
-	}
-	r2, d, _ := a.Claim(h, 2*mib, 0)
-	if !d.Allowed() {
-		t.Fatal("2 MiB of 4 MiB refused with nothing stored")
-	}
-	defer r2.Release()
-	if err := r2.Commit(func() error { return r2.Admit(shedfs.Usage{Bytes: 3 * mib}, led.limits[h], 2*mib) }); !errors.Is(err, syscall.EDQUOT) {
-		t.Errorf("commit past the limit: %v, want EDQUOT", err)
-	}
-	r2.Release()
-	if p := a.Pending(h); p != 0 {
-		t.Errorf("pending %d after release", p)
-	}
-}
-
 // TestConcurrentAdmissions: writers (reserve under Lock, persist later)
-// and imports (Claim, Grow, Commit or Release) race on one holder; at no
+// and transfers admitted in chunks race on one holder; at no
 // moment do stored plus pending bytes pass the limit, and at the end
 // nothing is left pending.
 func TestConcurrentAdmissions(t *testing.T) {
@@ -194,24 +147,27 @@ func TestConcurrentAdmissions(t *testing.T) {
 					led.charge(h, 4096)
 					a.Add(h, -4096)
 					unlock()
-				case 1: // an import in two chunks
-					r, d, _ := a.Claim(h, 4096, 0)
-					if !d.Allowed() {
-						refused.Add(1)
-						continue
+				case 1: // a transfer admitted in two chunks, then stored
+					held := int64(0)
+					for range 2 {
+						unlock := a.Lock(h)
+						u, l, _ := a.Quota(h)
+						if acl.AdmitBytes(u, l, 4096).Allowed() {
+							a.Add(h, 4096)
+							held += 4096
+						}
+						unlock()
 					}
-					if d, _ := r.Grow(4096); !d.Allowed() {
-						r.Release()
+					if held < 8192 {
+						a.Add(h, -held)
 						refused.Add(1)
 						continue
 					}
 					check()
-					if err := r.Commit(func() error {
-						led.charge(h, r.Held())
-						return nil
-					}); err != nil {
-						t.Error(err)
-					}
+					unlock := a.Lock(h)
+					led.charge(h, held)
+					a.Add(h, -held)
+					unlock()
 					admitted.Add(1)
 				default: // a delete frees
 					unlock := a.Lock(h)

@@ -9,7 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/shedfs/shedfs/daemon"
-	"github.com/shedfs/shedfs/fusefs"
+	"github.com/shedfs/shedfs/vfs"
 )
 
 func mountCommand() *cli.Command {
@@ -97,16 +97,16 @@ func runMount(c *cli.Context) error {
 }
 
 // forcedOwner reads --uid and --gid: both or neither.
-func forcedOwner(c *cli.Context) (fusefs.ViewOptions, error) {
+func forcedOwner(c *cli.Context) (vfs.ViewOptions, error) {
 	uid, gid := c.Int("uid"), c.Int("gid")
 	if (uid < 0) != (gid < 0) {
-		return fusefs.ViewOptions{}, errors.New("--uid and --gid go together")
+		return vfs.ViewOptions{}, errors.New("--uid and --gid go together")
 	}
 	if uid < 0 {
-		return fusefs.ViewOptions{}, nil
+		return vfs.ViewOptions{}, nil
 	}
 	if uid > 1<<31 || gid > 1<<31 {
-		return fusefs.ViewOptions{}, fmt.Errorf("--uid %d / --gid %d out of range", uid, gid)
+		return vfs.ViewOptions{}, fmt.Errorf("--uid %d / --gid %d out of range", uid, gid)
 	}
-	return fusefs.ViewOptions{ForceOwner: true, Uid: uint32(uid), Gid: uint32(gid)}, nil
+	return vfs.ViewOptions{ForceOwner: true, Uid: uint32(uid), Gid: uint32(gid)}, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,6 +12,7 @@ import (
 	"github.com/shedfs/shedfs/content"
 	"github.com/shedfs/shedfs/daemon"
 	"github.com/shedfs/shedfs/fusefs"
+	"github.com/shedfs/shedfs/vfs"
 	"github.com/shedfs/shedfs/web"
 )
 
@@ -19,7 +21,7 @@ import (
 type serving struct {
 	log  *slog.Logger
 	st   *daemon.Store
-	view fusefs.ViewOptions
+	view vfs.ViewOptions
 	reg  *prometheus.Registry // nil without --metrics
 	rec  *audit.Recorder      // nil with --no-audit
 	// content is the digest and scan queue, closed after the views and
@@ -32,7 +34,8 @@ type serving struct {
 }
 
 // openServing reads the shared flags, opens (creating) the store and
-// builds the daemon; cfg gets Store, FS, DefaultView and Logger filled in.
+// builds the daemon; cfg gets Store, Views, DefaultView, Recorder, Content
+// and Logger filled in.
 // On error everything opened is closed again.
 func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving, error) {
 	s := &serving{log: log}
@@ -46,8 +49,11 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 		return nil, err
 	}
 	if c.String("metrics") != "" {
-		if s.reg, err = daemon.NewRegistry(&fsOpts); err != nil {
+		if s.reg, err = daemon.NewRegistry(); err != nil {
 			return nil, err
+		}
+		if fsOpts.Metrics, err = fusefs.NewMetrics(s.reg); err != nil {
+			return nil, fmt.Errorf("metrics: %w", err)
 		}
 	}
 	loc, err := location(c)
@@ -62,7 +68,7 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 		return nil, err
 	}
 	if s.rec != nil {
-		fsOpts.Recorder = s.rec
+		cfg.Recorder = s.rec
 		if s.reg != nil {
 			if err := daemon.RegisterAuditMetrics(s.reg, s.rec); err != nil {
 				s.close()
@@ -75,6 +81,7 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 		return nil, err
 	}
 	fsOpts.Content = s.content
+	cfg.Content = s.content
 	if err := s.content.Start(); err != nil {
 		s.close()
 		return nil, err
@@ -83,7 +90,9 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 		s.close()
 		return nil, err
 	}
-	cfg.Store, cfg.FS, cfg.DefaultView, cfg.Logger = s.st, fsOpts, s.view, log
+	cfg.Store, cfg.DefaultView, cfg.Logger = s.st, s.view, log
+	// The views are the FUSE door onto the daemon's core.
+	cfg.Views = func(core *vfs.Core) daemon.Views { return fusefs.New(core, fsOpts) }
 	if s.d, err = daemon.New(cfg); err != nil {
 		s.close()
 		return nil, err

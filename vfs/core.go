@@ -1,0 +1,100 @@
+package vfs
+
+import (
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/shedfs/shedfs"
+	"github.com/shedfs/shedfs/acl"
+	"github.com/shedfs/shedfs/blobs"
+	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/quota"
+)
+
+// Space is what the core needs of the store's disk guard (space.Guard):
+// whether the store may grow by bytes and inodes.
+type Space interface {
+	Admit(bytes, inodes int64) acl.Decision
+}
+
+// remeasurer is a Space that can be told to measure the disk afresh after
+// the core freed room on it (space.Guard).
+type remeasurer interface{ Remeasure() }
+
+// Options are what a Core is built from beside the store.
+type Options struct {
+	// Logger receives what no caller can be told in detail.
+	Logger *slog.Logger
+	// Recorder receives every change and denial (the audit trail); nil
+	// records nothing.
+	Recorder shedfs.Recorder
+	// Space admits growth of the store by the room left on its disk;
+	// nil admits everything (a store opened read-only).
+	Space Space
+}
+
+// Core is the state every door of one store shares: the store, its blobs,
+// the quota accountant and the attached frontends.
+type Core struct {
+	store *metadata.Store
+	blobs *blobs.Dir
+	acct  *quota.Accountant
+	opts  Options
+	log   *slog.Logger
+
+	// maxFileSize is the store's setting, reloaded by SettingsChanged.
+	maxFileSize atomic.Uint64
+
+	mu        sync.Mutex
+	frontends []Frontend
+}
+
+// New returns the core of an open store. The caller keeps ownership of
+// store and blob directory.
+func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *Core {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Core{store: store, blobs: blobDir, acct: quota.New(store), opts: opts, log: opts.Logger}
+	c.acct.SetEvictor(c.evictTrash)
+	c.loadSettings()
+	return c
+}
+
+// Store is the metadata store the core serves.
+func (c *Core) Store() *metadata.Store { return c.store }
+
+// Blobs is the store's blob directory.
+func (c *Core) Blobs() *blobs.Dir { return c.blobs }
+
+// Accountant is the one quota accountant of the process: usage as stored
+// plus what is pending (open files, streaming imports).
+func (c *Core) Accountant() *quota.Accountant { return c.acct }
+
+// Logger is the core's logger, for the frontends built on it.
+func (c *Core) Logger() *slog.Logger { return c.log }
+
+// MaxFileSize is the store's max file size (0: unlimited).
+func (c *Core) MaxFileSize() uint64 { return c.maxFileSize.Load() }
+
+// Record puts an event into the audit trail, if there is one.
+func (c *Core) Record(e shedfs.Event) {
+	if c.opts.Recorder != nil {
+		c.opts.Recorder.Record(e)
+	}
+}
+
+// Recording reports whether events are recorded at all, so that callers
+// can skip building them.
+func (c *Core) Recording() bool { return c.opts.Recorder != nil }
+
+// loadSettings reloads the store-wide settings the core applies.
+func (c *Core) loadSettings() {
+	st, err := c.store.GetSettings()
+	if err != nil {
+		c.log.Error("read store settings", "err", err)
+		return
+	}
+	c.maxFileSize.Store(st.MaxFileSize)
+}

@@ -1,0 +1,20 @@
+// Package vfs is the core of shedfs: the one place in a process that
+// admits growth of the store and fans changes out to the doors that show
+// it. The FUSE views (fusefs), the admin API (daemon), the link server
+// (web) and the command line without a daemon all call it, so that a rule
+// spelled once holds whichever door a change comes through.
+//
+// It knows no protocol: it imports no go-fuse package, and a door attaches
+// itself as a Frontend to be told what its caches must forget. The rules
+// themselves stay pure functions in acl and zones; the core gathers what
+// they need (the holder's usage with what is pending, its limit, the max
+// file size), asks them, and acts on the decision.
+//
+// Growth of any kind (bytes written, inodes created, extended attribute
+// bytes, imports and restores) goes through Admit: the holder's admission
+// lock, acl's decision, eviction of the holder's trash when the quota
+// refuses (the trash never causes EDQUOT), the store's disk (evicting the
+// oldest trash of anyone when the disk is short), the cross-daemon
+// allotment on a shared store, then the pending charge. This file's
+// package is the only caller of quota.Accountant.MakeRoom.
+package vfs

@@ -1,0 +1,201 @@
+package vfs
+
+import (
+	"errors"
+	"time"
+
+	"github.com/shedfs/shedfs"
+)
+
+// Frontend is a door that keeps state the core's changes must reach: the
+// FUSE views of fusefs implement it, with kernels caching names,
+// attributes and pages, and handles holding inodes open. Whatever changes
+// the store outside a frontend (the admin API, another frontend) tells
+// every attached frontend through the core, so that a change made through
+// any door reaches every view's kernel the same way. The methods must not
+// block on the caller's locks; they are called without any of the core's.
+type Frontend interface {
+	// Holds reports whether a handle of the frontend holds ino open (a
+	// file or a directory), which keeps a kept file from being freed.
+	Holds(ino uint64) bool
+	// Overlay lays what the frontend holds of an open file and has not
+	// persisted yet (size, times) over rec.
+	Overlay(rec *shedfs.Inode)
+	// EntryChanged: name in directory dir stands for another inode (or
+	// for one where there was none); replaced, if not nil, lost it and
+	// goes once nothing holds it.
+	EntryChanged(dir uint64, name string, replaced *shedfs.Inode)
+	// InodeChanged: ino's ownership or attributes changed.
+	InodeChanged(ino uint64)
+	// MembershipChanged: user's groups changed.
+	MembershipChanged(user string)
+	// TrashChanged: kept files came or went.
+	TrashChanged()
+	// TrashFreed: kept files the store deleted for good, for why
+	// (purge, evict, expire). Their blobs are the frontend's to remove
+	// once no request of it is under way; removed says the core removed
+	// them already (the disk needed the room at once).
+	TrashFreed(gone []*shedfs.Inode, why string, removed bool)
+	// SettingsChanged: the store-wide settings changed.
+	SettingsChanged()
+	// SessionsChanged: a session opened or closed.
+	SessionsChanged() error
+}
+
+// Attach adds a frontend that is told of every change from now on.
+func (c *Core) Attach(f Frontend) {
+	c.mu.Lock()
+	c.frontends = append(c.frontends, f)
+	c.mu.Unlock()
+}
+
+// attached returns the frontends, for a fan-out outside c.mu.
+func (c *Core) attached() []Frontend {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.frontends
+}
+
+// Unused reports whether no frontend holds ino open. The store asks it
+// inside its transactions that free inodes (unlink, trash eviction).
+func (c *Core) Unused(ino uint64) bool {
+	for _, f := range c.attached() {
+		if f.Holds(ino) {
+			return false
+		}
+	}
+	return true
+}
+
+// Stat returns the record of ino as the doors see it: with the size and
+// times of an open file not yet persisted laid over it.
+func (c *Core) Stat(ino uint64) (*shedfs.Inode, error) {
+	rec, err := c.store.GetInode(ino)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range c.attached() {
+		f.Overlay(rec)
+	}
+	return rec, nil
+}
+
+// EntryChanged tells the frontends that name in dir changed outside them
+// (an import, a restore), and that replaced, if not nil, lost the name.
+// Without a frontend to hold it, replaced goes at once.
+func (c *Core) EntryChanged(dir uint64, name string, replaced *shedfs.Inode) {
+	fs := c.attached()
+	for _, f := range fs {
+		f.EntryChanged(dir, name, replaced)
+	}
+	if len(fs) == 0 && replaced != nil && replaced.Nlink == 0 {
+		c.reclaim(replaced.Ino)
+	}
+}
+
+// InodeChanged tells the frontends that ino's ownership or attributes
+// changed outside them (the admin's mode override).
+func (c *Core) InodeChanged(ino uint64) {
+	for _, f := range c.attached() {
+		f.InodeChanged(ino)
+	}
+}
+
+// MembershipChanged tells the frontends that the groups of users changed.
+func (c *Core) MembershipChanged(users ...string) {
+	for _, f := range c.attached() {
+		for _, u := range users {
+			f.MembershipChanged(u)
+		}
+	}
+}
+
+// TrashChanged tells the frontends that kept files came or went.
+func (c *Core) TrashChanged() {
+	for _, f := range c.attached() {
+		f.TrashChanged()
+	}
+}
+
+// SettingsChanged reloads the store-wide settings in the core and in
+// every frontend.
+func (c *Core) SettingsChanged() {
+	c.loadSettings()
+	for _, f := range c.attached() {
+		f.SettingsChanged()
+	}
+}
+
+// SessionsChanged tells the frontends that a session opened or closed.
+func (c *Core) SessionsChanged() error {
+	var errs []error
+	for _, f := range c.attached() {
+		errs = append(errs, f.SessionsChanged())
+	}
+	return errors.Join(errs...)
+}
+
+// Freed takes kept files the store deleted for good (a purge, an
+// eviction, an expiry): the frontends keep them for requests under way
+// and remove their blobs after; without a frontend, or when removed is
+// set, the core removes the blobs at once. Evictions and expiries, which
+// nobody asked for, are audited here; purges by whoever asked.
+func (c *Core) Freed(gone []*shedfs.Inode, why string, removed bool) {
+	if len(gone) == 0 {
+		return
+	}
+	fs := c.attached()
+	if len(fs) == 0 && !removed {
+		for _, n := range gone {
+			if n.IsRegular() {
+				c.removeBlob(n.Ino)
+			}
+		}
+		removed = true
+	}
+	for _, f := range fs {
+		f.TrashFreed(gone, why, removed)
+	}
+	if why != FreedPurge {
+		c.recordFreed(why, gone)
+	}
+}
+
+// Why kept files went for good (Freed).
+const (
+	FreedPurge  = "purge"
+	FreedEvict  = "evict"
+	FreedExpire = "expire"
+)
+
+// recordFreed puts kept files that went for good without anyone asking
+// into the audit trail: one record each, by the daemon ("-"), with the
+// zone and the size; the trash record that knew the path is gone.
+func (c *Core) recordFreed(why string, gone []*shedfs.Inode) {
+	if !c.Recording() {
+		return
+	}
+	now := time.Now()
+	for _, n := range gone {
+		c.Record(shedfs.Event{Time: now, User: "-", Zone: n.Zone, Op: "trash_" + why, Bytes: int64(n.Size)})
+	}
+}
+
+// reclaim frees an inode without links that nothing holds: its record,
+// its charge and its blob.
+func (c *Core) reclaim(ino uint64) {
+	n, err := c.store.Reclaim(ino)
+	if err != nil {
+		c.log.Error("reclaim inode", "ino", ino, "err", err)
+		return
+	}
+	if n != nil && n.IsRegular() {
+		c.removeBlob(ino)
+	}
+}
+
+func (c *Core) removeBlob(ino uint64) {
+	if err := c.blobs.Remove(ino); err != nil {
+		c.log.Error("remove blob", "ino", ino, "err", err)
+	}
+}
