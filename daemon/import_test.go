@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shedfs/shedfs"
+	"github.com/shedfs/shedfs/metadata"
 )
 
 // TestImportCountsPending: with 3 MiB written to a file still open in a
@@ -159,4 +160,55 @@ func TestImportInvisibleUntilComplete(t *testing.T) {
 		}
 		checkClean(t, st)
 	})
+}
+
+// TestImportEvictsTrash: an import into a quota that only the trash
+// fills evicts the trash and succeeds, as a view's create does (the trash
+// never causes EDQUOT): for the inode it needs, and for its bytes.
+func TestImportEvictsTrash(t *testing.T) {
+	for _, short := range []string{"inodes", "bytes"} {
+		t.Run(short, func(t *testing.T) {
+			bothAdmins(t, func(t *testing.T, st *Store, a Admin) {
+				ctx := context.Background()
+				if _, err := a.AddUser(ctx, UserAddRequest{Name: "alice"}); err != nil {
+					t.Fatal(err)
+				}
+				u, _ := st.Meta.GetUser("alice")
+				h := shedfs.UserHolder("alice")
+				if _, err := importString(ctx, a, ImportRequest{User: "alice", Name: "old"}, strings.Repeat("o", 300<<10)); err != nil {
+					t.Fatal(err)
+				}
+				note := &metadata.TrashNote{By: "alice", Why: metadata.TrashUnlink, Path: "/uploads/old"}
+				if _, _, kept, err := st.Meta.UnlinkTrash(u.Roots.Uploads, "old", false, nil, note); err != nil || !kept {
+					t.Fatalf("delete old into the trash: %v kept=%v", err, kept)
+				}
+				used, _ := st.Meta.Usage(h)
+				// The kept file takes the last inode, or all but 100
+				// KiB of the bytes.
+				lim := shedfs.Limit{Inodes: used.Inodes}
+				if short == "bytes" {
+					lim = shedfs.Limit{Bytes: used.Bytes + 100<<10}
+				}
+				if err := st.Meta.SetLimit(h, lim); err != nil {
+					t.Fatal(err)
+				}
+				res, err := importString(ctx, a, ImportRequest{User: "alice", Name: "new"}, strings.Repeat("n", 200<<10))
+				if err != nil {
+					t.Fatalf("import into a quota the trash fills (%s): %v, want the trash evicted", short, err)
+				}
+				if blobContent(t, st, res.Ino) != strings.Repeat("n", 200<<10) {
+					t.Error("imported content differs")
+				}
+				if list, _ := st.Meta.ListTrash([]shedfs.Holder{h}); len(list) != 0 {
+					t.Errorf("trash still holds %d files", len(list))
+				}
+				// Nothing left to evict: refused for the quota, nothing
+				// left behind.
+				if _, err := importString(ctx, a, ImportRequest{User: "alice", Name: "more"}, strings.Repeat("m", 300<<10)); codeOf(t, err) != CodeQuota {
+					t.Errorf("import past the quota with an empty trash: %v, want %s", err, CodeQuota)
+				}
+				checkClean(t, st)
+			})
+		})
+	}
 }
