@@ -170,21 +170,17 @@ func parseAuditQuery(r *http.Request) (metadata.AuditFilter, error) {
 
 // auditRoutes adds GET /v1/audit to the admin API, when admin can read the
 // trail.
-func auditRoutes(h func(pattern string, fn func(r *http.Request) (int, any, error)), admin Admin) {
+func auditRoutes(h func(pattern string, fn endpoint), admin Admin) {
 	ar, ok := admin.(AuditReader)
 	if !ok {
 		return
 	}
-	h("GET /v1/audit", func(r *http.Request) (int, any, error) {
-		f, err := parseAuditQuery(r)
-		if err != nil {
-			return 0, nil, err
-		}
+	h("GET /v1/audit", route(parseAuditQuery, func(ctx context.Context, f metadata.AuditFilter) ([]metadata.AuditRecord, error) {
 		out := []metadata.AuditRecord{}
-		err = ar.Audit(r.Context(), f, func(rec metadata.AuditRecord) error {
+		err := ar.Audit(ctx, f, func(rec metadata.AuditRecord) error {
 			out = append(out, rec)
 			return nil
 		})
-		return http.StatusOK, out, err
-	})
+		return out, err
+	}))
 }

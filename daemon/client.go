@@ -102,14 +102,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		return errorf(CodeInternal, "admin socket %s: read answer: %v", c.path, err)
 	}
 	if resp.StatusCode/100 != 2 {
-		var e Error
-		if json.Unmarshal(data, &e) != nil || e.Message == "" {
-			return errorf(CodeInternal, "admin API answered %s", resp.Status)
-		}
-		if e.Code == "" {
-			e.Code = CodeInternal
-		}
-		return &e
+		return answerError(resp.Status, data)
 	}
 	if out == nil {
 		return nil
@@ -120,6 +113,17 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	return nil
 }
 
+// call is the client side of route: it sends in (nil: no body) and
+// decodes the answer as a Resp, or returns the API's error as an *Error.
+func call[Resp any](c *Client, ctx context.Context, method, path string, in any) (Resp, error) {
+	var out Resp
+	if err := c.do(ctx, method, path, in, &out); err != nil {
+		var none Resp
+		return none, err
+	}
+	return out, nil
+}
+
 func seg(s string) string { return url.PathEscape(s) }
 
 // AddUser asks the daemon to create a user and mount its view.
@@ -127,20 +131,12 @@ func (c *Client) AddUser(ctx context.Context, req UserAddRequest) (*UserInfo, er
 	if err := ValidPrincipalName("user", req.Name); err != nil {
 		return nil, err
 	}
-	var out UserInfo
-	if err := c.do(ctx, http.MethodPost, "/v1/users", req, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[*UserInfo](c, ctx, http.MethodPost, "/v1/users", req)
 }
 
 // ListUsers asks the daemon for every user.
 func (c *Client) ListUsers(ctx context.Context) ([]UserInfo, error) {
-	var out []UserInfo
-	if err := c.do(ctx, http.MethodGet, "/v1/users", nil, &out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return call[[]UserInfo](c, ctx, http.MethodGet, "/v1/users", nil)
 }
 
 // ShowUser asks the daemon for one user.
@@ -148,11 +144,7 @@ func (c *Client) ShowUser(ctx context.Context, name string) (*UserInfo, error) {
 	if err := ValidPrincipalName("user", name); err != nil {
 		return nil, err
 	}
-	var out UserInfo
-	if err := c.do(ctx, http.MethodGet, "/v1/users/"+seg(name), nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[*UserInfo](c, ctx, http.MethodGet, "/v1/users/"+seg(name), nil)
 }
 
 // RemoveUser asks the daemon to unmount a user's view and delete it.
@@ -160,11 +152,7 @@ func (c *Client) RemoveUser(ctx context.Context, name string, force bool) (*Remo
 	if err := ValidPrincipalName("user", name); err != nil {
 		return nil, err
 	}
-	var out RemoveResult
-	if err := c.do(ctx, http.MethodDelete, fmt.Sprintf("/v1/users/%s?force=%t", seg(name), force), nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[*RemoveResult](c, ctx, http.MethodDelete, fmt.Sprintf("/v1/users/%s?force=%t", seg(name), force), nil)
 }
 
 // AddGroup asks the daemon to create a group.
@@ -172,20 +160,12 @@ func (c *Client) AddGroup(ctx context.Context, req GroupAddRequest) (*GroupInfo,
 	if err := ValidPrincipalName("group", req.Name); err != nil {
 		return nil, err
 	}
-	var out GroupInfo
-	if err := c.do(ctx, http.MethodPost, "/v1/groups", req, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[*GroupInfo](c, ctx, http.MethodPost, "/v1/groups", req)
 }
 
 // ListGroups asks the daemon for every group.
 func (c *Client) ListGroups(ctx context.Context) ([]GroupInfo, error) {
-	var out []GroupInfo
-	if err := c.do(ctx, http.MethodGet, "/v1/groups", nil, &out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return call[[]GroupInfo](c, ctx, http.MethodGet, "/v1/groups", nil)
 }
 
 // ShowGroup asks the daemon for one group.
@@ -193,11 +173,7 @@ func (c *Client) ShowGroup(ctx context.Context, name string) (*GroupInfo, error)
 	if err := ValidPrincipalName("group", name); err != nil {
 		return nil, err
 	}
-	var out GroupInfo
-	if err := c.do(ctx, http.MethodGet, "/v1/groups/"+seg(name), nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[*GroupInfo](c, ctx, http.MethodGet, "/v1/groups/"+seg(name), nil)
 }
 
 // RemoveGroup asks the daemon to delete a group.
@@ -205,11 +181,7 @@ func (c *Client) RemoveGroup(ctx context.Context, name string, force bool) (*Rem
 	if err := ValidPrincipalName("group", name); err != nil {
 		return nil, err
 	}
-	var out RemoveResult
-	if err := c.do(ctx, http.MethodDelete, fmt.Sprintf("/v1/groups/%s?force=%t", seg(name), force), nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[*RemoveResult](c, ctx, http.MethodDelete, fmt.Sprintf("/v1/groups/%s?force=%t", seg(name), force), nil)
 }
 
 // AddMember asks the daemon to add a user to a group.
@@ -220,11 +192,7 @@ func (c *Client) AddMember(ctx context.Context, group string, req MemberRequest)
 	if err := ValidPrincipalName("user", req.User); err != nil {
 		return nil, err
 	}
-	var out GroupInfo
-	if err := c.do(ctx, http.MethodPost, "/v1/groups/"+seg(group)+"/members", req, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[*GroupInfo](c, ctx, http.MethodPost, "/v1/groups/"+seg(group)+"/members", req)
 }
 
 // RemoveMember asks the daemon to take a user out of a group.
@@ -235,11 +203,7 @@ func (c *Client) RemoveMember(ctx context.Context, group, user string) (*GroupIn
 	if err := ValidPrincipalName("user", user); err != nil {
 		return nil, err
 	}
-	var out GroupInfo
-	if err := c.do(ctx, http.MethodDelete, "/v1/groups/"+seg(group)+"/members/"+seg(user), nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[*GroupInfo](c, ctx, http.MethodDelete, "/v1/groups/"+seg(group)+"/members/"+seg(user), nil)
 }
 
 // SetQuota asks the daemon to change a holder's limits.
@@ -247,11 +211,7 @@ func (c *Client) SetQuota(ctx context.Context, holder string, req QuotaSetReques
 	if _, _, err := holderSyntax(holder); err != nil {
 		return nil, err
 	}
-	var out QuotaInfo
-	if err := c.do(ctx, http.MethodPut, "/v1/quotas/"+seg(holder), req, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[*QuotaInfo](c, ctx, http.MethodPut, "/v1/quotas/"+seg(holder), req)
 }
 
 // ShowQuota asks the daemon for one holder's quota, or every holder's.
@@ -263,18 +223,10 @@ func (c *Client) ShowQuota(ctx context.Context, holder string) ([]QuotaInfo, err
 		}
 		path += "/" + seg(holder)
 	}
-	var out []QuotaInfo
-	if err := c.do(ctx, http.MethodGet, path, nil, &out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return call[[]QuotaInfo](c, ctx, http.MethodGet, path, nil)
 }
 
 // Status asks the daemon how it and the store are.
 func (c *Client) Status(ctx context.Context) (*Status, error) {
-	var out Status
-	if err := c.do(ctx, http.MethodGet, "/v1/status", nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[*Status](c, ctx, http.MethodGet, "/v1/status", nil)
 }

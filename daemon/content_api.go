@@ -182,31 +182,14 @@ func (l *Local) auditQuarantine(info *QuarantineInfo, op string) {
 }
 
 // quarantineRoutes serves the quarantine on the admin API.
-func quarantineRoutes(h func(pattern string, fn func(r *http.Request) (int, any, error)), admin Admin) {
+func quarantineRoutes(h func(pattern string, fn endpoint), admin Admin) {
 	qa, ok := admin.(QuarantineAdmin)
 	if !ok {
 		return
 	}
-	h("GET /v1/quarantine", func(r *http.Request) (int, any, error) {
-		v, err := qa.Quarantine(r.Context())
-		return http.StatusOK, v, err
-	})
-	h("POST /v1/quarantine/{ino}/release", func(r *http.Request) (int, any, error) {
-		ino, err := inoParam(r)
-		if err != nil {
-			return 0, nil, err
-		}
-		v, err := qa.ReleaseQuarantined(r.Context(), ino)
-		return http.StatusOK, v, err
-	})
-	h("DELETE /v1/quarantine/{ino}", func(r *http.Request) (int, any, error) {
-		ino, err := inoParam(r)
-		if err != nil {
-			return 0, nil, err
-		}
-		v, err := qa.DeleteQuarantined(r.Context(), ino)
-		return http.StatusOK, v, err
-	})
+	h("GET /v1/quarantine", route0(qa.Quarantine))
+	h("POST /v1/quarantine/{ino}/release", route(inoParam, qa.ReleaseQuarantined))
+	h("DELETE /v1/quarantine/{ino}", route(inoParam, qa.DeleteQuarantined))
 }
 
 // ParseIno reads an inode number as the quarantine commands take it.
@@ -222,25 +205,15 @@ func inoParam(r *http.Request) (uint64, error) { return ParseIno(r.PathValue("in
 
 // Quarantine asks the daemon for the infected files.
 func (c *Client) Quarantine(ctx context.Context) ([]QuarantineInfo, error) {
-	var out []QuarantineInfo
-	err := c.do(ctx, http.MethodGet, "/v1/quarantine", nil, &out)
-	return out, err
+	return call[[]QuarantineInfo](c, ctx, http.MethodGet, "/v1/quarantine", nil)
 }
 
 // ReleaseQuarantined asks the daemon to release ino.
 func (c *Client) ReleaseQuarantined(ctx context.Context, ino uint64) (*QuarantineInfo, error) {
-	var out QuarantineInfo
-	if err := c.do(ctx, http.MethodPost, fmt.Sprintf("/v1/quarantine/%d/release", ino), nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[*QuarantineInfo](c, ctx, http.MethodPost, fmt.Sprintf("/v1/quarantine/%d/release", ino), nil)
 }
 
 // DeleteQuarantined asks the daemon to delete ino.
 func (c *Client) DeleteQuarantined(ctx context.Context, ino uint64) (*QuarantineInfo, error) {
-	var out QuarantineInfo
-	if err := c.do(ctx, http.MethodDelete, fmt.Sprintf("/v1/quarantine/%d", ino), nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[*QuarantineInfo](c, ctx, http.MethodDelete, fmt.Sprintf("/v1/quarantine/%d", ino), nil)
 }

@@ -22,7 +22,7 @@ import (
 // fileRoutes adds the import and mode endpoints to the admin API. The
 // import is served on mux directly, since it needs the response writer to
 // lift the server's read timeout.
-func fileRoutes(mux *http.ServeMux, h func(pattern string, fn func(r *http.Request) (int, any, error)), admin Admin, log *slog.Logger) {
+func fileRoutes(mux *http.ServeMux, h func(pattern string, fn endpoint), admin Admin, log *slog.Logger) {
 	mux.HandleFunc("POST /v1/users/{name}/uploads", func(w http.ResponseWriter, r *http.Request) {
 		if err := http.NewResponseController(w).SetReadDeadline(time.Time{}); err != nil {
 			log.Warn("admin API: import keeps the read timeout", "err", err)
@@ -38,20 +38,8 @@ func fileRoutes(mux *http.ServeMux, h func(pattern string, fn func(r *http.Reque
 		}
 		writeJSON(w, http.StatusCreated, v)
 	})
-	h("GET /v1/mode", func(r *http.Request) (int, any, error) {
-		q := r.URL.Query()
-		v, err := admin.GetMode(r.Context(), q.Get("user"), q.Get("path"))
-		return http.StatusOK, v, err
-	})
-	h("PUT /v1/mode", func(r *http.Request) (int, any, error) {
-		var req ModeSetRequest
-		if err := decode(r, &req); err != nil {
-			return 0, nil, err
-		}
-		q := r.URL.Query()
-		v, err := admin.SetMode(r.Context(), q.Get("user"), q.Get("path"), req)
-		return http.StatusOK, v, err
-	})
+	h("GET /v1/mode", route2(queryArg("user"), queryArg("path"), admin.GetMode))
+	h("PUT /v1/mode", route3(queryArg("user"), queryArg("path"), jsonBody[ModeSetRequest], admin.SetMode))
 }
 
 // importRequest decodes an import from its URL and hands the body over.
@@ -134,11 +122,7 @@ func (c *Client) GetMode(ctx context.Context, user, path string) (*ModeInfo, err
 	if err := ValidPrincipalName("user", user); err != nil {
 		return nil, err
 	}
-	var out ModeInfo
-	if err := c.do(ctx, http.MethodGet, modePath(user, path), nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[*ModeInfo](c, ctx, http.MethodGet, modePath(user, path), nil)
 }
 
 // SetMode asks the daemon to override the ownership of a path in a user's
@@ -150,9 +134,5 @@ func (c *Client) SetMode(ctx context.Context, user, path string, req ModeSetRequ
 	if req.Mode == nil && req.Owner == nil {
 		return nil, errorf(CodeInvalid, "mode set: give a mode, an owner or both")
 	}
-	var out ModeInfo
-	if err := c.do(ctx, http.MethodPut, modePath(user, path), req, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[*ModeInfo](c, ctx, http.MethodPut, modePath(user, path), req)
 }

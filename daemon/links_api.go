@@ -191,50 +191,26 @@ func (l *Local) LinkSettings(ctx context.Context, req LinkSettingsRequest) (*Lin
 }
 
 // linkRoutes adds the link endpoints to the admin API.
-func linkRoutes(h func(pattern string, fn func(r *http.Request) (int, any, error)), admin Admin) {
+func linkRoutes(h func(pattern string, fn endpoint), admin Admin) {
 	la, ok := admin.(LinkAdmin)
 	if !ok {
 		return
 	}
-	h("POST /v1/links", func(r *http.Request) (int, any, error) {
-		var req LinkCreateRequest
-		if err := decode(r, &req); err != nil {
-			return 0, nil, err
-		}
-		v, err := la.CreateLink(r.Context(), req)
-		return http.StatusCreated, v, err
-	})
-	h("GET /v1/links", func(r *http.Request) (int, any, error) {
-		v, err := la.ListLinks(r.Context(), r.URL.Query().Get("user"))
-		return http.StatusOK, v, err
-	})
-	h("DELETE /v1/links/{id}", func(r *http.Request) (int, any, error) {
-		return http.StatusOK, map[string]string{"revoked": r.PathValue("id")}, la.RevokeLink(r.Context(), r.PathValue("id"))
-	})
-	h("POST /v1/links/rotate-key", func(r *http.Request) (int, any, error) {
-		return http.StatusOK, map[string]bool{"rotated": true}, la.RotateLinkKey(r.Context())
-	})
-	h("GET /v1/links/settings", func(r *http.Request) (int, any, error) {
-		v, err := la.LinkSettings(r.Context(), LinkSettingsRequest{})
-		return http.StatusOK, v, err
-	})
-	h("PUT /v1/links/settings", func(r *http.Request) (int, any, error) {
-		var req LinkSettingsRequest
-		if err := decode(r, &req); err != nil {
-			return 0, nil, err
-		}
-		v, err := la.LinkSettings(r.Context(), req)
-		return http.StatusOK, v, err
-	})
+	h("POST /v1/links", created(route(jsonBody[LinkCreateRequest], la.CreateLink)))
+	h("GET /v1/links", route(queryArg("user"), la.ListLinks))
+	h("DELETE /v1/links/{id}", route(pathArg("id"), func(ctx context.Context, id string) (map[string]string, error) {
+		return map[string]string{"revoked": id}, la.RevokeLink(ctx, id)
+	}))
+	h("POST /v1/links/rotate-key", route0(func(ctx context.Context) (map[string]bool, error) {
+		return map[string]bool{"rotated": true}, la.RotateLinkKey(ctx)
+	}))
+	h("GET /v1/links/settings", route(constant(LinkSettingsRequest{}), la.LinkSettings))
+	h("PUT /v1/links/settings", route(jsonBody[LinkSettingsRequest], la.LinkSettings))
 }
 
 // CreateLink asks the daemon to make a link.
 func (c *Client) CreateLink(ctx context.Context, req LinkCreateRequest) (*LinkInfo, error) {
-	var out LinkInfo
-	if err := c.do(ctx, http.MethodPost, "/v1/links", req, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[*LinkInfo](c, ctx, http.MethodPost, "/v1/links", req)
 }
 
 // ListLinks asks the daemon for the live links.
@@ -243,11 +219,7 @@ func (c *Client) ListLinks(ctx context.Context, user string) ([]LinkInfo, error)
 	if user != "" {
 		p += "?" + url.Values{"user": {user}}.Encode()
 	}
-	var out []LinkInfo
-	if err := c.do(ctx, http.MethodGet, p, nil, &out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return call[[]LinkInfo](c, ctx, http.MethodGet, p, nil)
 }
 
 // RevokeLink asks the daemon to revoke a link.
@@ -262,16 +234,10 @@ func (c *Client) RotateLinkKey(ctx context.Context) error {
 
 // LinkSettings asks the daemon for, or to change, the link settings.
 func (c *Client) LinkSettings(ctx context.Context, req LinkSettingsRequest) (*LinkSettings, error) {
-	var out LinkSettings
-	method := http.MethodGet
-	var in any
-	if req.TTL != nil {
-		method, in = http.MethodPut, req
+	if req.TTL == nil {
+		return call[*LinkSettings](c, ctx, http.MethodGet, "/v1/links/settings", nil)
 	}
-	if err := c.do(ctx, method, "/v1/links/settings", in, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[*LinkSettings](c, ctx, http.MethodPut, "/v1/links/settings", req)
 }
 
 // UseLinks makes svc the daemon's link server: the admin API makes links

@@ -359,22 +359,11 @@ func (r *restorer) removeDirs(dirs []string) {
 }
 
 // restoreRoutes serves RestoreAt over the admin API.
-func restoreRoutes(h func(string, func(*http.Request) (int, any, error)), admin Admin) {
-	h("POST /v1/restore", func(r *http.Request) (int, any, error) {
-		var req RestoreAtRequest
-		if err := decode(r, &req); err != nil {
-			return 0, nil, err
-		}
-		v, err := admin.RestoreAt(r.Context(), req)
-		return http.StatusOK, v, err
-	})
+func restoreRoutes(h func(string, endpoint), admin Admin) {
+	h("POST /v1/restore", route(jsonBody[RestoreAtRequest], admin.RestoreAt))
 }
 
 // RestoreAt asks the daemon to restore a subtree to a point in time.
 func (c *Client) RestoreAt(ctx context.Context, req RestoreAtRequest) (*RestoreAtResult, error) {
-	var out RestoreAtResult
-	if err := c.do(ctx, http.MethodPost, "/v1/restore", req, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[*RestoreAtResult](c, ctx, http.MethodPost, "/v1/restore", req)
 }

@@ -176,7 +176,7 @@ func (s *Server) checkPeer(next http.Handler) http.Handler {
 // it can be fuzzed in process.
 func newHandler(admin Admin, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
-	h := func(pattern string, fn func(r *http.Request) (int, any, error)) {
+	h := func(pattern string, fn endpoint) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			status, v, err := fn(r)
 			if err != nil {
@@ -190,90 +190,20 @@ func newHandler(admin Admin, log *slog.Logger) http.Handler {
 			writeJSON(w, status, v)
 		})
 	}
-	h("POST /v1/users", func(r *http.Request) (int, any, error) {
-		var req UserAddRequest
-		if err := decode(r, &req); err != nil {
-			return 0, nil, err
-		}
-		v, err := admin.AddUser(r.Context(), req)
-		return http.StatusCreated, v, err
-	})
-	h("GET /v1/users", func(r *http.Request) (int, any, error) {
-		v, err := admin.ListUsers(r.Context())
-		return http.StatusOK, v, err
-	})
-	h("GET /v1/users/{name}", func(r *http.Request) (int, any, error) {
-		v, err := admin.ShowUser(r.Context(), r.PathValue("name"))
-		return http.StatusOK, v, err
-	})
-	h("DELETE /v1/users/{name}", func(r *http.Request) (int, any, error) {
-		force, err := forceParam(r)
-		if err != nil {
-			return 0, nil, err
-		}
-		v, err := admin.RemoveUser(r.Context(), r.PathValue("name"), force)
-		return http.StatusOK, v, err
-	})
-	h("POST /v1/groups", func(r *http.Request) (int, any, error) {
-		var req GroupAddRequest
-		if err := decode(r, &req); err != nil {
-			return 0, nil, err
-		}
-		v, err := admin.AddGroup(r.Context(), req)
-		return http.StatusCreated, v, err
-	})
-	h("GET /v1/groups", func(r *http.Request) (int, any, error) {
-		v, err := admin.ListGroups(r.Context())
-		return http.StatusOK, v, err
-	})
-	h("GET /v1/groups/{name}", func(r *http.Request) (int, any, error) {
-		v, err := admin.ShowGroup(r.Context(), r.PathValue("name"))
-		return http.StatusOK, v, err
-	})
-	h("DELETE /v1/groups/{name}", func(r *http.Request) (int, any, error) {
-		force, err := forceParam(r)
-		if err != nil {
-			return 0, nil, err
-		}
-		v, err := admin.RemoveGroup(r.Context(), r.PathValue("name"), force)
-		return http.StatusOK, v, err
-	})
-	h("POST /v1/groups/{name}/members", func(r *http.Request) (int, any, error) {
-		var req MemberRequest
-		if err := decode(r, &req); err != nil {
-			return 0, nil, err
-		}
-		v, err := admin.AddMember(r.Context(), r.PathValue("name"), req)
-		return http.StatusOK, v, err
-	})
-	h("DELETE /v1/groups/{name}/members/{user}", func(r *http.Request) (int, any, error) {
-		v, err := admin.RemoveMember(r.Context(), r.PathValue("name"), r.PathValue("user"))
-		return http.StatusOK, v, err
-	})
-	h("GET /v1/quotas", func(r *http.Request) (int, any, error) {
-		v, err := admin.ShowQuota(r.Context(), "")
-		return http.StatusOK, v, err
-	})
-	h("GET /v1/quotas/{holder}", func(r *http.Request) (int, any, error) {
-		holder := r.PathValue("holder")
-		if holder == "" {
-			return 0, nil, errorf(CodeInvalid, "empty quota holder")
-		}
-		v, err := admin.ShowQuota(r.Context(), holder)
-		return http.StatusOK, v, err
-	})
-	h("PUT /v1/quotas/{holder}", func(r *http.Request) (int, any, error) {
-		var req QuotaSetRequest
-		if err := decode(r, &req); err != nil {
-			return 0, nil, err
-		}
-		v, err := admin.SetQuota(r.Context(), r.PathValue("holder"), req)
-		return http.StatusOK, v, err
-	})
-	h("GET /v1/status", func(r *http.Request) (int, any, error) {
-		v, err := admin.Status(r.Context())
-		return http.StatusOK, v, err
-	})
+	h("POST /v1/users", created(route(jsonBody[UserAddRequest], admin.AddUser)))
+	h("GET /v1/users", route0(admin.ListUsers))
+	h("GET /v1/users/{name}", route(pathArg("name"), admin.ShowUser))
+	h("DELETE /v1/users/{name}", route2(pathArg("name"), forceParam, admin.RemoveUser))
+	h("POST /v1/groups", created(route(jsonBody[GroupAddRequest], admin.AddGroup)))
+	h("GET /v1/groups", route0(admin.ListGroups))
+	h("GET /v1/groups/{name}", route(pathArg("name"), admin.ShowGroup))
+	h("DELETE /v1/groups/{name}", route2(pathArg("name"), forceParam, admin.RemoveGroup))
+	h("POST /v1/groups/{name}/members", route2(pathArg("name"), jsonBody[MemberRequest], admin.AddMember))
+	h("DELETE /v1/groups/{name}/members/{user}", route2(pathArg("name"), pathArg("user"), admin.RemoveMember))
+	h("GET /v1/quotas", route(constant(""), admin.ShowQuota))
+	h("GET /v1/quotas/{holder}", route(holderArg, admin.ShowQuota))
+	h("PUT /v1/quotas/{holder}", route2(pathArg("holder"), jsonBody[QuotaSetRequest], admin.SetQuota))
+	h("GET /v1/status", route0(admin.Status))
 	// Imports and ownership overrides: files_api.go.
 	fileRoutes(mux, h, admin, log)
 	auditRoutes(h, admin)      // audit_api.go
@@ -317,6 +247,102 @@ func forceParam(r *http.Request) (bool, error) {
 		return false, errorf(CodeInvalid, "force=%q: not a boolean", v)
 	}
 	return b, nil
+}
+
+// holderArg reads the {holder} of GET /v1/quotas/{holder}.
+func holderArg(r *http.Request) (string, error) {
+	holder := r.PathValue("holder")
+	if holder == "" {
+		return "", errorf(CodeInvalid, "empty quota holder")
+	}
+	return holder, nil
+}
+
+// An endpoint answers one admin request: the status of a success and the
+// value to encode, or the error to answer with (newHandler writes either).
+type endpoint = func(r *http.Request) (int, any, error)
+
+// An arg reads one argument of an admin operation from a request: a JSON
+// body, a path wildcard, a query parameter. Its error is the answer.
+type arg[A any] func(r *http.Request) (A, error)
+
+// route is an endpoint that reads the argument of the admin operation op
+// with a, performs op and answers 200 with its result. Nearly every admin
+// route is one of these (route0, route2 and route3 for the other
+// arities, created for 201), so they all decode, call and encode alike;
+// Client's call is the other end.
+func route[A, Resp any](a arg[A], op func(ctx context.Context, a A) (Resp, error)) endpoint {
+	return func(r *http.Request) (int, any, error) {
+		x, err := a(r)
+		if err != nil {
+			return 0, nil, err
+		}
+		v, err := op(r.Context(), x)
+		return http.StatusOK, v, err
+	}
+}
+
+// route0 is route for an operation without arguments.
+func route0[Resp any](op func(ctx context.Context) (Resp, error)) endpoint {
+	return route(constant(struct{}{}), func(ctx context.Context, _ struct{}) (Resp, error) { return op(ctx) })
+}
+
+// route2 is route for an operation of two arguments, read in order: a
+// refused first argument is the answer, and the second is not read.
+func route2[A, B, Resp any](a arg[A], b arg[B], op func(ctx context.Context, a A, b B) (Resp, error)) endpoint {
+	return route(both(a, b), func(ctx context.Context, p pair[A, B]) (Resp, error) { return op(ctx, p.a, p.b) })
+}
+
+// route3 is route for an operation of three arguments, read in order.
+func route3[A, B, C, Resp any](a arg[A], b arg[B], c arg[C], op func(ctx context.Context, a A, b B, c C) (Resp, error)) endpoint {
+	return route2(a, both(b, c), func(ctx context.Context, x A, p pair[B, C]) (Resp, error) { return op(ctx, x, p.a, p.b) })
+}
+
+// created answers what e answers, with 201 for a success.
+func created(e endpoint) endpoint {
+	return func(r *http.Request) (int, any, error) {
+		_, v, err := e(r)
+		return http.StatusCreated, v, err
+	}
+}
+
+// pair is two arguments read from one request.
+type pair[A, B any] struct {
+	a A
+	b B
+}
+
+// both reads a, then b unless a was refused.
+func both[A, B any](a arg[A], b arg[B]) arg[pair[A, B]] {
+	return func(r *http.Request) (p pair[A, B], err error) {
+		if p.a, err = a(r); err != nil {
+			return p, err
+		}
+		p.b, err = b(r)
+		return p, err
+	}
+}
+
+// jsonBody reads the request body as a Req, strictly (decode).
+func jsonBody[Req any](r *http.Request) (Req, error) {
+	var req Req
+	err := decode(r, &req)
+	return req, err
+}
+
+// pathArg reads the path wildcard {name}.
+func pathArg(name string) arg[string] {
+	return func(r *http.Request) (string, error) { return r.PathValue(name), nil }
+}
+
+// queryArg reads the query parameter name, "" when it is absent.
+func queryArg(name string) arg[string] {
+	return func(r *http.Request) (string, error) { return r.URL.Query().Get(name), nil }
+}
+
+// constant is an argument the route itself gives.
+func constant[A any](v A) arg[A] {
+	return func(*http.Request) (A, error) { return v, nil }
 }
 
 // decode reads a request body strictly: bounded in size, no unknown

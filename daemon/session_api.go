@@ -56,49 +56,38 @@ type SessionInfo struct {
 }
 
 // sessionRoutes serves the session operations of admin, when it has them.
-func sessionRoutes(h func(string, func(*http.Request) (int, any, error)), admin Admin) {
+func sessionRoutes(h func(string, endpoint), admin Admin) {
 	sa, ok := admin.(SessionAdmin)
 	if !ok {
 		return
 	}
-	h("POST /v1/sessions", func(r *http.Request) (int, any, error) {
-		var req SessionOpenRequest
-		if err := decode(r, &req); err != nil {
-			return 0, nil, err
-		}
-		v, err := sa.OpenSession(r.Context(), req)
-		return http.StatusCreated, v, err
-	})
-	h("GET /v1/sessions", func(r *http.Request) (int, any, error) {
-		v, err := sa.ListSessions(r.Context(), r.URL.Query().Get("user"))
-		return http.StatusOK, v, err
-	})
-	h("DELETE /v1/sessions/{user}/{id}", func(r *http.Request) (int, any, error) {
-		q := r.URL.Query()
-		req := SessionCloseRequest{User: r.PathValue("user"), ID: r.PathValue("id")}
-		for k, p := range map[string]*bool{"keep": &req.Keep, "force": &req.Force} {
-			if s := q.Get(k); s != "" {
-				b, err := strconv.ParseBool(s)
-				if err != nil {
-					return 0, nil, errorf(CodeInvalid, "%s=%q: not a boolean", k, s)
-				}
-				*p = b
+	h("POST /v1/sessions", created(route(jsonBody[SessionOpenRequest], sa.OpenSession)))
+	h("GET /v1/sessions", route(queryArg("user"), sa.ListSessions))
+	h("DELETE /v1/sessions/{user}/{id}", route(sessionCloseArgs, sa.CloseSession))
+}
+
+// sessionCloseArgs reads the path and query of DELETE
+// /v1/sessions/{user}/{id}.
+func sessionCloseArgs(r *http.Request) (SessionCloseRequest, error) {
+	q := r.URL.Query()
+	req := SessionCloseRequest{User: r.PathValue("user"), ID: r.PathValue("id")}
+	for k, p := range map[string]*bool{"keep": &req.Keep, "force": &req.Force} {
+		if s := q.Get(k); s != "" {
+			b, err := strconv.ParseBool(s)
+			if err != nil {
+				return req, errorf(CodeInvalid, "%s=%q: not a boolean", k, s)
 			}
+			*p = b
 		}
-		v, err := sa.CloseSession(r.Context(), req)
-		return http.StatusOK, v, err
-	})
+	}
+	return req, nil
 }
 
 var _ SessionAdmin = (*Client)(nil)
 
 // OpenSession asks the daemon to open a session and mount its view.
 func (c *Client) OpenSession(ctx context.Context, req SessionOpenRequest) (*SessionInfo, error) {
-	var out SessionInfo
-	if err := c.do(ctx, http.MethodPost, "/v1/sessions", req, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[*SessionInfo](c, ctx, http.MethodPost, "/v1/sessions", req)
 }
 
 // ListSessions asks the daemon for the open sessions.
@@ -107,11 +96,7 @@ func (c *Client) ListSessions(ctx context.Context, user string) ([]SessionInfo, 
 	if user != "" {
 		p += "?" + url.Values{"user": {user}}.Encode()
 	}
-	var out []SessionInfo
-	if err := c.do(ctx, http.MethodGet, p, nil, &out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return call[[]SessionInfo](c, ctx, http.MethodGet, p, nil)
 }
 
 // CloseSession asks the daemon to close a session.
@@ -127,9 +112,5 @@ func (c *Client) CloseSession(ctx context.Context, req SessionCloseRequest) (*Se
 	if len(q) > 0 {
 		p += "?" + q.Encode()
 	}
-	var out SessionInfo
-	if err := c.do(ctx, http.MethodDelete, p, nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[*SessionInfo](c, ctx, http.MethodDelete, p, nil)
 }

@@ -106,34 +106,16 @@ func (l *Local) SetSettings(ctx context.Context, req SettingsSetRequest) (*Setti
 
 // GetSettings asks the daemon for the store's settings.
 func (c *Client) GetSettings(ctx context.Context) (*Settings, error) {
-	var out Settings
-	if err := c.do(ctx, http.MethodGet, "/v1/settings", nil, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[*Settings](c, ctx, http.MethodGet, "/v1/settings", nil)
 }
 
 // SetSettings asks the daemon to change the store's settings.
 func (c *Client) SetSettings(ctx context.Context, req SettingsSetRequest) (*Settings, error) {
-	var out Settings
-	if err := c.do(ctx, http.MethodPut, "/v1/settings", req, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[*Settings](c, ctx, http.MethodPut, "/v1/settings", req)
 }
 
 // settingsRoutes adds GET and PUT /v1/settings to the admin API.
-func settingsRoutes(h func(string, func(*http.Request) (int, any, error)), admin Admin) {
-	h("GET /v1/settings", func(r *http.Request) (int, any, error) {
-		v, err := admin.GetSettings(r.Context())
-		return http.StatusOK, v, err
-	})
-	h("PUT /v1/settings", func(r *http.Request) (int, any, error) {
-		var req SettingsSetRequest
-		if err := decode(r, &req); err != nil {
-			return 0, nil, err
-		}
-		v, err := admin.SetSettings(r.Context(), req)
-		return http.StatusOK, v, err
-	})
+func settingsRoutes(h func(string, endpoint), admin Admin) {
+	h("GET /v1/settings", route0(admin.GetSettings))
+	h("PUT /v1/settings", route(jsonBody[SettingsSetRequest], admin.SetSettings))
 }

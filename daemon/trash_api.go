@@ -352,50 +352,37 @@ func (l *Local) SetTrashSettings(ctx context.Context, retention *time.Duration) 
 }
 
 // trashRoutes serves the trash over the admin API.
-func trashRoutes(h func(string, func(*http.Request) (int, any, error)), admin Admin) {
+func trashRoutes(h func(string, endpoint), admin Admin) {
 	restoreRoutes(h, admin)
-	h("GET /v1/trash", func(r *http.Request) (int, any, error) {
-		q := r.URL.Query()
-		req := TrashListRequest{User: q.Get("user"), Holder: q.Get("holder"), Path: q.Get("path")}
-		if s := q.Get("since"); s != "" {
-			t, err := time.Parse(time.RFC3339Nano, s)
-			if err != nil {
-				return 0, nil, errorf(CodeInvalid, "since %q: not an RFC 3339 time", s)
-			}
-			req.Since = t
+	h("GET /v1/trash", route(trashListQuery, admin.ListTrash))
+	h("POST /v1/trash/restore", route(jsonBody[TrashRestoreRequest], admin.RestoreTrash))
+	h("POST /v1/trash/purge", route(jsonBody[TrashPurgeRequest], admin.PurgeTrash))
+	h("GET /v1/trash/settings", route(constant[*time.Duration](nil), admin.SetTrashSettings))
+	h("PUT /v1/trash/settings", route(retentionBody, admin.SetTrashSettings))
+}
+
+// trashListQuery reads the query of GET /v1/trash.
+func trashListQuery(r *http.Request) (TrashListRequest, error) {
+	q := r.URL.Query()
+	req := TrashListRequest{User: q.Get("user"), Holder: q.Get("holder"), Path: q.Get("path")}
+	if s := q.Get("since"); s != "" {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return req, errorf(CodeInvalid, "since %q: not an RFC 3339 time", s)
 		}
-		v, err := admin.ListTrash(r.Context(), req)
-		return http.StatusOK, v, err
-	})
-	h("POST /v1/trash/restore", func(r *http.Request) (int, any, error) {
-		var req TrashRestoreRequest
-		if err := decode(r, &req); err != nil {
-			return 0, nil, err
-		}
-		v, err := admin.RestoreTrash(r.Context(), req)
-		return http.StatusOK, v, err
-	})
-	h("POST /v1/trash/purge", func(r *http.Request) (int, any, error) {
-		var req TrashPurgeRequest
-		if err := decode(r, &req); err != nil {
-			return 0, nil, err
-		}
-		v, err := admin.PurgeTrash(r.Context(), req)
-		return http.StatusOK, v, err
-	})
-	h("GET /v1/trash/settings", func(r *http.Request) (int, any, error) {
-		v, err := admin.SetTrashSettings(r.Context(), nil)
-		return http.StatusOK, v, err
-	})
-	h("PUT /v1/trash/settings", func(r *http.Request) (int, any, error) {
-		var req TrashSettings
-		if err := decode(r, &req); err != nil {
-			return 0, nil, err
-		}
-		d := time.Duration(req.RetentionSeconds) * time.Second
-		v, err := admin.SetTrashSettings(r.Context(), &d)
-		return http.StatusOK, v, err
-	})
+		req.Since = t
+	}
+	return req, nil
+}
+
+// retentionBody reads the retention PUT /v1/trash/settings sets.
+func retentionBody(r *http.Request) (*time.Duration, error) {
+	req, err := jsonBody[TrashSettings](r)
+	if err != nil {
+		return nil, err
+	}
+	d := time.Duration(req.RetentionSeconds) * time.Second
+	return &d, nil
 }
 
 // ListTrash asks the daemon for kept files.
@@ -409,44 +396,25 @@ func (c *Client) ListTrash(ctx context.Context, req TrashListRequest) ([]TrashEn
 	if !req.Since.IsZero() {
 		q.Set("since", req.Since.Format(time.RFC3339Nano))
 	}
-	var out []TrashEntry
-	if err := c.do(ctx, http.MethodGet, "/v1/trash?"+q.Encode(), nil, &out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return call[[]TrashEntry](c, ctx, http.MethodGet, "/v1/trash?"+q.Encode(), nil)
 }
 
 // RestoreTrash asks the daemon to restore kept files.
 func (c *Client) RestoreTrash(ctx context.Context, req TrashRestoreRequest) ([]TrashRestored, error) {
-	var out []TrashRestored
-	if err := c.do(ctx, http.MethodPost, "/v1/trash/restore", req, &out); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return call[[]TrashRestored](c, ctx, http.MethodPost, "/v1/trash/restore", req)
 }
 
 // PurgeTrash asks the daemon to purge kept files.
 func (c *Client) PurgeTrash(ctx context.Context, req TrashPurgeRequest) (*TrashPurgeResult, error) {
-	var out TrashPurgeResult
-	if err := c.do(ctx, http.MethodPost, "/v1/trash/purge", req, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[*TrashPurgeResult](c, ctx, http.MethodPost, "/v1/trash/purge", req)
 }
 
 // SetTrashSettings asks the daemon for the trash setting, changing it
 // when retention is not nil.
 func (c *Client) SetTrashSettings(ctx context.Context, retention *time.Duration) (*TrashSettings, error) {
-	var out TrashSettings
 	if retention == nil {
-		if err := c.do(ctx, http.MethodGet, "/v1/trash/settings", nil, &out); err != nil {
-			return nil, err
-		}
-		return &out, nil
+		return call[*TrashSettings](c, ctx, http.MethodGet, "/v1/trash/settings", nil)
 	}
 	req := TrashSettings{RetentionSeconds: int64(*retention / time.Second)}
-	if err := c.do(ctx, http.MethodPut, "/v1/trash/settings", req, &out); err != nil {
-		return nil, err
-	}
-	return &out, nil
+	return call[*TrashSettings](c, ctx, http.MethodPut, "/v1/trash/settings", req)
 }
