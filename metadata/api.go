@@ -48,15 +48,9 @@ type BlobIndex interface {
 	Truncate(ino uint64, size int64) error
 }
 
-// KindOverQuota is the Problem kind of a holder using more than its
-// limit: found by Check, never repaired by it (that would mean deleting
-// data), so it stays among the unrepaired problems until an operator
-// raises the limit or data is deleted.
-const KindOverQuota = "over-quota"
-
 // Problem is one inconsistency fsck found.
 type Problem struct {
-	Kind     string // "dangling-entry", "nlink", "size", "orphan-inode", "orphan-blob", "usage", "parent", "missing-blob", KindOverQuota
+	Kind     ProblemKind // what is wrong; check.go lists the kinds
 	Ino      uint64
 	Detail   string
 	Repaired bool

@@ -14,7 +14,7 @@ import (
 func kinds(r *Report) string {
 	var k []string
 	for _, p := range r.Problems {
-		k = append(k, p.Kind)
+		k = append(k, p.Kind.String())
 	}
 	sort.Strings(k)
 	return strings.Join(k, ",")
@@ -182,7 +182,7 @@ func TestCheckOverQuota(t *testing.T) {
 	must[error](t)(nil, s.SetLimit(h, shedfs.Limit{Bytes: 1 << 20, Inodes: 4}))
 	for _, repair := range []bool{false, true} {
 		rep := must[*Report](t)(s.Check(blobs, repair, nil))
-		if kinds(rep) != KindOverQuota+","+KindOverQuota || rep.Unrepaired() != 2 {
+		if kinds(rep) != "over-quota,over-quota" || rep.Unrepaired() != 2 {
 			t.Fatalf("repair %v: problems %+v, want two over-quota, unrepaired", repair, rep.Problems)
 		}
 		for _, want := range []string{"user:dan: 2097152 bytes used, limit 1048576 (1048576 over)", "user:dan: 5 inodes used, limit 4 (1 over)"} {

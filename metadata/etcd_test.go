@@ -157,7 +157,7 @@ func TestMigrateToEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range rep.Problems {
-		if p.Kind != "missing-blob" {
+		if p.Kind != KindMissingBlob {
 			t.Errorf("check after migration: %+v", p)
 		}
 	}

@@ -212,7 +212,7 @@ func (s *Store) checkInoLease(inos []uint64) ([]Problem, []func(o *op) error, er
 	if !found {
 		return nil, nil, nil
 	}
-	p := Problem{Kind: "ino-lease",
+	p := Problem{Kind: KindInoLease,
 		Detail: fmt.Sprintf("inode counter leased up to %d, but counter value %d is in use", next, high)}
 	fix := func(o *op) error {
 		// The lease in memory may come from the bad counter: drop it,

@@ -152,7 +152,7 @@ func TestSessionCloseInSteps(t *testing.T) {
 	}
 	rep := must[*Report](t)(s.Check(blobs, true, nil))
 	for _, p := range rep.Problems {
-		if p.Kind != "orphan-inode" {
+		if p.Kind != KindOrphanInode {
 			t.Fatalf("fsck after a close stopped after step 1: %+v", p)
 		}
 	}

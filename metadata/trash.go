@@ -755,35 +755,3 @@ func (s *Store) RestoreTrash(ino, parent uint64, name string, note *TrashNote) (
 	}
 	return restored, replaced, kept, nil
 }
-
-// checkTrash marks the inodes the trash keeps, and collects trash records
-// and index keys that name a missing inode, or each other wrongly, as
-// dangling for Check.
-func checkTrash(tx Txn, nodes map[uint64]*ckNode, dangling *[][]byte, rep *Report) error {
-	index := map[uint64]string{}
-	if err := tx.Scan([]byte{pTrashIno}, nil, func(k, v []byte) error {
-		index[keyIno(k)] = string(v)
-		return nil
-	}); err != nil {
-		return err
-	}
-	if err := tx.Scan([]byte{pTrash}, nil, func(k, v []byte) error {
-		e, err := decodeTrash(k, v)
-		n := nodes[e.Ino]
-		if err != nil || n == nil || n.corrupt || index[e.Ino] != string(k) {
-			*dangling = append(*dangling, slices.Clone(k))
-			rep.Problems = append(rep.Problems, Problem{Kind: "trash", Ino: e.Ino, Detail: "trash record of a missing inode"})
-			return nil
-		}
-		n.trashed = true
-		delete(index, e.Ino)
-		return nil
-	}); err != nil {
-		return err
-	}
-	for ino := range index {
-		*dangling = append(*dangling, trashInoKey(ino))
-		rep.Problems = append(rep.Problems, Problem{Kind: "trash", Ino: ino, Detail: "trash index without its record"})
-	}
-	return nil
-}
