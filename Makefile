@@ -3,7 +3,7 @@
 #   make build   build bin/shedfs
 #   make run     the demo: shedfs serve with alice, bob, carol and team-alpha under demo/mnt (Ctrl-C stops)
 #   make test    every test: unit tests with -race, the metadata tests again on etcd, FUSE/integration tests, a short fuzz budget
-#   make bench   native dir vs go-fuse loopback vs shedfs, medians, ratios and PASS/MISS per docs/design.md target (cmd/shedfs-bench)
+#   make bench   native dir vs go-fuse loopback vs shedfs, medians, ratios and PASS/MISS per docs/design.md "Performance" target (cmd/shedfs-bench)
 #   make lint    gofmt, go vet, staticcheck
 #   make clean   unmount demo views, remove bin/ and demo/
 #

@@ -52,7 +52,7 @@ type User struct {
 	Name  string
 	Roots Roots
 	// Uid and Gid, when non-zero, are presented as the owner of every entry
-	// in this user's view (docs/design.md section 3, like bindfs --force-user).
+	// in this user's view (docs/design.md, "Rules", like bindfs --force-user).
 	Uid, Gid uint32
 	Created  time.Time
 }

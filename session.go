@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Session is one bounded workspace of a user (docs/design.md section 13):
+// Session is one bounded workspace of a user (docs/design.md, "Sessions"):
 // a scratch tree of its own zone, its own limit, an expiry, and a view
 // that shows the user's persistent zones beside the scratch.
 type Session struct {

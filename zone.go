@@ -11,7 +11,7 @@ import (
 // walking up to a root.
 type ZoneKind uint8
 
-// The zone kinds of docs/design.md section 1. ZoneNone is never stored; it marks
+// The zone kinds of docs/design.md, "Words". ZoneNone is never stored; it marks
 // an unset value so that a zero Zone is recognisably invalid.
 const (
 	ZoneNone ZoneKind = iota
@@ -81,7 +81,7 @@ func ParseZone(s string) (Zone, error) {
 // per-user zones carry OwnModeNone: their single user decides everything.
 type OwnMode uint8
 
-// The ownership modes of docs/design.md section 3.
+// The ownership modes of docs/design.md, "Rules".
 const (
 	OwnModeNone OwnMode = iota
 	OwnModeOwner

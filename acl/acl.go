@@ -1,4 +1,4 @@
-// Package acl decides every sandbox rule of docs/design.md section 3: given the
+// Package acl decides every sandbox rule of docs/design.md, "Rules": given the
 // view's principal (an Actor), the entry or directory concerned (an Entry:
 // zone, owner, ownership mode) and the operation, it returns a Decision —
 // allow, or deny with the errno the kernel carries and a Reason an operator

@@ -3,10 +3,10 @@ package acl
 import "syscall"
 
 // A view's trash/ shows the files kept after they left the zones the view
-// sees (docs/design.md section 12). Reading a kept file follows reading in
+// sees (docs/design.md, "Trash and point-in-time restore"). Reading a kept file follows reading in
 // its zone; restoring or purging it follows deleting there: in an owner
 // zone only the owner, in owner_ro nobody (the admin acts outside views).
-// Nothing else may change in trash/, so no rule of section 3 can be
+// Nothing else may change in trash/, so no rule of "Rules" can be
 // sidestepped through it.
 
 // TrashRead decides reading kept file e (its data, attributes, a listing).

@@ -8,7 +8,7 @@ import (
 	"github.com/shedfs/shedfs/zones"
 )
 
-// The in-band interface of docs/design.md section 3: xattrs every entry shows.
+// The in-band interface of docs/design.md, "Rules": xattrs every entry shows.
 const (
 	XattrPrefix = "user.shedfs."
 	XattrOwner  = XattrPrefix + "owner"

@@ -9,7 +9,7 @@ import (
 
 // Link gives the blob of from to inode number to as well, with one
 // link(2) and no copy: closing a session renumbers its files into the
-// user's private zone (docs/design.md section 13), and the old number's
+// user's private zone (docs/design.md, "Sessions"), and the old number's
 // blob goes only once the store names the new one. to must have no blob;
 // from having none (a file never written) links nothing.
 func (d *Dir) Link(from, to uint64) error {

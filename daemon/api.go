@@ -356,8 +356,9 @@ func asError(err error, msg string) *Error {
 	return &Error{Code: CodeInternal, Message: fmt.Sprintf("%s: %v", msg, err)}
 }
 
-// ValidPrincipalName checks a user or group name with the rule of docs/design.md section
-// 1, giving the one line the operator reads when it is not one.
+// ValidPrincipalName checks a user or group name with the rule of
+// docs/design.md, "Words", giving the one line the operator reads when it
+// is not one.
 func ValidPrincipalName(kind, name string) error {
 	if metadata.ValidPrincipal(name) != nil {
 		return errorf(CodeInvalid, "invalid %s name %q: use 1 to 64 of a-z, 0-9, '_' and '-', starting with a letter or digit", kind, name)

@@ -17,7 +17,7 @@ import (
 	"github.com/shedfs/shedfs/zones"
 )
 
-// Restoring a subtree to a point in time (docs/design.md section 12):
+// Restoring a subtree to a point in time (docs/design.md, "Trash and point-in-time restore"):
 // renames since then are undone, files made since then go to the trash,
 // and files removed or replaced since then come back from it. Every step
 // is an ordinary change (the trash keeps what it replaces), so a restore

@@ -9,7 +9,7 @@ import (
 )
 
 // SessionAdmin is the session operations of the admin API
-// (docs/design.md section 13). Local and Client implement it beside
+// (docs/design.md, "Sessions"). Local and Client implement it beside
 // Admin; the CLI asks for it with a type assertion.
 type SessionAdmin interface {
 	OpenSession(ctx context.Context, req SessionOpenRequest) (*SessionInfo, error)

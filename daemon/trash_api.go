@@ -19,7 +19,7 @@ import (
 	"github.com/shedfs/shedfs/zones"
 )
 
-// The trash over the admin API (docs/design.md section 12): list kept
+// The trash over the admin API (docs/design.md, "Trash and point-in-time restore"): list kept
 // files, restore them (creating the parent directories a view would need
 // to exist), purge them, and set the retention.
 

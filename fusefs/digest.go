@@ -10,7 +10,7 @@ import (
 // runningDigest is the SHA-256 of an open file's content while it is
 // written in order from its first byte (tar, cp, a compiler, git): at
 // close the daemon then knows the file's digest without reading it back,
-// and records it with the size it persists (docs/design.md section 11).
+// and records it with the size it persists (docs/design.md, "Content: checksums and scanning").
 // Any other change (a write elsewhere, a truncate but to zero, fallocate)
 // drops it, and the file goes to the content worker as before.
 type runningDigest struct {

@@ -20,7 +20,7 @@ import (
 // refreshes the attributes with a GETATTR before every chown of a file:
 // for the untar of the Go tree, about 12,000 GETXATTRs and 11,500
 // GETATTRs that the daemon answered with nothing to say, since views
-// store no security.* attribute (docs/design.md section 8).
+// store no security.* attribute (docs/design.md, "Kernel requests"; docs/performance.md, "Fewer kernel requests per file").
 const viewCapabilities = fuse.CAP_HANDLE_KILLPRIV_V2
 
 // setIDKillingFS is the view's go-fuse bridge with what the bridge does

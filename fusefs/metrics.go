@@ -13,7 +13,7 @@ import (
 )
 
 // Metrics are the Prometheus families the callback path feeds
-// (docs/design.md section 6). Label values are bounded: operation names, zone
+// (docs/design.md, "Observability"). Label values are bounded: operation names, zone
 // kinds (never paths or principals), errno names and acl reasons.
 type Metrics struct {
 	requests     *prometheus.CounterVec

@@ -15,6 +15,6 @@ import "github.com/hanwen/go-fuse/v2/fuse"
 // the kernel reads its other pages without asking) and bumps the content
 // version that decides FOPEN_KEEP_CACHE at the next open (versions.go),
 // and a change of size still drops the pages past it as before. So the
-// mtime check only dropped pages that were current (docs/design.md
-// section 8, "Requests per operation").
+// mtime check only dropped pages that were current (docs/performance.md,
+// "Requests per operation").
 const viewDisabledCapabilities = fuse.CAP_AUTO_INVAL_DATA

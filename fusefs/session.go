@@ -16,7 +16,7 @@ import (
 )
 
 // sessionTable is what the views need to know of the open sessions
-// (docs/design.md section 13): each session's placeholder
+// (docs/design.md, "Sessions"): each session's placeholder
 // home/sessions/ID, which the main view shows as the session's scratch
 // (read-only) and session views hide; and the users that had a session
 // since the daemon started, whose per-user zones are then seen by more

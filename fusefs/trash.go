@@ -20,7 +20,7 @@ import (
 	"github.com/shedfs/shedfs/zones"
 )
 
-// The trash on the callback path (docs/design.md section 12): unlink and
+// The trash on the callback path (docs/design.md, "Trash and point-in-time restore"): unlink and
 // rename-over keep the file that loses its last link, open with O_TRUNC
 // and truncate to zero keep the old content under a new inode number, and
 // every view has a read-only trash/ computed from the trash records, where

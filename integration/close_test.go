@@ -12,7 +12,7 @@ import (
 
 // The FLUSH of close(2) holds a written file's size, times and digest in
 // the daemon, and the kernel's later RELEASE persists them in one commit
-// (docs/design.md section 8, "One commit per file"). These tests keep a
+// (docs/design.md, "The callback path"; docs/performance.md, "One commit per file"). These tests keep a
 // second descriptor open, so that the first close is a FLUSH whose
 // RELEASE cannot persist anything yet.
 

@@ -409,8 +409,8 @@ func (v *View) Kill() {
 	}
 	if !v.waitExit(stopTimeout) {
 		// A killed daemon can be held in the kernel by a request on its
-		// own connection that nobody will answer (docs/design.md
-		// section 9); teardown aborts the connection and fails the test
+		// own connection that nobody will answer (docs/design.md,
+		// "Traps that shaped the code"); teardown aborts the connection and fails the test
 		// only if even that leaves the process alive.
 		v.t.Logf("shedfs did not exit within %v of SIGKILL; aborting its FUSE connection", stopTimeout)
 	}

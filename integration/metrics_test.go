@@ -164,7 +164,7 @@ func delta(t testing.TB, before, after families, want float64, name string, labe
 	}
 }
 
-// requiredFamilies are the families of docs/design.md section 6 (and the audit
+// requiredFamilies are the families of docs/design.md, "Observability" (and the audit
 // recorder's), which every scrape of a view with the audit trail on holds.
 var requiredFamilies = []string{
 	"shedfs_fuse_requests_total", "shedfs_fuse_request_duration_seconds",

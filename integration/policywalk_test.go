@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// The TestPolicy* tests walk every row of docs/design.md section 3 through the
+// The TestPolicy* tests walk every row of docs/design.md, "Rules", through the
 // kernel, with one `shedfs serve` and three views (alice and bob in
 // team-alpha, carol outside), asserting the exact errno of each attempt,
 // and then that the audit trail names the denials with their rules.

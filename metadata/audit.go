@@ -70,8 +70,8 @@ type AuditRecord struct {
 	// signature) in a refusal by it.
 	SHA256 string `json:"sha256,omitempty"`
 	Scan   string `json:"scan,omitempty"`
-	// Session is the session whose view acted (docs/design.md section
-	// 13), empty for a main view.
+	// Session is the session whose view acted (docs/design.md,
+	// "Sessions"), empty for a main view.
 	Session string `json:"session,omitempty"`
 	// Host is the daemon that wrote the record ("host pid N") when
 	// several daemons share the store, so that one trail read on any

@@ -9,7 +9,7 @@ import (
 	"github.com/shedfs/shedfs"
 )
 
-// The content records of docs/design.md section 11: per inode, the digest
+// The content records of docs/design.md, "Content: checksums and scanning": per inode, the digest
 // and scan verdict of its content ('H'), the mark that its content changed
 // and awaits both ('P', the persisted work queue), and the quarantine
 // index of infected files ('F'). Each is written in a small transaction of

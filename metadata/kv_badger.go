@@ -63,7 +63,7 @@ const (
 	// doubling per level, snappy, which copies every block once more) the
 	// builders held up to 217 MiB of live heap, far above the daemon's
 	// memory limit, and the garbage collector ran without pause while they
-	// did (TestBadgerCompactionHeap; docs/design.md section 8). Tables are
+	// did (TestBadgerCompactionHeap; docs/performance.md, "Badger's compactions and the memory limit"). Tables are
 	// not compressed for the same reason, and snappy cost CPU on every
 	// table written and every block read.
 	tableSize = 1 << 20

@@ -10,7 +10,7 @@ import (
 // Badger reads its tables (*.sst) through shared memory maps, and every
 // page a lookup touched stays mapped, and counted in the daemon's RSS, until
 // the table goes: inode numbers are spread at random over the key space
-// (section 4 of docs/design.md), so a stat of 100,000 files of a store of
+// (docs/design.md, "Store layout"), so a stat of 100,000 files of a store of
 // a million touched nearly all its inode records, 55 MiB of tables. Every
 // tableTrimEvery, once the daemon's file-backed RSS is over fileRSSBudget
 // and its whole RSS over rssBudget, the pages of the table maps are handed

@@ -11,7 +11,7 @@ import (
 )
 
 // pSession is the prefix of session records: 'W' user 0x00 id, the
-// Session as JSON (docs/design.md section 13).
+// Session as JSON (docs/design.md, "Sessions").
 const pSession = 'W'
 
 // Session is shedfs.Session.

@@ -13,7 +13,7 @@ import (
 // it has been counted, kept exact by the store's own commits, so that a
 // statfs (df, and the fstatfs of every rm -rf) does not scan a trash that
 // grows with every delete: with 10,000 kept files the scan cost an
-// rm -rf 0.4 s before its first unlink (docs/design.md section 8).
+// rm -rf 0.4 s before its first unlink (docs/performance.md, "The delete path").
 //
 // A commit that adds or drops trash records applies its change after it
 // committed; a count made by a scan is kept only if no such change was

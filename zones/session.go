@@ -7,7 +7,7 @@ import (
 	"github.com/shedfs/shedfs"
 )
 
-// The names a session view adds (docs/design.md section 13): home/ in the
+// The names a session view adds (docs/design.md, "Sessions"): home/ in the
 // session root is the user's private tree, and sessions/ in the private
 // tree is where the main view shows the user's open sessions and where
 // close --keep leaves a session's scratch tree.

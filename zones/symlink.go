@@ -10,7 +10,7 @@ import (
 // value is SymlinkInZone, the default.
 type SymlinkPolicy uint8
 
-// The symlink policies of docs/design.md section 3.
+// The symlink policies of docs/design.md, "Rules".
 const (
 	// SymlinkInZone allows relative targets that cannot leave the link's
 	// zone; absolute targets and targets that climb out are EPERM.

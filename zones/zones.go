@@ -3,8 +3,8 @@
 // kind allows, the default ownership mode of new entries, the symlink policy,
 // the quota holder of a zone, name validation and which zones a user sees.
 //
-// The FUSE layer asks, zones and acl decide: every rule of docs/design.md sections
-// 2 and 3 lives in exactly one pure function here or in package acl, so no
+// The FUSE layer asks, zones and acl decide: every rule of docs/design.md,
+// "What a view shows" and "Rules", lives in exactly one pure function here or in package acl, so no
 // rule is implemented twice. Nothing in this package does I/O or keeps
 // mutable state; it imports metadata for its types only, never the Store.
 package zones
@@ -17,15 +17,15 @@ import (
 	"github.com/shedfs/shedfs"
 )
 
-// The reserved names of a view root (docs/design.md section 2). They always
+// The reserved names of a view root (docs/design.md, "What a view shows"). They always
 // exist, and a user can neither create, remove, rename nor replace them.
 const (
 	NameOutput  = "output"
 	NameUploads = "uploads"
 	NameShare   = "share"
 	NameGroups  = "groups"
-	// NameTrash is the read-only trash/ of a view (docs/design.md
-	// section 10): the files removed or replaced in the zones the view
+	// NameTrash is the read-only trash/ of a view (docs/design.md,
+	// "Trash and point-in-time restore"): the files removed or replaced in the zones the view
 	// sees, by their original paths.
 	NameTrash = "trash"
 )

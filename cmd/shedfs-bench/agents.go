@@ -3,7 +3,7 @@ package main
 // The agent workloads: what agents actually run in their views, `npm ci`
 // of a fixed package.json from a warm npm cache and `git clone` of a local
 // repository, each followed by `rm -rf` of what it made. Both spend much of
-// their time in node and git themselves, which is why docs/design.md section 8
+// their time in node and git themselves, which is why docs/design.md, "Performance",
 // asks only 1.2× the loopback of them (and 1.5× of their rm -rf).
 //
 // The npm cache is filled from the registry once per run (or kept across

@@ -1,7 +1,7 @@
 package main
 
 // The dirscale workload: does the cost of an operation on one entry grow
-// with the size of its directory? docs/design.md section 8 wants create, lookup
+// with the size of its directory? docs/design.md, "Performance", wants create, lookup
 // and readdir per entry in a directory of 100,000 entries within 1.5× of
 // the same in a directory of 1,000 (-dir-large, -dir-small).
 

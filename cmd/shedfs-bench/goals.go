@@ -1,6 +1,6 @@
 package main
 
-// The performance targets of docs/design.md section 8 (issue 9) and their
+// The performance targets of docs/design.md, "Performance" (issue 9), and their
 // evaluation: a goal on a row's ratio column ("shedfs/loopback" at least
 // 1.5), ratios between two rows of one target (create with 4 workers over
 // create with 1, cost per entry in a 100,000-entry directory over a

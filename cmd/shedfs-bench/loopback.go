@@ -15,7 +15,7 @@ import (
 // serveLoopback mounts a plain go-fuse loopback of src at mnt and serves it
 // until SIGTERM or SIGINT, or until someone unmounts it. It is the baseline
 // "any FUSE filesystem written with go-fuse" that shedfs's metadata path is
-// held to (docs/design.md section 8), configured as a sensible user would: 1s
+// held to (docs/design.md, "Performance"), configured as a sensible user would: 1s
 // entry and attribute timeouts, kernel permission checks, direct mount.
 func serveLoopback(src, mnt string) error {
 	root, err := fs.NewLoopbackRoot(src)

@@ -3,7 +3,7 @@
 // medians and ratios.
 //
 // It is a separate command rather than a set of Go benchmarks because
-// benchmarks are not tests (docs/design.md section 7): they do not pass or fail on
+// benchmarks are not tests (docs/design.md, "Tests"): they do not pass or fail on
 // their own, they need root, /dev/fuse, a built shedfs binary, a gigabyte of
 // disk and minutes of wall time, and what they produce is a table of ratios
 // to read, not a verdict for `go test`. `make bench` builds bin/shedfs and
@@ -13,7 +13,7 @@
 // with like: the same disk, the same kernel, the same moment. Each workload is
 // repeated -reps times, targets interleaved within each repetition, and the
 // median is reported. The FUSE targets are served by child processes (serving
-// and using a mount from one process can deadlock, docs/design.md section 9); the
+// and using a mount from one process can deadlock, docs/design.md, "Traps that shaped the code"); the
 // loopback child is this binary re-executed with the hidden first argument
 // -serve-loopback SRC MNT.
 //

@@ -44,7 +44,7 @@ func serveMemfs(mnt string, writeback bool) error {
 // workload sends it the requests it sends a view. No filesystem served
 // through go-fuse on this kernel, shedfs included, can beat it by much; the
 // ratio memfs/loopback says how far above the loopback a FUSE daemon can get
-// at all (docs/design.md section 8, "The ceiling"). With writeback the kernel
+// at all (docs/performance.md, "The ceiling"). With writeback the kernel
 // also keeps written pages and sizes itself and sends WRITEs in page-cache
 // batches (FUSE_WRITEBACK_CACHE), which views do not negotiate.
 func mountMemfs(mnt string, writeback bool) (*fuse.Server, error) {

@@ -2,7 +2,7 @@ package main
 
 // The randread workload: 4 KiB reads at random offsets of a file whose
 // pages are not in the page cache, as a database, a linker or an index
-// lookup does. docs/design.md section 8 wants them at least as fast as the
+// lookup does. docs/design.md, "Performance", wants them at least as fast as the
 // loopback's.
 
 import (

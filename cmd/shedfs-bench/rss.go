@@ -1,7 +1,7 @@
 package main
 
-// The rss workload: the daemon's memory with a large store (docs/design.md
-// section 8, "daemon RSS under 200 MiB with 1 million inodes in the store").
+// The rss workload: the daemon's memory with a large store (docs/design.md,
+// "Performance": "daemon RSS under 200 MiB with 1 million inodes in the store").
 //
 // Unlike the other workloads it does not run in a fresh directory of every
 // target: a million inodes through FUSE would take longer than everything
@@ -42,7 +42,7 @@ const (
 	rssPerDir = 1000
 	// rssStatDirs is how many directories phase "stat" looks into.
 	rssStatDirs = 100
-	// rssLimit is the docs/design.md section 8 bound on the daemon's RSS.
+	// rssLimit is the docs/design.md "Performance" bound on the daemon's RSS.
 	rssLimit = 200 << 20
 	// rssLoopbackMax is the largest -rss-inodes for which the loopback
 	// comparison runs without -rss-loopback: it needs that many real files.
@@ -181,7 +181,7 @@ func readProcMem(pid int) (procMem, error) {
 	return m, nil
 }
 
-// rssVerdict judges the docs/design.md section 8 target on one shedfs run: the
+// rssVerdict judges the docs/design.md "Performance" target on one shedfs run: the
 // peak RSS (VmHWM) up to and including the "stat 100 dirs" phase must stay
 // under rssLimit. The walk of every inode is reported but not judged: there
 // the kernel, not the store, decides how many nodes the daemon must keep.
@@ -212,7 +212,7 @@ func rssVerdict(run rssRun) check {
 	return c
 }
 
-// rssCheck is the rss row of the docs/design.md section 8 checks: the verdict of
+// rssCheck is the rss row of the docs/design.md "Performance" checks: the verdict of
 // the first shedfs run with the whole -rss-inodes store, flagged when the
 // store is smaller than the 1M inodes the target is about.
 func (r *rssReport) check() (check, bool) {

@@ -37,7 +37,7 @@ type target struct {
 //	{Name: "shedfs-quota", Compare: []string{"shedfs"},
 //		Start: shedfsTarget([]string{"--some-flag"})},
 //
-// "shedfs" is the configuration docs/design.md section 8 judges: every rule,
+// "shedfs" is the configuration docs/design.md, "Performance", judges: every rule,
 // quota, audit and metric on (a 1 TiB quota on the user, the audit trail,
 // /metrics served).
 func allTargets() []target {
@@ -74,7 +74,7 @@ func allTargets() []target {
 var shedfsMetricsFlags = []string{"--metrics", "127.0.0.1:0"}
 
 // defaultTargets are measured unless -targets says otherwise: the three
-// columns docs/design.md section 8 compares, and shedfs-etcd beside shedfs
+// columns docs/design.md, "Performance", compares, and shedfs-etcd beside shedfs
 // where Debian's etcd-server is installed (issue 13's target: metadata
 // work within 2x of badger). The others are opt-in.
 func defaultTargets() []string {

@@ -1,7 +1,7 @@
 package main
 
 // The views workload: one `shedfs serve` daemon serving many users, one
-// view each, against the same daemon serving one. docs/design.md section 8
+// view each, against the same daemon serving one. docs/design.md, "Performance",
 // (issue 9) wants, with 1,000 views: a create in a private tree no slower
 // than with one view, a create or a write in share/ at most 2× that, all
 // views mounted in under 5 s, and the daemon under 200 MiB RSS with a
@@ -317,7 +317,7 @@ func lookFromEveryView(root string, views int, rel string) error {
 	return nil
 }
 
-// checks are the views rows of the docs/design.md section 8 checks. With fewer
+// checks are the views rows of the docs/design.md "Performance" checks. With fewer
 // views than the targets are about, the numbers are shown but not judged.
 func (r *viewsReport) checks() []check {
 	n := r.Users

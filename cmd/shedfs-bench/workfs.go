@@ -20,7 +20,7 @@ import (
 // recently_deleted, only when the superblock has no journal). So on such a
 // disk a target whose creates run right after another target's deletes
 // pays for them, and an A/B of creates or untars moves with the order of
-// the targets (docs/design.md section 8). The bench detects it and, run as
+// the targets (docs/performance.md, "The metadata cache"). The bench detects it and, run as
 // root, measures on a journaled scratch filesystem instead (scratch.go).
 type workFS struct {
 	Path        string `json:"path"`               // the directory asked about

@@ -31,7 +31,7 @@ type metric struct {
 	HigherIsBetter bool `json:"higher_is_better"`
 	// Class groups metrics by kind of work (metadata, data, agent, dir).
 	Class string `json:"class"`
-	// Goal is the docs/design.md section 8 (issue 9) target on this row, if any.
+	// Goal is the docs/design.md "Performance" (issue 9) target on this row, if any.
 	Goal *goal `json:"goal,omitempty"`
 }
 
