@@ -4,7 +4,6 @@ import (
 	"context"
 	"syscall"
 
-	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
@@ -20,13 +19,6 @@ type dirHandle struct {
 	// (readdirplus.go).
 	batch entryBatch
 }
-
-var (
-	_ fs.FileReaddirenter = (*dirHandle)(nil)
-	_ fs.FileSeekdirer    = (*dirHandle)(nil)
-	_ fs.FileFsyncdirer   = (*dirHandle)(nil)
-	_ fs.FileReleasedirer = (*dirHandle)(nil)
-)
 
 func (d *dirHandle) load(ctx context.Context) syscall.Errno {
 	list, e := d.node.v.list(ctx, d.node)

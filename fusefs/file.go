@@ -328,8 +328,6 @@ type ptHandle struct {
 	*handle
 }
 
-var _ fs.FilePassthroughFder = (*ptHandle)(nil)
-
 // PassthroughFd implements fs.FilePassthroughFder.
 func (h *ptHandle) PassthroughFd() (int, bool) {
 	return int(h.oi.blob.Fd()), true

@@ -5,7 +5,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/shedfs/shedfs/acl"
@@ -15,12 +14,6 @@ import (
 // The lock callbacks of open files: the kernel of every view sends flock,
 // fcntl and OFD locks here (fuse.MountOptions.EnableLocks), and they are
 // decided in the FS's lock table, over the store inode.
-
-var (
-	_ fs.FileGetlker  = (*handle)(nil)
-	_ fs.FileSetlker  = (*handle)(nil)
-	_ fs.FileSetlkwer = (*handle)(nil)
-)
 
 // lockRequest turns what the kernel sent into a request of the table.
 func (h *handle) lockRequest(owner uint64, lk *fuse.FileLock, flags uint32) (fileLock, syscall.Errno) {

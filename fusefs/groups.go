@@ -23,23 +23,6 @@ type groupsDir struct {
 	v *View
 }
 
-var (
-	_ fs.NodeLookuper   = (*groupsDir)(nil)
-	_ fs.NodeGetattrer  = (*groupsDir)(nil)
-	_ fs.NodeReaddirer  = (*groupsDir)(nil)
-	_ fs.NodeStatfser   = (*groupsDir)(nil)
-	_ fs.NodeCreater    = (*groupsDir)(nil)
-	_ fs.NodeMkdirer    = (*groupsDir)(nil)
-	_ fs.NodeMknoder    = (*groupsDir)(nil)
-	_ fs.NodeSymlinker  = (*groupsDir)(nil)
-	_ fs.NodeLinker     = (*groupsDir)(nil)
-	_ fs.NodeUnlinker   = (*groupsDir)(nil)
-	_ fs.NodeRmdirer    = (*groupsDir)(nil)
-	_ fs.NodeRenamer    = (*groupsDir)(nil)
-	_ fs.NodeSetattrer  = (*groupsDir)(nil)
-	_ fs.NodeSetxattrer = (*groupsDir)(nil)
-)
-
 var startTime = time.Now()
 
 func (g *groupsDir) fillAttr(out *fuse.Attr) {

@@ -30,29 +30,6 @@ type node struct {
 	seen atomic.Uint64
 }
 
-var (
-	_ fs.NodeLookuper       = (*node)(nil)
-	_ fs.NodeGetattrer      = (*node)(nil)
-	_ fs.NodeSetattrer      = (*node)(nil)
-	_ fs.NodeCreater        = (*node)(nil)
-	_ fs.NodeOpener         = (*node)(nil)
-	_ fs.NodeMkdirer        = (*node)(nil)
-	_ fs.NodeMknoder        = (*node)(nil)
-	_ fs.NodeRmdirer        = (*node)(nil)
-	_ fs.NodeUnlinker       = (*node)(nil)
-	_ fs.NodeRenamer        = (*node)(nil)
-	_ fs.NodeLinker         = (*node)(nil)
-	_ fs.NodeSymlinker      = (*node)(nil)
-	_ fs.NodeReadlinker     = (*node)(nil)
-	_ fs.NodeOpendirHandler = (*node)(nil)
-	_ fs.NodeStatfser       = (*node)(nil)
-	_ fs.NodeGetxattrer     = (*node)(nil)
-	_ fs.NodeSetxattrer     = (*node)(nil)
-	_ fs.NodeListxattrer    = (*node)(nil)
-	_ fs.NodeRemovexattrer  = (*node)(nil)
-	_ fs.NodeFsyncer        = (*node)(nil)
-)
-
 // load reads the node's record with the not yet persisted state of an open
 // file laid over it.
 func (n *node) load() (*shedfs.Inode, syscall.Errno) {
@@ -448,8 +425,6 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 	}
 	return n.openNew(ctx, name, rec, flags, out)
 }
-
-var _ fs.NodeTmpfiler = (*node)(nil)
 
 // Tmpfile implements fs.NodeTmpfiler (open with O_TMPFILE): a file in n's
 // zone that no directory names until linkat gives it one. It is admitted

@@ -44,8 +44,6 @@ type entryBatch struct {
 	clock uint64
 }
 
-var _ fs.FileLookuper = (*dirHandle)(nil)
-
 // Lookup implements fs.FileLookuper: the entry of name in a READDIRPLUS
 // reply, just returned by Readdirent.
 func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {

@@ -293,23 +293,6 @@ type trashDir struct {
 	p string
 }
 
-var (
-	_ fs.NodeLookuper   = (*trashDir)(nil)
-	_ fs.NodeGetattrer  = (*trashDir)(nil)
-	_ fs.NodeReaddirer  = (*trashDir)(nil)
-	_ fs.NodeStatfser   = (*trashDir)(nil)
-	_ fs.NodeCreater    = (*trashDir)(nil)
-	_ fs.NodeMkdirer    = (*trashDir)(nil)
-	_ fs.NodeMknoder    = (*trashDir)(nil)
-	_ fs.NodeSymlinker  = (*trashDir)(nil)
-	_ fs.NodeLinker     = (*trashDir)(nil)
-	_ fs.NodeUnlinker   = (*trashDir)(nil)
-	_ fs.NodeRmdirer    = (*trashDir)(nil)
-	_ fs.NodeRenamer    = (*trashDir)(nil)
-	_ fs.NodeSetattrer  = (*trashDir)(nil)
-	_ fs.NodeSetxattrer = (*trashDir)(nil)
-)
-
 // lookupTrash returns trash/ for the view root.
 func (v *View) lookupTrash(ctx context.Context, parent *node, name string, out *fuse.EntryOut) *fs.Inode {
 	if parent.ino != v.rootIno || name != zones.NameTrash {
