@@ -159,7 +159,7 @@ func (l *Local) DeleteQuarantined(ctx context.Context, ino uint64) (*QuarantineI
 			return nil, asError(err, "delete a quarantined file")
 		}
 		if err == nil {
-			l.core.EntryChanged(nm.Parent, nm.Name, n)
+			l.core.EntryChanged(nm.Parent, nm.Name, n, true)
 		}
 	}
 	l.content.Forget()

@@ -328,7 +328,7 @@ func (f *fakeFrontend) Overlay(rec *shedfs.Inode) {}
 func (f *fakeFrontend) MembershipChanged(user string) {
 	f.members = append(f.members, user)
 }
-func (f *fakeFrontend) EntryChanged(dir uint64, name string, replaced *shedfs.Inode) {
+func (f *fakeFrontend) EntryChanged(dir uint64, name string, was *shedfs.Inode, reclaim bool) {
 	f.entries = append(f.entries, name)
 }
 func (f *fakeFrontend) InodeChanged(ino uint64)                                   { f.inodes = append(f.inodes, ino) }

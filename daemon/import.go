@@ -120,7 +120,7 @@ func (l *Local) Import(ctx context.Context, req ImportRequest, body io.Reader, s
 		l.discard(n.Ino)
 		return nil, asError(err, what)
 	}
-	l.core.EntryChanged(dir, req.Name, replaced)
+	l.core.EntryChanged(dir, req.Name, replaced, true)
 	if err := l.st.Meta.Sync(); err != nil {
 		return nil, asError(err, what+": sync metadata")
 	}
@@ -192,7 +192,7 @@ func (l *Local) sessionDir(u *shedfs.User, session string) (uint64, error) {
 		})
 		switch {
 		case err == nil:
-			l.core.EntryChanged(u.Roots.Uploads, session, nil)
+			l.core.EntryChanged(u.Roots.Uploads, session, nil, false)
 			return d.Ino, nil
 		case errors.Is(err, syscall.EDQUOT):
 			return 0, l.quotaError(u.Name, fmt.Sprintf("create %s of user %s: no inode left in the quota", rel, u.Name))

@@ -161,16 +161,17 @@ func (r *restorer) renamesBack() error {
 		if err != nil {
 			return err
 		}
+		moved, err := l.st.Meta.Lookup(src.Ino, path.Base(a.From))
+		if err != nil {
+			return asError(err, fmt.Sprintf("rename %s back to %s", a.From, a.Path))
+		}
 		replaced, kept, err := l.st.Meta.RenameTrash(src.Ino, path.Base(a.From), dst.Ino, path.Base(a.Path), 0,
 			r.note(rn.From), &metadata.RenameNote{From: rn.To, To: rn.From})
 		if err != nil {
 			return asError(err, fmt.Sprintf("rename %s back to %s", a.From, a.Path))
 		}
-		l.core.EntryChanged(src.Ino, path.Base(a.From), nil)
-		if kept {
-			replaced = nil
-		}
-		l.core.EntryChanged(dst.Ino, path.Base(a.Path), replaced)
+		l.core.EntryChanged(src.Ino, path.Base(a.From), moved, false)
+		l.core.EntryChanged(dst.Ino, path.Base(a.Path), replaced, !kept)
 		r.did(a)
 	}
 	return nil
@@ -242,15 +243,10 @@ func (r *restorer) trashOne(zrel string) error {
 	if err != nil {
 		return asError(err, "move "+a.Path+" to the trash")
 	}
-	switch {
-	case freed && n.IsRegular():
+	if freed && n.IsRegular() {
 		l.core.Freed([]*shedfs.Inode{n}, vfs.FreedPurge, false)
-	case !kept && !freed:
-		l.core.EntryChanged(dir.Ino, path.Base(a.Path), n)
-		r.did(a)
-		return nil
 	}
-	l.core.EntryChanged(dir.Ino, path.Base(a.Path), nil)
+	l.core.EntryChanged(dir.Ino, path.Base(a.Path), n, !kept && !freed)
 	r.did(a)
 	return nil
 }
@@ -327,10 +323,7 @@ func (r *restorer) restoreKept() error {
 		if err != nil {
 			return asError(err, "restore "+te.Entry)
 		}
-		if kept {
-			replaced = nil
-		}
-		l.core.EntryChanged(dir.Ino, path.Base(te.Path), replaced)
+		l.core.EntryChanged(dir.Ino, path.Base(te.Path), replaced, !kept)
 		r.did(a)
 	}
 	return nil
@@ -353,7 +346,7 @@ func (r *restorer) removeDirs(dirs []string) {
 		if _, err := l.st.Meta.Unlink(parent.Ino, path.Base(a.Path), true); err != nil {
 			continue // not empty: something older was restored into it
 		}
-		l.core.EntryChanged(parent.Ino, path.Base(a.Path), nil)
+		l.core.EntryChanged(parent.Ino, path.Base(a.Path), nil, false)
 		r.did(a)
 	}
 }

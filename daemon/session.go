@@ -80,8 +80,8 @@ func (l *Local) OpenSession(ctx context.Context, req SessionOpenRequest) (*Sessi
 	}
 	dir, err := l.st.Meta.GetInode(ss.Placeholder)
 	if err == nil {
-		l.core.EntryChanged(dir.Parent, req.ID, nil)
-		l.core.EntryChanged(u.Roots.Private, zones.NameSessions, nil)
+		l.core.EntryChanged(dir.Parent, req.ID, nil, false)
+		l.core.EntryChanged(u.Roots.Private, zones.NameSessions, nil, false)
 	}
 	mnt := ""
 	if sh, ok := l.mount.(sessionHooks); ok {
@@ -188,7 +188,7 @@ func (l *Local) CloseSession(ctx context.Context, req SessionCloseRequest) (*Ses
 		sh.sessionsChanged()
 		sh.sessionClosed()
 	}
-	l.core.EntryChanged(place.Parent, req.ID, nil)
+	l.core.EntryChanged(place.Parent, req.ID, nil, false)
 	info.Mountpoint = ""
 	info.Kept = path.Join(zones.NameHome, zones.NameSessions, req.ID)
 	if !req.Keep {
@@ -245,14 +245,10 @@ func (l *Local) trashTree(user string, parent uint64, name, rel string) error {
 	if err != nil {
 		return asError(err, "move "+rel+" to the trash")
 	}
-	switch {
-	case freed && out.IsRegular():
+	if freed && out.IsRegular() {
 		l.core.Freed([]*shedfs.Inode{out}, vfs.FreedPurge, false)
-	case !kept && !freed:
-		l.core.EntryChanged(parent, name, out)
-		return nil
 	}
-	l.core.EntryChanged(parent, name, nil)
+	l.core.EntryChanged(parent, name, out, !kept && !freed)
 	return nil
 }
 

@@ -239,11 +239,7 @@ func (l *Local) restoreOne(user string, e TrashEntry, to string) (TrashRestored,
 	if err != nil {
 		return TrashRestored{}, asError(err, fmt.Sprintf("restore %s to %s", e.Entry, to))
 	}
-	if kept {
-		l.core.EntryChanged(dir.Ino, base, nil)
-	} else {
-		l.core.EntryChanged(dir.Ino, base, replaced)
-	}
+	l.core.EntryChanged(dir.Ino, base, replaced, !kept)
 	l.core.TrashChanged()
 	if err := l.st.Meta.Sync(); err != nil {
 		return TrashRestored{}, asError(err, "sync metadata")
@@ -290,7 +286,7 @@ func (l *Local) mkdirs(user, p string) (*shedfs.Inode, error) {
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("create %s in the view of %s", p, user))
 	}
-	l.core.EntryChanged(parent.Ino, path.Base(p), nil)
+	l.core.EntryChanged(parent.Ino, path.Base(p), nil, false)
 	return d, nil
 }
 

@@ -480,22 +480,25 @@ func (f *FS) syncCaches(ctx context.Context, v *View, z shedfs.Zone) {
 	}
 }
 
-// EntryChanged tells the views that name in directory dir changed outside
-// any view (an import by the admin), and reclaims replaced, the inode the
-// change took the name from, once nothing holds it.
-func (f *FS) EntryChanged(dir uint64, name string, replaced *shedfs.Inode) {
+// EntryChanged implements vfs.Frontend: name in directory dir changed
+// outside any view (an import, a restore); every kernel holding the name
+// or was (the inode it stood for) forgets them, and was goes once nothing
+// holds it when reclaim says nothing else keeps it.
+func (f *FS) EntryChanged(dir uint64, name string, was *shedfs.Inode, reclaim bool) {
 	f.changedContent(nil, dir)
-	was := uint64(noneBefore)
-	if replaced != nil {
-		was = replaced.Ino
+	wasIno := uint64(noneBefore)
+	if was != nil {
+		wasIno = was.Ino
 	}
-	items := []inval{nameWas(dir, name, was), dirOf(dir)}
-	if replaced != nil {
-		f.changedContent(nil, replaced.Ino)
-		items = append(items, dataOf(replaced.Ino, 0, 0))
+	items := []inval{nameWas(dir, name, wasIno), dirOf(dir)}
+	if was != nil {
+		f.changedContent(nil, was.Ino)
+		items = append(items, dataOf(was.Ino, 0, 0))
 	}
 	f.tellOutside(dir, items)
-	f.reclaimIfUnused(replaced)
+	if reclaim {
+		f.reclaimIfUnused(was)
+	}
 }
 
 // InodeChanged tells every view that ino's ownership or attributes changed

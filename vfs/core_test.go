@@ -398,7 +398,7 @@ func (f *frontend) Overlay(rec *shedfs.Inode) {
 		rec.Size = 12345
 	}
 }
-func (f *frontend) EntryChanged(dir uint64, name string, replaced *shedfs.Inode) {
+func (f *frontend) EntryChanged(dir uint64, name string, was *shedfs.Inode, reclaim bool) {
 	f.entries = append(f.entries, name)
 }
 func (f *frontend) InodeChanged(ino uint64)       { f.inodes = append(f.inodes, ino) }
@@ -421,7 +421,7 @@ func TestFanOut(t *testing.T) {
 	f.core.Attach(a)
 	f.core.Attach(b)
 	n := f.file(t, "x", 10)
-	f.core.EntryChanged(f.alice.Roots.Private, "x", nil)
+	f.core.EntryChanged(f.alice.Roots.Private, "x", nil, false)
 	f.core.InodeChanged(n.Ino)
 	f.core.MembershipChanged("alice", "bob")
 	f.core.TrashChanged()
@@ -448,7 +448,7 @@ func TestFanOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	gone, _ := g.store.GetInode(r.Ino)
-	g.core.EntryChanged(g.alice.Roots.Private, "r", gone)
+	g.core.EntryChanged(g.alice.Roots.Private, "r", gone, true)
 	if _, err := g.store.GetInode(r.Ino); err == nil {
 		t.Error("a replaced inode without links stays with no frontend to hold it")
 	}
