@@ -111,9 +111,19 @@ func (c *Core) decide(g Growth, decide func(acl.Quota) acl.Decision) (acl.Decisi
 // caller then decides (or runs its transaction) once more. It is for
 // charges a store transaction decides again inside (a create, a kept
 // version, an extended attribute), whose refusal comes after Admit; call
-// it under h's lock.
+// it under h's lock. A holder nested in another (a session in its user)
+// is refused by whichever limit has less room, so the outer holder's
+// trash goes too when h's own did not make room.
 func (c *Core) MakeRoom(h shedfs.Holder, bytes, inodes int64, d acl.Decision) bool {
-	return d.Errno == syscall.EDQUOT && c.acct.MakeRoom(h, bytes, inodes)
+	if d.Errno != syscall.EDQUOT {
+		return false
+	}
+	freed := c.acct.MakeRoom(h, bytes, inodes)
+	if outer, ok := shedfs.OuterHolder(h); ok {
+		// h's lock holds the outer holder's too (quota.Accountant.Lock).
+		freed = c.acct.MakeRoom(outer, bytes, inodes) || freed
+	}
+	return freed
 }
 
 // Quota is what acl needs to admit a charge to h: the accountant's usage

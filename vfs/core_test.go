@@ -453,3 +453,24 @@ func TestFanOut(t *testing.T) {
 		t.Error("a replaced inode without links stays with no frontend to hold it")
 	}
 }
+
+// TestAdmitEvictsOuterTrash: a write in a session without a limit of its
+// own is refused by its user's limit, which the user's trash fills: the
+// user's trash goes and the write is admitted, as it is in the main view
+// (issue: trash not evicted when the user's limit refuses in a session).
+func TestAdmitEvictsOuterTrash(t *testing.T) {
+	f := newFixture(t, nil)
+	f.file(t, "big", 1<<20)
+	f.trash(t, "big")
+	u, _ := f.store.Usage(alice)
+	f.limit(t, shedfs.Limit{Bytes: u.Bytes})
+	session := shedfs.SessionHolder("alice", "s1")
+	adm, d, err := f.core.Admit(Growth{Holder: session, Bytes: shedfs.ChargeUnit})
+	if err != nil || !d.Allowed() {
+		t.Fatalf("a session's write with the user's trash full: %v %v, want the user's trash evicted", d, err)
+	}
+	adm.Done()
+	if f.trashed(t) != 0 {
+		t.Error("the user's kept file is still there")
+	}
+}
