@@ -190,6 +190,30 @@ func (s *Service) Changed(ino uint64, closed func(shedfs.Content)) {
 	s.poke()
 }
 
+// Changing marks ino (zone z) pending by writer's view before the first
+// byte of a change reaches its blob, in a zone whose files are scanned:
+// from then on no other reader and no link is admitted by the verdict of
+// the content before the change, which the change is about to make stale.
+// The writer itself still reads what it writes (acl.OpenContent). A file
+// pending already is left as it is. The mark is the one the close
+// persists again with the new size, so the worker examines the file once.
+func (s *Service) Changing(ino uint64, z shedfs.Zone, writer string) error {
+	if !s.scans(z) {
+		return nil
+	}
+	c, err := s.store.Content(ino)
+	if err != nil {
+		return fmt.Errorf("content of %d: %w", ino, err)
+	}
+	if c.State == shedfs.ScanPending {
+		return nil
+	}
+	if err := s.store.MarkPending(ino, writer); err != nil {
+		return fmt.Errorf("mark %d pending: %w", ino, err)
+	}
+	return nil
+}
+
 func (s *Service) poke() {
 	select {
 	case s.wake <- struct{}{}:

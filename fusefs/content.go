@@ -43,6 +43,21 @@ func (f *FS) contentChanged(n *node, ino uint64, write bool, bytes int64, known 
 	}
 }
 
+// contentChanging is told before the first change of an open file's
+// content since it was last persisted (resizeLocked): in a scanned zone
+// the file leaves its verdict before any changed byte can reach another
+// reader or a link (content.Service.Changing).
+func (f *FS) contentChanging(n *node, ino uint64) syscall.Errno {
+	svc := f.opts.Content
+	if svc == nil {
+		return 0
+	}
+	if err := svc.Changing(ino, n.zone, n.v.user); err != nil {
+		return f.errno("mark content pending", err)
+	}
+	return 0
+}
+
 // admitContent decides an open of n by its scan state (acl.OpenContent),
 // waiting for a pending verdict as the content service allows. A refusal
 // is audited with the scan state, so an infected file's record names its

@@ -267,6 +267,14 @@ func (n *node) resizeLocked(oi *openInode, op acl.Op, newSize uint64, blocks int
 	if !d.Allowed() {
 		return n.deny(op, "", d)
 	}
+	if !oi.changed {
+		// The first change since the content was persisted: no reader
+		// may go by the old verdict from here on.
+		if e := f.contentChanging(n, oi.ino); e != 0 {
+			adm.Done()
+			return e
+		}
+	}
 	if grows {
 		// Pending before the blob grows, so a concurrent admission
 		// counts this write.

@@ -472,3 +472,55 @@ func killServe(s *serveDaemon) {
 		}
 	}
 }
+
+// TestScanWindow: a clean file rewritten with malware and kept open by
+// its writer leaves its clean verdict before the first changed byte can
+// reach another reader: bob's open and a link are held off (pending), not
+// served the new bytes under the old verdict, while alice reads what she
+// writes (until a scan finds it infected); once she closes it, the
+// verdict is infected.
+func TestScanWindow(t *testing.T) {
+	t.Parallel()
+	cd := theClamd(t)
+	store := newStore(t)
+	setupTeam(t, store)
+	s := startServeWith(t, store, []string{"--clamd", cd.Addr(), "--scan-wait", "300ms", "--http", "127.0.0.1:0"}, "alice", "bob")
+	x := s.In("alice", "share", "x.txt")
+	mustWrite(t, x, []byte("clean start\n"), 0o644)
+	waitXattr(t, x, "user.shedfs.scan", 10*time.Second, func(v string) bool { return v == "clean" })
+	link := getLink(t, x)
+	if resp, _ := fetch(t, link); resp.StatusCode != http.StatusOK {
+		t.Fatalf("link to the clean file: %d", resp.StatusCode)
+	}
+
+	f, err := os.OpenFile(x, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write([]byte(clamdtest.BodyMarker)); err != nil {
+		t.Fatal(err)
+	}
+	// alice keeps it open. The worker may find the pending file and scan
+	// it meanwhile (then it is infected already); either way bob gets
+	// no byte of it.
+	if got, err := os.ReadFile(s.In("bob", "share", "x.txt")); err == nil || bytes.Contains(got, []byte(clamdtest.BodyMarker)) {
+		t.Errorf("bob reads the file being rewritten: %q, %v; want it held off (pending)", got, err)
+	} else if !errors.Is(err, syscall.EAGAIN) && !errors.Is(err, syscall.EACCES) {
+		t.Errorf("bob opens the file being rewritten: %v, want EAGAIN (pending) or EACCES (found infected)", err)
+	}
+	if resp, body := fetch(t, link); resp.StatusCode == http.StatusOK || bytes.Contains(body, []byte(clamdtest.BodyMarker)) {
+		t.Errorf("a link to the file being rewritten: %d %q, want it held off", resp.StatusCode, body)
+	}
+	if got, err := os.ReadFile(x); err == nil && !bytes.Contains(got, []byte(clamdtest.BodyMarker)) {
+		t.Errorf("alice does not read what she wrote: %q", got)
+	} else if err != nil && !errors.Is(err, syscall.EACCES) {
+		t.Errorf("alice reads what she writes: %v, want it or EACCES (found infected)", err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitXattr(t, x, "user.shedfs.scan", 10*time.Second, func(v string) bool { return strings.HasPrefix(v, "infected:") })
+	_, err = os.ReadFile(s.In("bob", "share", "x.txt"))
+	wantErrno(t, "bob opens the infected file", err, syscall.EACCES)
+}
