@@ -206,6 +206,11 @@ type trashView struct {
 	next uint64
 }
 
+// uncached is the timeout of what the kernel must not keep (trash/ is
+// made from the records at each look): go-fuse replaces a zero timeout by
+// the mount's hour, and a nanosecond has passed by the next request.
+const uncached = time.Nanosecond
+
 // trashDirIno is where the numbers of trash/ directories start: below
 // 2^32, which the store never assigns to new inodes, and far above the
 // sequential numbers of old stores.
@@ -268,6 +273,15 @@ func trashEntryACL(e metadata.TrashEntry) acl.Entry {
 	return acl.Entry{Zone: e.Zone, Owner: e.Owner, Mode: e.OwnMode}
 }
 
+// forgetTrashTree drops the view's trash/ tree, so that the next look
+// makes it anew (the user's groups changed: which holders' kept files it
+// shows did too). The kernel keeps nothing of trash/ to forget.
+func (v *View) forgetTrashTree() {
+	v.trash.mu.Lock()
+	v.trash.tree = nil
+	v.trash.mu.Unlock()
+}
+
 // trashDirIno returns the inode number of trash/ directory p in this view.
 func (v *View) trashDirIno(p string) uint64 {
 	v.trash.mu.Lock()
@@ -306,8 +320,8 @@ func (v *View) trashDirNode(ctx context.Context, parent *fs.Inode, p string, out
 	d.refuseCreates = refuseCreates{d.refuse}
 	d.fillAttr(&out.Attr)
 	// Computed from the records at each look: the kernel keeps nothing.
-	out.SetEntryTimeout(0)
-	out.SetAttrTimeout(0)
+	out.SetEntryTimeout(uncached)
+	out.SetAttrTimeout(uncached)
 	return parent.NewInode(ctx, d, fs.StableAttr{Mode: syscall.S_IFDIR, Ino: out.Attr.Ino})
 }
 
@@ -340,6 +354,11 @@ func (d *trashDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	defer d.v.fs.track("lookup", shedfs.Zone{}, time.Now(), &errno)
 	it, e := d.child(name)
 	if e != 0 {
+		if e == syscall.ENOENT {
+			// Nor is a name found missing kept: a delete may make it
+			// a moment later, and nothing tells the kernel of that.
+			out.SetEntryTimeout(uncached)
+		}
 		return nil, e
 	}
 	if it.dir {
@@ -351,8 +370,8 @@ func (d *trashDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	}
 	d.v.fs.overlay(rec)
 	d.v.fillAttr(rec, &out.Attr)
-	out.SetEntryTimeout(0)
-	out.SetAttrTimeout(0)
+	out.SetEntryTimeout(uncached)
+	out.SetAttrTimeout(uncached)
 	child := &node{v: d.v, ino: rec.Ino, zone: rec.Zone}
 	return d.NewInode(ctx, child, fs.StableAttr{Mode: rec.Mode & syscall.S_IFMT, Ino: rec.Ino}), 0
 }
@@ -360,7 +379,7 @@ func (d *trashDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 // Getattr implements fs.NodeGetattrer.
 func (d *trashDir) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	d.fillAttr(&out.Attr)
-	out.SetTimeout(0)
+	out.SetTimeout(uncached)
 	return 0
 }
 

@@ -337,6 +337,9 @@ func (f *FS) MembershipChanged(user string) {
 			continue
 		}
 		after := v.actor().Groups
+		// trash/ shows the kept files of the groups the user is in
+		// now: its tree is made again at the next look.
+		v.forgetTrashTree()
 		items := []inval{dirOf(groupsIno)}
 		for _, g := range before {
 			items = append(items, nameIn(groupsIno, g))

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -446,4 +447,44 @@ func noTrashStore(t *testing.T, user string) string {
 	adminOK(t, "user", "add", user, "--store", store)
 	adminOK(t, "trash", "retention", "0", "--store", store)
 	return store
+}
+
+// TestTrashSeenAtOnce: trash/ never serves a stale answer — a name looked
+// up as missing is found as soon as a delete keeps it (no negative entry
+// kept for an hour), and a member removed from a group no longer sees the
+// group's kept files, though nothing in the trash changed.
+func TestTrashSeenAtOnce(t *testing.T) {
+	t.Parallel()
+	s := startTeam(t)
+	A := func(p ...string) string { return s.In("alice", p...) }
+	if _, err := os.Stat(A("trash", "zq")); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("trash/zq before: %v", err)
+	}
+	mustMkdir(t, A("zq"), 0o755)
+	mustWrite(t, A("zq", "file"), []byte("1\n"), 0o644)
+	if out, code := tool(t, "rm", "-rf", A("zq")); code != 0 {
+		t.Fatalf("rm -rf: %s", out)
+	}
+	if names := trashNames(t, A("trash", "zq"), "file"); len(names) != 1 {
+		t.Errorf("trash/zq after rm -rf lists %v, want file at once", names)
+	}
+
+	B := func(p ...string) string { return s.In("bob", p...) }
+	mustWrite(t, B("groups", "team-alpha", "g.txt"), []byte("team\n"), 0o644)
+	if err := os.Remove(B("groups", "team-alpha", "g.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if names := trashNames(t, B("trash", "groups", "team-alpha"), "g.txt"); len(names) != 1 {
+		t.Fatalf("bob's trash/groups/team-alpha lists %v", names)
+	}
+	adminOK(t, "group", "remove-member", "team-alpha", "bob", "--store", s.Store)
+	if _, err := os.Stat(B("trash", "groups", "team-alpha")); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("bob's trash/groups/team-alpha after his removal from the group: %v, want ENOENT at once", err)
+	}
+	if names := listNames(t, B("trash")); slices.Contains(names, "groups") {
+		if g := listNames(t, B("trash", "groups")); slices.Contains(g, "team-alpha") {
+			t.Errorf("bob's trash/groups still lists team-alpha: %v", g)
+		}
+	}
+	fsckOnline(t, s)
 }
