@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"errors"
 	"path"
 	"slices"
 	"strings"
@@ -135,6 +136,12 @@ func (n *node) keepVersion(rec *shedfs.Inode) bool {
 	if err != nil {
 		blob.Close()
 		f.undoMove(oi.ino, version)
+		if errors.Is(err, syscall.EDQUOT) {
+			// No inode for the version even with the holder's trash
+			// evicted: the truncate goes on unversioned, and the
+			// trail says so (README, "Trash and restore").
+			n.changed(opVersionNotKept, "", int64(oi.size))
+		}
 		return false
 	}
 	// Handles may still be splicing from the old descriptor: it stays
@@ -146,6 +153,10 @@ func (n *node) keepVersion(rec *shedfs.Inode) bool {
 	f.kept()
 	return true
 }
+
+// opVersionNotKept is the audit operation of a truncate whose previous
+// content could not be kept for the holder's inode limit.
+const opVersionNotKept = "version_not_kept"
 
 // undoMove puts a blob moved by keepVersion back.
 func (f *FS) undoMove(ino, version uint64) {

@@ -488,3 +488,60 @@ func TestTrashSeenAtOnce(t *testing.T) {
 	}
 	fsckOnline(t, s)
 }
+
+// TestTruncateAtInodeLimit: a truncate with no inode left for the
+// version, and nothing in the trash to evict, goes on without keeping the
+// previous content, and the audit trail says so (version_not_kept); with
+// a kept file to evict, the version is kept as ever.
+func TestTruncateAtInodeLimit(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	setupTeam(t, store)
+	s := startServe(t, store, "alice")
+	A := func(p ...string) string { return s.In("alice", p...) }
+	mustWrite(t, A("f"), []byte("first content\n"), 0o644)
+	mustWrite(t, A("old"), []byte("old\n"), 0o644)
+	if err := os.Remove(A("old")); err != nil {
+		t.Fatal(err)
+	}
+	atLimit := func() {
+		t.Helper()
+		var q []struct {
+			Used struct{ Inodes int64 } `json:"used"`
+		}
+		if err := json.Unmarshal([]byte(adminOK(t, "quota", "show", "user:alice", "--json", "--store", store)), &q); err != nil || len(q) != 1 {
+			t.Fatalf("quota show: %v %+v", err, q)
+		}
+		adminOK(t, "quota", "set", "user:alice", "--inodes", fmt.Sprint(q[0].Used.Inodes), "--store", store)
+	}
+	atLimit()
+	// The kept "old" goes for the version of f.
+	mustWrite(t, A("f"), []byte("second\n"), 0o644)
+	if got := trashNames(t, A("trash"), "f"); len(got) != 1 {
+		t.Errorf("after the first overwrite at the limit, trash holds %v, want f's version", got)
+	}
+	// Now the only kept file is f's own version, evicted for the next.
+	mustWrite(t, A("f"), []byte("third\n"), 0o644)
+	if got := trashNames(t, A("trash"), "f"); len(got) != 1 {
+		t.Errorf("after the second overwrite, trash holds %v, want one version of f", got)
+	}
+	// An empty trash at the limit: nothing to evict for the version.
+	for _, n := range trashNames(t, A("trash"), "f") {
+		if err := os.Remove(filepath.Join(A("trash"), n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	atLimit()
+	mustWrite(t, A("f"), []byte("fourth\n"), 0o644)
+	if got := mustRead(t, A("f")); string(got) != "fourth\n" {
+		t.Errorf("f holds %q", got)
+	}
+	waitTrail(t, store, 5*time.Second, "a version_not_kept record of f", func(recs []trailRecord) bool {
+		for _, r := range recs {
+			if r.Op == "version_not_kept" && r.User == "alice" && r.Path == "/f" {
+				return true
+			}
+		}
+		return false
+	}, "--op", "version_not_kept")
+}
