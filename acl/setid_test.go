@@ -22,6 +22,12 @@ func TestSetIDKilled(t *testing.T) {
 		{"sticky bit stays", reg | 0o5755, reg | 0o1755},
 		{"directory keeps set-group-ID (inheritance)", syscall.S_IFDIR | 0o2775, syscall.S_IFDIR | 0o2775},
 		{"symlink", syscall.S_IFLNK | 0o777, syscall.S_IFLNK | 0o777},
+		// A chown of any non-directory clears them (pjdfstest chown/00.t).
+		{"fifo, both, group-executable", syscall.S_IFIFO | 0o6555, syscall.S_IFIFO | 0o555},
+		{"socket, both, group-executable", syscall.S_IFSOCK | 0o6555, syscall.S_IFSOCK | 0o555},
+		{"fifo, both, not group-executable", syscall.S_IFIFO | 0o6644, syscall.S_IFIFO | 0o2644},
+		{"socket, set-user-ID", syscall.S_IFSOCK | 0o4755, syscall.S_IFSOCK | 0o755},
+		{"directory keeps set-user-ID too", syscall.S_IFDIR | 0o6755, syscall.S_IFDIR | 0o6755},
 	} {
 		if got := SetIDKilled(tc.mode); got != tc.want {
 			t.Errorf("%s: SetIDKilled(%o) = %o, want %o", tc.name, tc.mode, got, tc.want)
