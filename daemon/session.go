@@ -177,7 +177,7 @@ func (l *Local) CloseSession(ctx context.Context, req SessionCloseRequest) (*Ses
 			return nil, asError(err, "unmount the session's view")
 		}
 	}
-	if _, err := l.st.Meta.CloseSession(req.User, req.ID, l.core.Unused, l.st.Blobs); err != nil {
+	if _, err := l.st.Meta.CloseSession(req.User, req.ID, l.st.Blobs); err != nil {
 		return nil, asError(err, "close the session")
 	}
 	place, err := l.st.Meta.GetInode(ss.Placeholder)
@@ -189,6 +189,8 @@ func (l *Local) CloseSession(ctx context.Context, req SessionCloseRequest) (*Ses
 		sh.sessionClosed()
 	}
 	l.core.EntryChanged(place.Parent, req.ID, nil)
+	// What the session removed is in the user's trash now.
+	l.core.TrashChanged()
 	info.Mountpoint = ""
 	info.Kept = path.Join(zones.NameHome, zones.NameSessions, req.ID)
 	if !req.Keep {

@@ -294,3 +294,47 @@ func TestSessionHomeNegativeEntries(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionTrashKeptAtClose: what a session removed is in its user's
+// trash after close, with --keep or without, under sessions/ID/: the
+// main view lists it in trash/ and an mv brings it back (before, the
+// session's own trash was purged at close).
+func TestSessionTrashKeptAtClose(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	adminOK(t, "user", "add", "erin", "--store", store)
+	s := startServe(t, store, "erin")
+	A := func(e ...string) string { return s.In("erin", e...) }
+	for _, c := range []struct{ id, keep string }{{"e1", ""}, {"e2", "--keep"}} {
+		s.sessionOpen(t, "erin", c.id)
+		mustWrite(t, s.In("erin@"+c.id, "imp"), []byte("important "+c.id), 0o644)
+		wantOK(t, "rm imp in "+c.id, os.Remove(s.In("erin@"+c.id, "imp")))
+		args := []string{"session", "close", "--store", store, "--user", "erin", c.id}
+		if c.keep != "" {
+			args = append(args, c.keep)
+		}
+		adminOK(t, args...)
+		out := adminOK(t, "trash", "list", "--store", store, "--user", "erin")
+		if !strings.Contains(out, "sessions/"+c.id+"/imp") {
+			t.Errorf("trash of erin after close %s of %s without sessions/%s/imp:\n%s", c.keep, c.id, c.id, out)
+		}
+	}
+	var kept string
+	within2s(t, "trash/sessions/e2/imp@… in the main view", func() bool {
+		names, _ := os.ReadDir(A("trash", "sessions", "e2"))
+		for _, n := range names {
+			if strings.HasPrefix(n.Name(), "imp@") {
+				kept = n.Name()
+			}
+		}
+		return kept != ""
+	})
+	if kept != "" {
+		wantOK(t, "mv the kept imp back", os.Rename(A("trash", "sessions", "e2", kept), A("sessions", "e2", "imp")))
+		if got := string(mustRead(t, A("sessions", "e2", "imp"))); got != "important e2" {
+			t.Errorf("restored imp reads %q", got)
+		}
+	}
+	s.Stop()
+	fsckClean(t, store)
+}
