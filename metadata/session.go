@@ -172,6 +172,63 @@ func (s *Store) ListSessions(user string) ([]Session, error) {
 	return out, err
 }
 
+// pSessionClose is the prefix of the marks of closes under way: 'w'
+// user 0x00 id, the SessionClose as JSON.
+const pSessionClose = 'w'
+
+func sessionCloseKey(user, id string) []byte {
+	return append(append(strKey(pSessionClose, user), 0), id...)
+}
+
+// SessionClose marks a close under way, from before it changes anything
+// (the view unmounted aside) until its last step (the scratch tree moved
+// to the trash, without Keep) is done, so that a daemon that dies in
+// between finishes it at its next start: a close is a step that
+// completes, never half done.
+type SessionClose struct {
+	Session Session `json:"session"`
+	Keep    bool    `json:"keep,omitempty"`
+}
+
+// BeginSessionClose marks the close of open session ss as under way;
+// ENOENT when it is not open.
+func (s *Store) BeginSessionClose(ss *Session, keep bool) error {
+	return s.update(func(o *op) error {
+		if _, err := o.tx.Get(sessionKey(ss.User, ss.ID)); errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("session %s of %s: %w", ss.ID, ss.User, syscall.ENOENT)
+		} else if err != nil {
+			return err
+		}
+		return setJSON(o.tx, sessionCloseKey(ss.User, ss.ID), SessionClose{Session: *ss, Keep: keep})
+	})
+}
+
+// EndSessionClose drops the mark of a close that is done.
+func (s *Store) EndSessionClose(user, id string) error {
+	return s.update(func(o *op) error { return o.tx.Delete(sessionCloseKey(user, id)) })
+}
+
+// SessionCloses lists the closes under way of user (of every user for
+// ""), by user and id.
+func (s *Store) SessionCloses(user string) ([]SessionClose, error) {
+	prefix := []byte{pSessionClose}
+	if user != "" {
+		prefix = append(strKey(pSessionClose, user), 0)
+	}
+	var out []SessionClose
+	err := s.kv.View(func(tx Txn) error {
+		return tx.Scan(prefix, nil, func(k, v []byte) error {
+			var c SessionClose
+			if err := json.Unmarshal(v, &c); err != nil {
+				return fmt.Errorf("decode session close %q: %w: %v", k[1:], ErrCorrupt, err)
+			}
+			out = append(out, c)
+			return nil
+		})
+	})
+	return out, err
+}
+
 // SessionBlobs is what closing a session does to blobs: link gives the
 // content of one inode number to another as well (no copy), remove drops
 // a number's blob.
