@@ -94,6 +94,10 @@ type view struct {
 	closing atomic.Bool
 	// done closes once the view stops serving, whoever unmounted it.
 	done chan struct{}
+	// conn is the FUSE connection of a session's view, found when it
+	// was mounted, so that a forced close can abort it even once it is
+	// detached; 0 when unknown.
+	conn int
 }
 
 // Daemon serves views of one store and its admin API. It keeps the set of
@@ -116,6 +120,10 @@ type Daemon struct {
 	// that closes expired ones (session.go).
 	sessionCloses atomic.Uint64
 	stopExpiry    chan struct{}
+	// sessionsMu runs one reload of the views' session table at a time:
+	// sessions open and close concurrently, and a reload that listed
+	// the store before another must not be the last to apply.
+	sessionsMu sync.Mutex
 
 	// usersMu runs one reconciliation of the views with the users
 	// another daemon changed at a time (remote.go).
@@ -199,10 +207,14 @@ func (d *Daemon) Admin() Admin { return d.local }
 // Core is the core every door of the daemon calls.
 func (d *Daemon) Core() *vfs.Core { return d.core }
 
-// Start prepares the mount root (clearing mounts a crash left behind),
-// mounts a view for every user when a mount root is configured, and opens
-// the admin socket. On error, whatever was mounted is unmounted again.
+// Start finishes the session closes a previous run left under way,
+// prepares the mount root (clearing mounts a crash left behind), mounts a
+// view for every user when a mount root is configured, and opens the
+// admin socket. On error, whatever was mounted is unmounted again.
 func (d *Daemon) Start(ctx context.Context) error {
+	if err := d.local.finishSessionCloses(); err != nil {
+		return err
+	}
 	if d.cfg.MountRoot != "" {
 		if err := d.prepareMountRoot(); err != nil {
 			return err
@@ -235,9 +247,13 @@ func (d *Daemon) Start(ctx context.Context) error {
 	return nil
 }
 
-// StartAdmin opens only the admin socket (shedfs mount, where the one view
-// is mounted with Mount).
+// StartAdmin finishes the session closes a previous run left under way
+// and opens only the admin socket (shedfs mount, where the one view is
+// mounted with Mount).
 func (d *Daemon) StartAdmin() error {
+	if err := d.local.finishSessionCloses(); err != nil {
+		return err
+	}
 	path := d.cfg.Store.Location().SocketPath()
 	if path == "" {
 		return nil
@@ -403,6 +419,44 @@ func (d *Daemon) unmount(ctx context.Context, v *view, lazy bool) error {
 		d.log.Warn("unmount failed; detaching lazily", "user", v.user, "mountpoint", v.mountpoint, "err", err)
 		if err := unix.Unmount(v.mountpoint, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
 			return fmt.Errorf("detach view of %s: %w", v.user, err)
+		}
+	}
+	select {
+	case <-v.done:
+		d.mu.Lock()
+		if d.views[v.user] == v {
+			delete(d.views, v.user)
+		}
+		d.mu.Unlock()
+		d.log.Info("view unmounted", "user", v.user, "mountpoint", v.mountpoint)
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("view of %s at %s still serving: %w", v.user, v.mountpoint, ctx.Err())
+	}
+}
+
+// abortUnmount ends a view whatever holds it: unmounted if idle,
+// otherwise detached and its FUSE connection aborted, so that it stops
+// serving at once and the processes holding its files get ENOTCONN
+// (a lazy detach alone keeps it serving until the last of them lets go).
+// It waits, until ctx ends, for the view to stop.
+func (d *Daemon) abortUnmount(ctx context.Context, v *view) error {
+	// Found before the detach takes the mount out of the table.
+	conn, found := v.conn, v.conn != 0
+	if !found {
+		conn, found = fuseConnection(v.mountpoint)
+	}
+	v.closing.Store(true)
+	if err := v.mv.Unmount(); err != nil {
+		d.log.Warn("view busy; detaching it and aborting its connection", "user", v.user, "mountpoint", v.mountpoint, "err", err)
+		if err := unix.Unmount(v.mountpoint, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("detach view of %s: %w", v.user, err)
+		}
+		if !found {
+			return fmt.Errorf("view of %s at %s: no FUSE connection in the mount table to abort", v.user, v.mountpoint)
+		}
+		if err := abortConnection(conn); err != nil {
+			return fmt.Errorf("view of %s: %w", v.user, err)
 		}
 	}
 	select {

@@ -238,6 +238,31 @@ garbage line
 	}
 }
 
+// TestParseConnection: the connection a forced session close aborts is
+// the minor of the last FUSE mount at the view's mountpoint.
+func TestParseConnection(t *testing.T) {
+	const table = `22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
+40 22 0:40 / /run/shedfs/alice@s1 rw,nosuid shared:20 - fuse.shedfs shedfs:alice@s1 rw
+41 22 0:41 / /run/shedfs/bob\040smith@s2 rw,nosuid - fuse shedfs:bob rw
+46 40 0:46 / /run/shedfs/alice@s1 rw - fuse.shedfs shedfs:alice@s1 rw
+45 22 0:45 / /run/shedfs/erin@s3 rw - ext4 /dev/sdb rw
+`
+	for mnt, want := range map[string]int{
+		"/run/shedfs/alice@s1":     46,
+		"/run/shedfs/bob smith@s2": 41,
+		"/run/shedfs/erin@s3":      -1,
+		"/run/shedfs/nobody":       -1,
+	} {
+		conn, ok := parseConnection(bufio.NewScanner(strings.NewReader(table)), mnt)
+		if !ok {
+			conn = -1
+		}
+		if conn != want {
+			t.Errorf("connection of %s: %d, want %d", mnt, conn, want)
+		}
+	}
+}
+
 func TestClearStaleMountsLeavesPlainDirs(t *testing.T) {
 	st := openTestStore(t)
 	root := t.TempDir()

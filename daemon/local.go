@@ -51,8 +51,16 @@ type Local struct {
 	content *content.Service
 
 	// mu serialises changes, so that a user is never removed while its
-	// view is being mounted, or added twice at once.
+	// view is being mounted, or added twice at once. It is held for
+	// store changes only, never while waiting on a view.
 	mu sync.Mutex
+	// sessions serialises the open and the close of each session, so
+	// that sessions never wait on each other (session.go).
+	sessions keyedLocks
+	// trashStep, set by tests, runs before each name of a closed
+	// session's tree goes to the trash; an error stops the close there,
+	// as a crash would.
+	trashStep func() error
 }
 
 // NewLocal returns the admin operations on an open store. The caller keeps

@@ -98,23 +98,10 @@ func parseMountinfo(sc *bufio.Scanner, root string) ([]string, error) {
 	prefix := strings.TrimSuffix(filepath.Clean(root), "/") + "/"
 	var out []string
 	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		// id parent major:minor root mountpoint options [optional...] - fstype source superopts
-		sep := -1
-		for i, f := range fields {
-			if f == "-" && i >= 6 {
-				sep = i
-				break
-			}
-		}
-		if sep < 0 || sep+1 >= len(fields) || len(fields) < 5 {
+		mp, _, ok := fuseMountLine(sc.Text())
+		if !ok {
 			continue
 		}
-		fstype := fields[sep+1]
-		if fstype != "fuse" && !strings.HasPrefix(fstype, "fuse.") {
-			continue
-		}
-		mp := unescapeMountinfo(fields[4])
 		if strings.HasPrefix(mp, prefix) && !contains(out, mp) {
 			out = append(out, mp)
 		}
@@ -143,4 +130,78 @@ func unescapeMountinfo(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// fuseConnection returns the number fusectl names the FUSE connection of
+// the mount at mnt by (the minor of its device), from
+// /proc/self/mountinfo; false when mnt is not a FUSE mount there.
+func fuseConnection(mnt string) (int, bool) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	return parseConnection(bufio.NewScanner(f), filepath.Clean(mnt))
+}
+
+// parseConnection picks from mountinfo lines the connection number of the
+// last FUSE mount at mnt.
+func parseConnection(sc *bufio.Scanner, mnt string) (int, bool) {
+	conn, found := 0, false
+	for sc.Scan() {
+		mp, majmin, ok := fuseMountLine(sc.Text())
+		if !ok || mp != mnt {
+			continue
+		}
+		_, minor, _ := strings.Cut(majmin, ":")
+		if n, err := strconv.Atoi(minor); err == nil {
+			conn, found = n, true
+		}
+	}
+	return conn, found
+}
+
+// fuseMountLine reads one mountinfo line (proc(5)): its mount point and
+// major:minor, ok when its file system type is fuse or fuse.*.
+func fuseMountLine(line string) (mnt, majmin string, ok bool) {
+	fields := strings.Fields(line)
+	// id parent major:minor root mountpoint options [optional...] - fstype source superopts
+	sep := -1
+	for i, f := range fields {
+		if f == "-" && i >= 6 {
+			sep = i
+			break
+		}
+	}
+	if sep < 0 || sep+1 >= len(fields) || len(fields) < 5 {
+		return "", "", false
+	}
+	fstype := fields[sep+1]
+	if fstype != "fuse" && !strings.HasPrefix(fstype, "fuse.") {
+		return "", "", false
+	}
+	return unescapeMountinfo(fields[4]), fields[2], true
+}
+
+// fuseConnections is where fusectl lists the kernel's FUSE connections.
+const fuseConnections = "/sys/fs/fuse/connections"
+
+// abortConnection aborts FUSE connection conn through fusectl, mounting
+// fusectl for the duration when it is not mounted: the kernel fails every
+// request of the connection at once (ENOTCONN to the processes holding
+// its files), and the view serving it stops. It is how a forced session
+// close ends a view whose files are held open, instead of waiting for
+// the last holder as a lazy detach alone does.
+func abortConnection(conn int) error {
+	file := filepath.Join(fuseConnections, strconv.Itoa(conn), "abort")
+	if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
+		if err := unix.Mount("fusectl", fuseConnections, "fusectl", 0, ""); err != nil {
+			return fmt.Errorf("abort FUSE connection %d: mount fusectl: %w", conn, err)
+		}
+		defer unix.Unmount(fuseConnections, unix.MNT_DETACH)
+	}
+	if err := os.WriteFile(file, []byte("1"), 0); err != nil {
+		return fmt.Errorf("abort FUSE connection %d: %w", conn, err)
+	}
+	return nil
 }

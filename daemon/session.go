@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -65,6 +66,29 @@ func (l *Local) OpenSession(ctx context.Context, req SessionOpenRequest) (*Sessi
 	if req.Quota.Bytes < 0 || req.Quota.Inodes < 0 {
 		return nil, errorf(CodeInvalid, "session quota: must not be negative")
 	}
+	defer l.sessions.lock(sessionKey(req.User, req.ID))()
+	ss, err := l.openSession(req, expires)
+	if err != nil {
+		return nil, err
+	}
+	mnt := ""
+	if sh, ok := l.mount.(sessionHooks); ok {
+		sh.sessionsChanged()
+		if mnt, err = sh.sessionOpened(ctx, ss); err != nil {
+			return nil, asError(err, "mount the session's view")
+		}
+	}
+	info, err := l.sessionInfo(ss)
+	if err != nil {
+		return nil, err
+	}
+	info.Mountpoint = mnt
+	return info, nil
+}
+
+// openSession makes the session in the store, under l.mu (so that its
+// user is not removed meanwhile), which a view's mount is not.
+func (l *Local) openSession(req SessionOpenRequest, expires time.Time) (*metadata.Session, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	u, err := l.st.Meta.GetUser(req.User)
@@ -83,19 +107,7 @@ func (l *Local) OpenSession(ctx context.Context, req SessionOpenRequest) (*Sessi
 		l.core.EntryChanged(dir.Parent, req.ID, nil, false)
 		l.core.EntryChanged(u.Roots.Private, zones.NameSessions, nil, false)
 	}
-	mnt := ""
-	if sh, ok := l.mount.(sessionHooks); ok {
-		sh.sessionsChanged()
-		if mnt, err = sh.sessionOpened(ctx, ss); err != nil {
-			return nil, asError(err, "mount the session's view")
-		}
-	}
-	info, err := l.sessionInfo(ss)
-	if err != nil {
-		return nil, err
-	}
-	info.Mountpoint = mnt
-	return info, nil
+	return ss, nil
 }
 
 // randomSessionID is 8 lowercase hex digits, a valid principal name.
@@ -150,10 +162,14 @@ func (l *Local) ListSessions(ctx context.Context, user string) ([]SessionInfo, e
 }
 
 // CloseSession closes a session: its view goes first (refused while files
-// of the scratch are open, unless Force), then the scratch tree becomes
-// home/sessions/ID of the user's private tree (metadata.Store.
-// CloseSession), which without Keep goes to the trash at once, so that
-// trash restore or shedfs restore brings it back.
+// of the scratch are open, unless Force, which aborts the view's
+// connection), then the scratch tree becomes home/sessions/ID of the
+// user's private tree (metadata.Store.CloseSession), which without Keep
+// goes to the trash at once, so that trash restore or shedfs restore
+// brings it back. Only this session's lock is held: other sessions open
+// and close meanwhile. Once the view is gone the close is marked in the
+// store, so that a daemon that dies before it is done finishes it at its
+// next start (finishSessionCloses).
 func (l *Local) CloseSession(ctx context.Context, req SessionCloseRequest) (*SessionInfo, error) {
 	if err := ValidPrincipalName("user", req.User); err != nil {
 		return nil, err
@@ -161,9 +177,11 @@ func (l *Local) CloseSession(ctx context.Context, req SessionCloseRequest) (*Ses
 	if err := ValidPrincipalName("session id", req.ID); err != nil {
 		return nil, err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.sessions.lock(sessionKey(req.User, req.ID))()
 	ss, err := l.st.Meta.GetSession(req.User, req.ID)
+	if errors.Is(err, syscall.ENOENT) {
+		return l.retryClose(req)
+	}
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("no open session %s of %s", req.ID, req.User))
 	}
@@ -171,39 +189,115 @@ func (l *Local) CloseSession(ctx context.Context, req SessionCloseRequest) (*Ses
 	if err != nil {
 		return nil, err
 	}
-	sh, hooked := l.mount.(sessionHooks)
-	if hooked {
+	if sh, ok := l.mount.(sessionHooks); ok {
 		if err := sh.sessionClosing(ctx, ss, req.Force); err != nil {
 			return nil, asError(err, "unmount the session's view")
 		}
 	}
-	if _, err := l.st.Meta.CloseSession(req.User, req.ID, l.core.Unused, l.st.Blobs); err != nil {
+	if err := l.st.Meta.BeginSessionClose(ss, req.Keep); err != nil {
 		return nil, asError(err, "close the session")
 	}
-	place, err := l.st.Meta.GetInode(ss.Placeholder)
-	if err != nil {
-		return nil, asError(err, "the closed session's directory")
+	if info.Kept, err = l.finishClose(ss, req.Keep); err != nil {
+		return nil, err
 	}
-	if hooked {
-		sh.sessionsChanged()
-		sh.sessionClosed()
-	}
-	l.core.EntryChanged(place.Parent, req.ID, nil, false)
 	info.Mountpoint = ""
-	info.Kept = path.Join(zones.NameHome, zones.NameSessions, req.ID)
-	if !req.Keep {
-		rel := path.Join(zones.NameSessions, req.ID)
-		if err := l.trashTree(req.User, place.Parent, req.ID, rel); err != nil {
-			return nil, err
-		}
-		l.core.TrashChanged()
-		info.Kept = zones.NameTrash
-	}
 	l.log.Info("session closed", "user", req.User, "session", req.ID, "kept", info.Kept)
 	return info, nil
 }
 
-// noSessions refuses, as busy, removing a user who has open sessions.
+// retryClose finishes the close of a session that is no longer open but
+// whose close is still marked (it failed half-way): close again is how
+// to retry it without a restart. NotFound when there is none.
+func (l *Local) retryClose(req SessionCloseRequest) (*SessionInfo, error) {
+	closes, err := l.st.Meta.SessionCloses(req.User)
+	if err != nil {
+		return nil, asError(err, "list session closes")
+	}
+	for _, c := range closes {
+		if c.Session.ID != req.ID {
+			continue
+		}
+		kept, err := l.finishClose(&c.Session, c.Keep)
+		if err != nil {
+			return nil, err
+		}
+		l.log.Info("session close finished", "user", req.User, "session", req.ID, "kept", kept)
+		return &SessionInfo{ID: c.Session.ID, User: c.Session.User, Created: c.Session.Created, Kept: kept}, nil
+	}
+	return nil, errorf(CodeNotFound, "no open session %s of %s", req.ID, req.User)
+}
+
+// finishClose does a close marked in the store, or what is left of it:
+// the scratch tree into home/sessions/ID (if the session is still open),
+// then, without keep, that tree into the trash; then it drops the mark.
+// Each step is resumable, so the mark makes the close complete. It
+// returns where the files went.
+func (l *Local) finishClose(ss *metadata.Session, keep bool) (string, error) {
+	_, err := l.st.Meta.CloseSession(ss.User, ss.ID, l.st.Blobs)
+	switch {
+	case err == nil:
+		if sh, ok := l.mount.(sessionHooks); ok {
+			sh.sessionsChanged()
+			sh.sessionClosed()
+		}
+	case !errors.Is(err, syscall.ENOENT):
+		return "", asError(err, "close the session")
+	}
+	place, err := l.st.Meta.GetInode(ss.Placeholder)
+	if err != nil && !errors.Is(err, syscall.ENOENT) {
+		return "", asError(err, "the closed session's directory")
+	}
+	if place != nil {
+		l.core.EntryChanged(place.Parent, ss.ID, nil, false)
+	}
+	// What the session removed is in the user's trash now.
+	l.core.TrashChanged()
+	kept := path.Join(zones.NameHome, zones.NameSessions, ss.ID)
+	if !keep {
+		kept = zones.NameTrash
+		if place != nil {
+			if n, err := l.st.Meta.Lookup(place.Parent, ss.ID); err == nil && n.Ino == ss.Placeholder {
+				rel := path.Join(zones.NameSessions, ss.ID)
+				if err := l.trashTree(ss.User, place.Parent, ss.ID, rel); err != nil {
+					return "", err
+				}
+				l.core.TrashChanged()
+			}
+		}
+	}
+	if err := l.st.Meta.EndSessionClose(ss.User, ss.ID); err != nil {
+		return "", asError(err, "close the session")
+	}
+	return kept, nil
+}
+
+// finishSessionCloses finishes, at a daemon's start, the closes a
+// previous run marked but did not complete (it died meanwhile). On a
+// store other daemons serve it leaves them: one may be doing them now.
+func (l *Local) finishSessionCloses() error {
+	closes, err := l.st.Meta.SessionCloses("")
+	if err != nil || len(closes) == 0 {
+		return err
+	}
+	if peers, err := l.st.Meta.Peers(); err != nil || len(peers) > 0 {
+		l.log.Warn("session closes under way left for a start without other daemons", "closes", len(closes), "daemons", peers, "err", err)
+		return nil
+	}
+	for _, c := range closes {
+		ss := c.Session
+		unlock := l.sessions.lock(sessionKey(ss.User, ss.ID))
+		kept, err := l.finishClose(&ss, c.Keep)
+		unlock()
+		if err != nil {
+			return fmt.Errorf("finish the close of session %s of %s: %w", ss.ID, ss.User, err)
+		}
+		l.log.Info("session close finished after a restart", "user", ss.User, "session", ss.ID, "kept", kept)
+	}
+	return nil
+}
+
+// noSessions refuses, as busy, removing a user who has open sessions or
+// a session close under way.
 func (l *Local) noSessions(user string) error {
 	list, err := l.st.Meta.ListSessions(user)
 	if err != nil {
@@ -211,6 +305,13 @@ func (l *Local) noSessions(user string) error {
 	}
 	if len(list) > 0 {
 		return errorf(CodeBusy, "user %s has %d open session(s) (%s first); close them before removing the user", user, len(list), list[0].ID)
+	}
+	closes, err := l.st.Meta.SessionCloses(user)
+	if err != nil {
+		return asError(err, "list session closes")
+	}
+	if len(closes) > 0 {
+		return errorf(CodeBusy, "user %s has a session close under way (%s); retry when it is done", user, closes[0].Session.ID)
 	}
 	return nil
 }
@@ -235,6 +336,11 @@ func (l *Local) trashTree(user string, parent uint64, name, rel string) error {
 			if err := l.trashTree(user, n.Ino, e.Name, path.Join(rel, e.Name)); err != nil {
 				return err
 			}
+		}
+	}
+	if l.trashStep != nil {
+		if err := l.trashStep(); err != nil {
+			return err
 		}
 	}
 	var note *metadata.TrashNote
@@ -272,7 +378,7 @@ func (d *Daemon) MountSession(user, id, mountpoint string) (<-chan struct{}, err
 	if err != nil {
 		return nil, fmt.Errorf("session %s of %s: %w", id, user, err)
 	}
-	if err := d.core.SessionsChanged(); err != nil {
+	if err := d.reloadSessions(); err != nil {
 		return nil, err
 	}
 	if _, err := d.mountSession(ss, mountpoint, false); err != nil {
@@ -311,7 +417,8 @@ func (d *Daemon) mountSession(ss *metadata.Session, mnt string, managed bool) (s
 	if err != nil {
 		return "", err
 	}
-	d.watchLocked(key, mnt, v, managed)
+	w := d.watchLocked(key, mnt, v, managed)
+	w.conn, _ = fuseConnection(mnt)
 	d.log.Info("session view mounted", "user", ss.User, "session", ss.ID, "mountpoint", mnt)
 	return mnt, nil
 }
@@ -331,7 +438,13 @@ func (d *Daemon) sessionClosing(ctx context.Context, ss *metadata.Session, force
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := d.unmount(ctx, v, force); err != nil {
+	var err error
+	if force {
+		err = d.abortUnmount(ctx, v)
+	} else {
+		err = d.unmount(ctx, v, false)
+	}
+	if err != nil {
 		return err
 	}
 	if v.managed {
@@ -367,9 +480,16 @@ func (d *Daemon) scratchIdle(ss *metadata.Session) error {
 }
 
 func (d *Daemon) sessionsChanged() {
-	if err := d.core.SessionsChanged(); err != nil {
+	if err := d.reloadSessions(); err != nil {
 		d.log.Error("reload sessions", "err", err)
 	}
+}
+
+// reloadSessions tells the views the open sessions, one reload at a time.
+func (d *Daemon) reloadSessions() error {
+	d.sessionsMu.Lock()
+	defer d.sessionsMu.Unlock()
+	return d.core.SessionsChanged()
 }
 
 func (d *Daemon) sessionClosed() { d.sessionCloses.Add(1) }
@@ -404,10 +524,15 @@ func (d *Daemon) startSessions(ctx context.Context) error {
 const expiryEvery = 500 * time.Millisecond
 
 // expireSessions closes, until stop closes, every session whose TTL has
-// passed, as close without --keep but forced: its time is up.
+// passed, as close without --keep but forced: its time is up. Each close
+// runs on its own, so that one slow close (a big tree, a view that will
+// not go) delays no other; a session is not tried again while its close
+// runs.
 func (d *Daemon) expireSessions(stop <-chan struct{}) {
 	t := time.NewTicker(expiryEvery)
 	defer t.Stop()
+	var mu sync.Mutex
+	running := map[string]bool{}
 	for {
 		select {
 		case <-stop:
@@ -419,15 +544,31 @@ func (d *Daemon) expireSessions(stop <-chan struct{}) {
 				continue
 			}
 			for _, ss := range list {
-				if !ss.Expired(now) {
+				key := sessionKey(ss.User, ss.ID)
+				mu.Lock()
+				busy := running[key]
+				if !busy && ss.Expired(now) {
+					running[key] = true
+				}
+				mu.Unlock()
+				if busy || !ss.Expired(now) {
 					continue
 				}
-				_, err := d.local.CloseSession(context.Background(), SessionCloseRequest{User: ss.User, ID: ss.ID, Force: true})
-				if err != nil {
-					d.log.Error("close an expired session", "user", ss.User, "session", ss.ID, "err", err)
-					continue
-				}
-				d.log.Info("session expired", "user", ss.User, "session", ss.ID)
+				d.wg.Add(1)
+				go func() {
+					defer d.wg.Done()
+					defer func() {
+						mu.Lock()
+						delete(running, key)
+						mu.Unlock()
+					}()
+					_, err := d.local.CloseSession(context.Background(), SessionCloseRequest{User: ss.User, ID: ss.ID, Force: true})
+					if err != nil {
+						d.log.Error("close an expired session", "user", ss.User, "session", ss.ID, "err", err)
+						return
+					}
+					d.log.Info("session expired", "user", ss.User, "session", ss.ID)
+				}()
 			}
 		}
 	}
@@ -449,4 +590,39 @@ func (d *Daemon) registerSessionMetrics(reg prometheus.Registerer) error {
 		}
 	}
 	return nil
+}
+
+// keyedLocks is one mutex per key, made while someone wants it.
+type keyedLocks struct {
+	mu sync.Mutex
+	m  map[string]*keyedLock
+}
+
+type keyedLock struct {
+	mu      sync.Mutex
+	waiters int
+}
+
+// lock takes key's mutex and returns its unlock.
+func (k *keyedLocks) lock(key string) (unlock func()) {
+	k.mu.Lock()
+	if k.m == nil {
+		k.m = map[string]*keyedLock{}
+	}
+	l := k.m[key]
+	if l == nil {
+		l = &keyedLock{}
+		k.m[key] = l
+	}
+	l.waiters++
+	k.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		k.mu.Lock()
+		if l.waiters--; l.waiters == 0 {
+			delete(k.m, key)
+		}
+		k.mu.Unlock()
+	}
 }

@@ -115,10 +115,16 @@ func (f *FS) mount(user string, ss *metadata.Session, mountpoint string, opts vf
 	}
 	f.notify.add(v)
 	go func() {
-		// Whatever the view's processes held goes with the view.
+		// Whatever the view's processes held goes with the view. A
+		// view detached while busy, or whose connection was aborted
+		// (a forced session close), stops here without a successful
+		// Unmount: it is told of no more changes either.
 		server.Wait()
 		f.memLimit.mounted(-1)
 		f.locks.dropView(v.id)
+		f.notify.remove(v)
+		f.known.dropView(v)
+		f.negatives.dropView(v)
 	}()
 	return v, nil
 }

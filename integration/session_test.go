@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -293,4 +294,205 @@ func TestSessionHomeNegativeEntries(t *testing.T) {
 			t.Errorf("%s after a create in the other view: %q, %v", p, got, err)
 		}
 	}
+}
+
+// TestSessionForcedCloseHeldOpen: a session whose file is held open is
+// closed by its --ttl and by close --force at once, whatever holds it:
+// the view is detached and its connection aborted, so the holder's next
+// read fails with ENOTCONN, and no other session waits meanwhile (an
+// unrelated open and close take well under a second; before, the first
+// waited 30 s for the kernel to let the busy view go, holding the
+// daemon's lock).
+func TestSessionForcedCloseHeldOpen(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	adminOK(t, "user", "add", "dave", "--store", store)
+	adminOK(t, "user", "add", "bob", "--store", store)
+	s := startServe(t, store, "dave", "bob")
+	s.sessionOpen(t, "dave", "t1", "--ttl", "2s")
+	s.sessionOpen(t, "dave", "t2")
+	mustWrite(t, s.In("dave@t1", "f"), []byte("d\n"), 0o644)
+	mustWrite(t, s.In("dave@t2", "g"), []byte("g\n"), 0o644)
+	held1, err := os.Open(s.In("dave@t1", "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held1.Close()
+	held2, err := os.Open(s.In("dave@t2", "g"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held2.Close()
+	open := func(user, id string) bool {
+		out := adminOK(t, "session", "list", "--store", store, "--user", user, "--json")
+		return strings.Contains(out, `"`+id+`"`)
+	}
+	timed := func(what string, fn func()) {
+		t.Helper()
+		start := time.Now()
+		fn()
+		took := time.Since(start)
+		t.Logf("%s took %v", what, took.Round(time.Millisecond))
+		if took > 3*time.Second {
+			t.Errorf("%s took %v while a session's file is held open", what, took)
+		}
+	}
+
+	// t1's time is up while f is held open: it closes, and bob's open
+	// does not wait for it.
+	time.Sleep(3 * time.Second)
+	timed("session open of bob while dave@t1 expires", func() { s.sessionOpen(t, "bob", "b1") })
+	deadline := time.Now().Add(5 * time.Second)
+	for open("dave", "t1") {
+		if time.Now().After(deadline) {
+			t.Fatalf("dave@t1 still open 8 s after its 2 s ttl, its file held open\nstderr:\n%s", s.Stderr())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if _, ok := findMount(s.In("dave@t1")); ok {
+		t.Error("dave@t1 still mounted after it expired")
+	}
+	buf := make([]byte, 8)
+	_, err = held1.ReadAt(buf, 0)
+	wantErrno(t, "read a file of an expired session held open", err, syscall.ENOTCONN)
+
+	// close --force ends t2 at once, with g held open.
+	timed("session close --force of dave@t2 with a file held open", func() {
+		adminOK(t, "session", "close", "--store", store, "--user", "dave", "--force", "t2")
+	})
+	if open("dave", "t2") {
+		t.Error("dave@t2 still open after close --force")
+	}
+	if _, ok := findMount(s.In("dave@t2")); ok {
+		t.Error("dave@t2 still mounted after close --force")
+	}
+	_, err = held2.ReadAt(buf, 0)
+	wantErrno(t, "read a file of a force-closed session held open", err, syscall.ENOTCONN)
+	timed("session close of bob@b1", func() {
+		adminOK(t, "session", "close", "--store", store, "--user", "bob", "b1")
+	})
+	out := adminOK(t, "trash", "list", "--store", store, "--user", "dave")
+	for _, want := range []string{"sessions/t1/f", "sessions/t2/g"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("trash of dave without %s:\n%s", want, out)
+		}
+	}
+	s.Stop()
+	fsckClean(t, store)
+}
+
+// TestSessionTrashKeptAtClose: what a session removed is in its user's
+// trash after close, with --keep or without, under sessions/ID/: the
+// main view lists it in trash/ and an mv brings it back (before, the
+// session's own trash was purged at close).
+func TestSessionTrashKeptAtClose(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	adminOK(t, "user", "add", "erin", "--store", store)
+	s := startServe(t, store, "erin")
+	A := func(e ...string) string { return s.In("erin", e...) }
+	for _, c := range []struct{ id, keep string }{{"e1", ""}, {"e2", "--keep"}} {
+		s.sessionOpen(t, "erin", c.id)
+		mustWrite(t, s.In("erin@"+c.id, "imp"), []byte("important "+c.id), 0o644)
+		wantOK(t, "rm imp in "+c.id, os.Remove(s.In("erin@"+c.id, "imp")))
+		args := []string{"session", "close", "--store", store, "--user", "erin", c.id}
+		if c.keep != "" {
+			args = append(args, c.keep)
+		}
+		adminOK(t, args...)
+		out := adminOK(t, "trash", "list", "--store", store, "--user", "erin")
+		if !strings.Contains(out, "sessions/"+c.id+"/imp") {
+			t.Errorf("trash of erin after close %s of %s without sessions/%s/imp:\n%s", c.keep, c.id, c.id, out)
+		}
+	}
+	var kept string
+	within2s(t, "trash/sessions/e2/imp@… in the main view", func() bool {
+		names, _ := os.ReadDir(A("trash", "sessions", "e2"))
+		for _, n := range names {
+			if strings.HasPrefix(n.Name(), "imp@") {
+				kept = n.Name()
+			}
+		}
+		return kept != ""
+	})
+	if kept != "" {
+		wantOK(t, "mv the kept imp back", os.Rename(A("trash", "sessions", "e2", kept), A("sessions", "e2", "imp")))
+		if got := string(mustRead(t, A("sessions", "e2", "imp"))); got != "important e2" {
+			t.Errorf("restored imp reads %q", got)
+		}
+	}
+	s.Stop()
+	fsckClean(t, store)
+}
+
+// TestSessionCloseKilled: serve killed (-9) while a close without --keep
+// moves a scratch tree of 5,000 files to the trash: the next serve
+// finishes the close before it mounts anything, so the files are all in
+// the trash and none is left live in sessions/ID (before, they stayed
+// there).
+func TestSessionCloseKilled(t *testing.T) {
+	t.Parallel()
+	const files = 5000
+	store := newStore(t)
+	adminOK(t, "user", "add", "alice", "--store", store)
+	s := startServe(t, store, "alice")
+	s.sessionOpen(t, "alice", "big")
+	for d := range 10 {
+		dir := s.In("alice@big", "d"+strconv.Itoa(d))
+		mustMkdir(t, dir, 0o755)
+		for i := range files / 10 {
+			if err := os.WriteFile(filepath.Join(dir, "f"+strconv.Itoa(i)), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	A := func(e ...string) string { return s.In("alice", e...) }
+	left := func() int {
+		n := 0
+		for d := range 10 {
+			names, _ := os.ReadDir(A("sessions", "big", "d"+strconv.Itoa(d)))
+			n += len(names)
+		}
+		return n
+	}
+	closing := exec.Command(shedfsBin, "session", "close", "--store", store, "--user", "alice", "big")
+	closing.Env = childEnv(nil)
+	if err := closing.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer closing.Wait()
+	// Killed once the tree is in sessions/big and part of it in the trash.
+	start := time.Now()
+	for {
+		if open := adminOK(t, "session", "list", "--store", store, "--json"); !strings.Contains(open, `"big"`) {
+			if n := left(); n > 0 && n < files {
+				t.Logf("killed with %d of %d files left in sessions/big, %v after close began", n, files, time.Since(start).Round(time.Millisecond))
+				break
+			}
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("close never seen half-way through the trash in 30 s (%d files left)", left())
+		}
+	}
+	killServe(s)
+
+	s = startServe(t, store, "alice")
+	if _, err := os.Stat(A("sessions", "big")); !os.IsNotExist(err) {
+		t.Errorf("sessions/big after the restart: %v (%d files left)", err, left())
+	}
+	var trash []map[string]any
+	if err := json.Unmarshal([]byte(adminOK(t, "trash", "list", "--store", store, "--user", "alice", "--json")), &trash); err != nil {
+		t.Fatal(err)
+	}
+	kept := 0
+	for _, e := range trash {
+		if p, _ := e["path"].(string); strings.HasPrefix(p, "sessions/big/") {
+			kept++
+		}
+	}
+	if kept != files {
+		t.Errorf("%d files of the session in the trash after the restart, want %d", kept, files)
+	}
+	s.Stop()
+	fsckClean(t, store)
 }

@@ -46,6 +46,7 @@
 //	'b' ino                      birth of the inode, unix nanos u64 BE (history.go)
 //	'r' nanos ino                a rename: zone and the paths from and to within it, JSON (history.go)
 //	'W' user 0x00 id             an open session: scratch root, placeholder, created, expires; JSON (session.go)
+//	'w' user 0x00 id             a session close under way: the session, keep; JSON (session.go)
 //
 // Holders are "user:<name>", "group:<name>", "share" and
 // "session:<user>/<id>", which nests in its user: every charge to it is

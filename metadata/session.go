@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
+	"slices"
 	"syscall"
 	"time"
 
@@ -170,6 +172,63 @@ func (s *Store) ListSessions(user string) ([]Session, error) {
 	return out, err
 }
 
+// pSessionClose is the prefix of the marks of closes under way: 'w'
+// user 0x00 id, the SessionClose as JSON.
+const pSessionClose = 'w'
+
+func sessionCloseKey(user, id string) []byte {
+	return append(append(strKey(pSessionClose, user), 0), id...)
+}
+
+// SessionClose marks a close under way, from before it changes anything
+// (the view unmounted aside) until its last step (the scratch tree moved
+// to the trash, without Keep) is done, so that a daemon that dies in
+// between finishes it at its next start: a close is a step that
+// completes, never half done.
+type SessionClose struct {
+	Session Session `json:"session"`
+	Keep    bool    `json:"keep,omitempty"`
+}
+
+// BeginSessionClose marks the close of open session ss as under way;
+// ENOENT when it is not open.
+func (s *Store) BeginSessionClose(ss *Session, keep bool) error {
+	return s.update(func(o *op) error {
+		if _, err := o.tx.Get(sessionKey(ss.User, ss.ID)); errors.Is(err, ErrNotFound) {
+			return fmt.Errorf("session %s of %s: %w", ss.ID, ss.User, syscall.ENOENT)
+		} else if err != nil {
+			return err
+		}
+		return setJSON(o.tx, sessionCloseKey(ss.User, ss.ID), SessionClose{Session: *ss, Keep: keep})
+	})
+}
+
+// EndSessionClose drops the mark of a close that is done.
+func (s *Store) EndSessionClose(user, id string) error {
+	return s.update(func(o *op) error { return o.tx.Delete(sessionCloseKey(user, id)) })
+}
+
+// SessionCloses lists the closes under way of user (of every user for
+// ""), by user and id.
+func (s *Store) SessionCloses(user string) ([]SessionClose, error) {
+	prefix := []byte{pSessionClose}
+	if user != "" {
+		prefix = append(strKey(pSessionClose, user), 0)
+	}
+	var out []SessionClose
+	err := s.kv.View(func(tx Txn) error {
+		return tx.Scan(prefix, nil, func(k, v []byte) error {
+			var c SessionClose
+			if err := json.Unmarshal(v, &c); err != nil {
+				return fmt.Errorf("decode session close %q: %w: %v", k[1:], ErrCorrupt, err)
+			}
+			out = append(out, c)
+			return nil
+		})
+	})
+	return out, err
+}
+
 // SessionBlobs is what closing a session does to blobs: link gives the
 // content of one inode number to another as well (no copy), remove drops
 // a number's blob.
@@ -186,16 +245,17 @@ type SessionBlobs interface {
 // scratch root, the session's own usage and limit, and the record; the
 // user's usage keeps the files, which it was charged already. Inode
 // numbers change, so no view can hold a node whose zone changed. The
-// session's own trash is purged first. A tree too big for one
+// session's own trash moves into the user's first (moveSessionTrash).
+// A tree too big for one
 // transaction (etcd's --max-txn-ops) is closed in steps (closeInSteps).
 // It returns the session as it was.
-func (s *Store) CloseSession(user, id string, unused func(uint64) bool, b SessionBlobs) (*Session, error) {
+func (s *Store) CloseSession(user, id string, b SessionBlobs) (*Session, error) {
 	ss, err := s.GetSession(user, id)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.purgeSessionTrash(shedfs.HolderOf(shedfs.SessionZone(user, id)), unused, b); err != nil {
-		return nil, err
+	if err := s.moveSessionTrash(ss, b); err != nil {
+		return nil, fmt.Errorf("close session %s of %s: %w", id, user, err)
 	}
 	tree, err := s.subtree(ss.Root)
 	if err != nil {
@@ -489,20 +549,116 @@ func (o *op) copyRecords(old, ino uint64, moved map[uint64]uint64, birth bool) e
 	return nil
 }
 
-// purgeSessionTrash purges every kept file of a session's holder.
-func (s *Store) purgeSessionTrash(h shedfs.Holder, unused func(uint64) bool, b SessionBlobs) error {
-	list, err := s.ListTrash([]shedfs.Holder{h})
+// moveSessionTrash moves what session ss kept in its trash (what it
+// removed from its scratch) into its user's trash: each kept file gets a
+// new number of the private zone, its blob linked to it first and its
+// records going with it (as closeSession renumbers the tree), and a
+// trash record of the user with its time, who removed it and why, and
+// its path under sessions/ID, where close keeps the scratch tree, so
+// that restore puts it back there. Its charge leaves the session and
+// stays with the user, who had it already. Each batch is one
+// transaction that leaves the store whole: a crash between two leaves
+// some kept files moved, the session otherwise intact.
+func (s *Store) moveSessionTrash(ss *Session, b SessionBlobs) error {
+	list, err := s.ListTrash([]shedfs.Holder{shedfs.SessionHolder(ss.User, ss.ID)})
 	if err != nil {
-		return err
+		return fmt.Errorf("list the session's trash: %w", err)
 	}
-	for _, te := range list {
-		n, freed, err := s.PurgeTrash(te.Ino, unused)
-		if err != nil && !errors.Is(err, syscall.ENOENT) {
-			return err
+	size := closeBatch
+	if s.closeSteps > 0 {
+		size = s.closeSteps
+	}
+	for len(list) > 0 {
+		batch := list[:min(size, len(list))]
+		moved := make(map[uint64]uint64, len(batch))
+		var linked []uint64
+		undo := func(inos []uint64) {
+			for _, ino := range inos {
+				_ = b.Remove(ino)
+			}
 		}
-		if freed && n != nil && n.IsRegular() {
-			_ = b.Remove(n.Ino)
+		for _, te := range batch {
+			ino, err := s.allocIno()
+			if err != nil {
+				undo(linked)
+				return err
+			}
+			moved[te.Ino] = ino
+			if te.Mode&syscall.S_IFMT == syscall.S_IFREG {
+				if err := b.Link(te.Ino, ino); err != nil {
+					undo(linked)
+					return fmt.Errorf("kept file %d: %w", te.Ino, err)
+				}
+				linked = append(linked, ino)
+			}
 		}
+		var gone []uint64 // left the trash meanwhile (restored, purged)
+		err := s.update(func(o *op) error {
+			gone = gone[:0]
+			for _, te := range batch {
+				ok, err := o.moveKept(ss, te.Ino, moved[te.Ino])
+				if err != nil {
+					return err
+				}
+				if !ok {
+					gone = append(gone, te.Ino)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			undo(linked)
+			if len(batch) > 1 && isTxnTooBig(err) {
+				size = max(1, len(batch)/2)
+				continue
+			}
+			return fmt.Errorf("move the session's trash: %w", err)
+		}
+		for _, te := range batch {
+			if te.Mode&syscall.S_IFMT != syscall.S_IFREG {
+				continue
+			}
+			if slices.Contains(gone, te.Ino) {
+				_ = b.Remove(moved[te.Ino])
+			} else {
+				_ = b.Remove(te.Ino)
+			}
+		}
+		list = list[len(batch):]
 	}
 	return nil
+}
+
+// moveKept moves kept file old of session ss into its user's trash as
+// inode ino (moveSessionTrash); false when old is no longer in the trash.
+func (o *op) moveKept(ss *Session, old, ino uint64) (bool, error) {
+	e, k, err := o.trashOf(old)
+	if errors.Is(err, syscall.ENOENT) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	n, err := o.inode(old)
+	if err != nil {
+		return false, err
+	}
+	cp := *n
+	cp.Ino, cp.Zone = ino, shedfs.Zone{Kind: shedfs.ZonePrivate, Principal: ss.User}
+	if err := o.copyRecords(old, ino, nil, true); err != nil {
+		return false, err
+	}
+	o.put(&cp)
+	xattrs, err := o.deleteInode(n)
+	if err != nil {
+		return false, err
+	}
+	if err := o.dropTrash(old, k); err != nil {
+		return false, err
+	}
+	note := &TrashNote{By: e.By, Why: e.Why, Path: path.Join(shedfs.SessionsDir, ss.ID, e.Path), at: e.Time.UnixNano()}
+	if err := o.addTrash(&cp, note); err != nil {
+		return false, err
+	}
+	return true, o.chargeOnly(shedfs.SessionHolder(ss.User, ss.ID), -chargeOf(n)-xattrs, -1)
 }

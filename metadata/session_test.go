@@ -64,7 +64,7 @@ func TestSessionLifecycle(t *testing.T) {
 		t.Fatalf("fsck with open sessions: %+v", rep.Problems)
 	}
 
-	must[*Session](t)(s.CloseSession("alice", "s1", nil, blobs))
+	must[*Session](t)(s.CloseSession("alice", "s1", blobs))
 	if _, err := s.GetSession("alice", "s1"); err != syscall.ENOENT {
 		t.Fatalf("closed session: %v", err)
 	}
@@ -141,7 +141,7 @@ func TestSessionCloseInSteps(t *testing.T) {
 	before := must[shedfs.Usage](t)(s.Usage(user))
 
 	s.closeStop = func() error { return errCloseStopped }
-	if _, err := s.CloseSession("alice", "big", nil, blobs); !errors.Is(err, errCloseStopped) {
+	if _, err := s.CloseSession("alice", "big", blobs); !errors.Is(err, errCloseStopped) {
 		t.Fatalf("close stopped after step 1: %v", err)
 	}
 	if _, err := s.GetSession("alice", "big"); err != nil {
@@ -167,7 +167,7 @@ func TestSessionCloseInSteps(t *testing.T) {
 	}
 
 	s.closeStop = nil
-	must[*Session](t)(s.CloseSession("alice", "big", nil, blobs))
+	must[*Session](t)(s.CloseSession("alice", "big", blobs))
 	if _, err := s.GetSession("alice", "big"); err != syscall.ENOENT {
 		t.Fatalf("closed session: %v", err)
 	}
@@ -254,5 +254,105 @@ func mkFiles(t *testing.T, s *Store, blobs dirBlobs, dir uint64, from, to int) {
 			t.Fatal(err)
 		}
 		from += n
+	}
+}
+
+// TestSessionCloseMovesItsTrash: what a session removed from its scratch
+// (its own trash) is not lost at close: it goes into its user's trash,
+// under sessions/ID/ where the scratch tree is kept, renumbered into the
+// private zone with its blob, xattrs and trash time; the user's usage
+// and trash usage stay exact and fsck finds nothing, in one transaction
+// as in steps.
+func TestSessionCloseMovesItsTrash(t *testing.T) {
+	for _, steps := range []int{0, 1} {
+		t.Run("steps="+strconv.Itoa(steps), func(t *testing.T) {
+			s := newStore(t)
+			s.closeSteps = steps
+			blobs := dirBlobs{t.TempDir()}
+			must[*shedfs.User](t)(s.AddUser("erin"))
+			ss := must[*Session](t)(s.OpenSession("erin", "e2", time.Time{}, shedfs.Limit{}))
+			d := must[*shedfs.Inode](t)(s.Create(ss.Root, "d", dir(), nil))
+			mk := func(parent uint64, name string, size uint64) *shedfs.Inode {
+				t.Helper()
+				n := must[*shedfs.Inode](t)(s.Create(parent, name, file(0o644), nil))
+				n = must[*shedfs.Inode](t)(s.Update(n.Ino, func(n *shedfs.Inode) error { n.Size = size; return nil }, nil))
+				if err := blobs.Truncate(n.Ino, int64(size)); err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			imp := mk(ss.Root, "imp", 5000)
+			if err := s.SetXattr(imp.Ino, "user.tag", []byte("important"), 0, nil); err != nil {
+				t.Fatal(err)
+			}
+			x := mk(d.Ino, "x", 10)
+			mk(ss.Root, "stays", 10)
+			rm := func(parent uint64, name, rel string) {
+				t.Helper()
+				note := &TrashNote{By: "erin", Why: TrashUnlink, Path: rel}
+				if _, _, kept, err := s.UnlinkTrash(parent, name, false, func(uint64) bool { return true }, note); err != nil || !kept {
+					t.Fatalf("rm %s: kept %v, %v", rel, kept, err)
+				}
+			}
+			rm(ss.Root, "imp", "imp")
+			rm(d.Ino, "x", "d/x")
+			sh, uh := shedfs.SessionHolder("erin", "e2"), shedfs.UserHolder("erin")
+			was := must[[]TrashEntry](t)(s.ListTrash([]shedfs.Holder{sh}))
+			if len(was) != 2 {
+				t.Fatalf("session trash %+v", was)
+			}
+			before := must[shedfs.Usage](t)(s.Usage(uh))
+			trashBefore := must[shedfs.Usage](t)(s.TrashUsage(uh))
+
+			must[*Session](t)(s.CloseSession("erin", "e2", blobs))
+			if left := must[[]TrashEntry](t)(s.ListTrash([]shedfs.Holder{sh})); len(left) != 0 {
+				t.Fatalf("session trash after close: %+v", left)
+			}
+			got := map[string]TrashEntry{}
+			for _, e := range must[[]TrashEntry](t)(s.ListTrash([]shedfs.Holder{uh})) {
+				got[e.Path] = e
+			}
+			ki, ok := got["sessions/e2/imp"]
+			if !ok || len(got) != 2 {
+				t.Fatalf("user trash after close %+v, want sessions/e2/imp and sessions/e2/d/x", got)
+			}
+			if kx, ok := got["sessions/e2/d/x"]; !ok || kx.Ino == x.Ino {
+				t.Errorf("kept d/x %+v", kx)
+			}
+			if ki.Ino == imp.Ino || ki.Zone.Kind != shedfs.ZonePrivate || ki.Size != 5000 || ki.By != "erin" || !ki.Time.Equal(was[0].Time) {
+				t.Errorf("kept imp %+v, was %+v", ki, was[0])
+			}
+			if v, err := s.GetXattr(ki.Ino, "user.tag"); err != nil || string(v) != "important" {
+				t.Errorf("kept imp's xattr %q %v", v, err)
+			}
+			if _, err := os.Stat(blobs.path(ki.Ino)); err != nil {
+				t.Errorf("kept imp's blob: %v", err)
+			}
+			if _, err := os.Stat(blobs.path(imp.Ino)); !os.IsNotExist(err) {
+				t.Errorf("old blob of imp: %v", err)
+			}
+			// The files were the user's already: only the scratch root went.
+			if got := must[shedfs.Usage](t)(s.Usage(uh)); got != (shedfs.Usage{Bytes: before.Bytes, Inodes: before.Inodes - 1}) {
+				t.Errorf("user usage after close %+v, before %+v", got, before)
+			}
+			want := shedfs.Usage{Bytes: trashBefore.Bytes + 8192 + 4096, Inodes: trashBefore.Inodes + 2}
+			if got := must[shedfs.Usage](t)(s.TrashUsage(uh)); got != want {
+				t.Errorf("user trash usage %+v, want %+v", got, want)
+			}
+			if got := must[shedfs.Usage](t)(s.scanTrashUsage(uh)); got != want {
+				t.Errorf("user trash usage scanned %+v, want %+v", got, want)
+			}
+			if rep := must[*Report](t)(s.Check(blobs, false, nil)); len(rep.Problems) != 0 {
+				t.Fatalf("fsck after close: %+v", rep.Problems)
+			}
+			// Restored, imp is back in the kept tree.
+			r, _, _, err := s.RestoreTrash(ki.Ino, ss.Placeholder, "imp", nil)
+			if err != nil || r.Size != 5000 {
+				t.Fatalf("restore imp: %+v %v", r, err)
+			}
+			if rep := must[*Report](t)(s.Check(blobs, false, nil)); len(rep.Problems) != 0 {
+				t.Fatalf("fsck after restore: %+v", rep.Problems)
+			}
+		})
 	}
 }

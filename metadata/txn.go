@@ -226,6 +226,13 @@ func (o *op) charge(h shedfs.Holder, bytes, inodes int64) error {
 			return err
 		}
 	}
+	return o.chargeOnly(h, bytes, inodes)
+}
+
+// chargeOnly moves h's usage alone, not that of the holder it nests in:
+// for a charge that moves from a session to its user, who had it
+// already.
+func (o *op) chargeOnly(h shedfs.Holder, bytes, inodes int64) error {
 	u, err := o.usage(h)
 	if err != nil {
 		return err
