@@ -69,6 +69,8 @@ type restorer struct {
 	zone shedfs.Zone
 	rel  string // the subtree, within zone ("" for its root)
 	res  *RestoreAtResult
+	// off: the trash is off, so nothing is kept or journaled.
+	off bool
 }
 
 // RestoreAt puts the subtree req.Path of req.User's view back as it was
@@ -90,7 +92,7 @@ func (l *Local) RestoreAt(ctx context.Context, req RestoreAtRequest) (*RestoreAt
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := &restorer{l: l, req: req, zone: zone, rel: rel,
+	r := &restorer{l: l, req: req, zone: zone, rel: rel, off: l.trashOff(),
 		res: &RestoreAtResult{User: req.User, Path: p, At: req.At, DryRun: req.DryRun, Actions: []RestoreAction{}}}
 	plan, err := r.plan()
 	if err != nil {
@@ -129,14 +131,14 @@ func (r *restorer) zrel(p string) string {
 }
 
 func (r *restorer) note(zrel string) *metadata.TrashNote {
-	if r.l.trashOff() {
+	if r.off {
 		return nil
 	}
 	return &metadata.TrashNote{By: r.req.User, Why: metadata.TrashRestore, Path: zrel}
 }
 
 func (r *restorer) journal(n metadata.RenameNote) *metadata.RenameNote {
-	if r.l.trashOff() {
+	if r.off {
 		return nil
 	}
 	return &n

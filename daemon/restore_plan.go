@@ -77,7 +77,7 @@ func (r *restorer) plan() ([]RestoreAction, error) {
 	}
 	pl := &planner{r: r, at: map[string]sent{}, kids: map[string]int{}, paths: map[uint64]map[string]bool{},
 		dirAt: map[uint64]string{}, nlink: map[uint64]uint32{}, mode: map[uint64]uint32{},
-		kept: map[uint64]bool{}, entries: map[uint64]metadata.TrashEntry{}, keeps: !l.trashOff(),
+		kept: map[uint64]bool{}, entries: map[uint64]metadata.TrashEntry{}, keeps: !r.off,
 		tgtFile: map[string]uint64{}, tgtDir: map[string]uint64{}, tpaths: map[uint64]map[string]bool{},
 		need: map[uint64]int{}, inos: map[uint64]*shedfs.Inode{}}
 	for _, e := range trash {

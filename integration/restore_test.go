@@ -227,3 +227,38 @@ func TestRestoreAtInterrupted(t *testing.T) {
 	}
 	fsckOnline(t, s2)
 }
+
+// TestRestoreAtSwap: files that took each other's names, and a file
+// that took the name of a directory, go back: the plan breaks the cycle
+// through the trash and the dry run still lists exactly what is done.
+func TestRestoreAtSwap(t *testing.T) {
+	t.Parallel()
+	s := startTeam(t)
+	A := func(p ...string) string { return s.In("alice", append([]string{"sw"}, p...)...) }
+	mustMkdir(t, A(), 0o755)
+	mustWrite(t, A("a"), []byte("A\n"), 0o644)
+	mustWrite(t, A("b"), []byte("B\n"), 0o600)
+	mustMkdir(t, A("x"), 0o755)
+	mustWrite(t, A("x", "f"), []byte("F\n"), 0o644)
+	at := instant()
+	for _, mv := range [][2]string{{"a", "t"}, {"b", "a"}, {"t", "b"}, {"x/f", "y"}} {
+		if err := os.Rename(A(mv[0]), A(mv[1])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(A("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(A("y"), A("x")); err != nil {
+		t.Fatal(err)
+	}
+	restoreChecked(t, s.Store, "alice", at, "sw")
+	want := []string{"f a A\n", "f b B\n", "d x/", "f x/f F\n"}
+	if got := treeOf(t, A()); !slices.Equal(got, want) {
+		t.Errorf("after restore --at: %q, want %q", got, want)
+	}
+	if fi, err := os.Stat(A("b")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("b: %v, %v; want mode 0600 (the same file back)", fi.Mode(), err)
+	}
+	fsckOnline(t, s)
+}
