@@ -17,11 +17,14 @@ import (
 	"github.com/shedfs/shedfs/zones"
 )
 
-// Restoring a subtree to a point in time (docs/design.md, "Trash and point-in-time restore"):
-// renames since then are undone, files made since then go to the trash,
-// and files removed or replaced since then come back from it. Every step
-// is an ordinary change (the trash keeps what it replaces), so a restore
-// can itself be undone by another.
+// Restoring a subtree to a point in time (docs/design.md, "Trash and
+// point-in-time restore"): the planner works out the tree as it was then
+// (restore_history.go) and the list of steps that turns the tree now
+// into it (restore_plan.go); a dry run prints that list, and the real run
+// does exactly that list, step by step, checking before each that the
+// entries it names are still the ones planned for. Every step is an
+// ordinary change, journaled or kept in the trash like a user's, so a
+// restore can itself be undone by another.
 
 // RestoreAtRequest asks for the subtree Path of User's view as it was at
 // At; DryRun lists what would be done, changing nothing.
@@ -33,13 +36,21 @@ type RestoreAtRequest struct {
 }
 
 // RestoreAction is one step of a restore: "rename-back" (From to Path),
-// "trash" (Path was made since), "restore" (Entry back to Path), "rmdir"
-// (an empty directory made since).
+// "trash" (Path was not there then, or not that file), "restore" (a kept
+// file back to Path; Entry names it when it was in the trash before the
+// restore began), "link" (another name Path for the file at From),
+// "mkdir", "rmdir" (a directory that was not there then, empty by then).
 type RestoreAction struct {
 	Action string `json:"action"`
 	Path   string `json:"path"`
 	From   string `json:"from,omitempty"`
 	Entry  string `json:"entry,omitempty"`
+	// Ino is the inode the step moves, removes, links or restores: the
+	// real run checks that it is still the one there.
+	Ino uint64 `json:"ino,omitempty"`
+	// Replaces is the file a rename-back or restore replaces at Path
+	// (it goes to the trash); 0: Path is free.
+	Replaces uint64 `json:"replaces,omitempty"`
 }
 
 // RestoreAtResult is what a restore did (or, dry, would do).
@@ -58,8 +69,8 @@ type restorer struct {
 	zone shedfs.Zone
 	rel  string // the subtree, within zone ("" for its root)
 	res  *RestoreAtResult
-	// renames are the journaled renames in the zone since the time.
-	renames []metadata.RenameRecord
+	// off: the trash is off, so nothing is kept or journaled.
+	off bool
 }
 
 // RestoreAt puts the subtree req.Path of req.User's view back as it was
@@ -81,24 +92,26 @@ func (l *Local) RestoreAt(ctx context.Context, req RestoreAtRequest) (*RestoreAt
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r := &restorer{l: l, req: req, zone: zone, rel: rel,
+	r := &restorer{l: l, req: req, zone: zone, rel: rel, off: l.trashOff(),
 		res: &RestoreAtResult{User: req.User, Path: p, At: req.At, DryRun: req.DryRun, Actions: []RestoreAction{}}}
-	if err := r.renamesBack(); err != nil {
-		return r.res, err
-	}
-	dirs, err := r.trashNew()
+	plan, err := r.plan()
 	if err != nil {
 		return r.res, err
 	}
-	if err := r.restoreKept(); err != nil {
-		return r.res, err
+	if req.DryRun {
+		r.res.Actions = append(r.res.Actions, plan...)
+		return r.res, nil
 	}
-	r.removeDirs(dirs)
-	if !req.DryRun {
-		l.core.TrashChanged()
-		if err := l.st.Meta.Sync(); err != nil {
-			return r.res, asError(err, "sync metadata")
+	defer l.core.TrashChanged()
+	for _, a := range plan {
+		if err := r.do(a); err != nil {
+			return r.res, fmt.Errorf("restore: after %d of %d changes: %w", len(r.res.Actions), len(plan), err)
 		}
+		r.res.Actions = append(r.res.Actions, a)
+		r.l.audit(r.req.User, r.zone, "/"+a.Path, "admin_restore_"+strings.ReplaceAll(a.Action, "-", "_"), 0)
+	}
+	if err := l.st.Meta.Sync(); err != nil {
+		return r.res, asError(err, "sync metadata")
 	}
 	return r.res, nil
 }
@@ -109,246 +122,136 @@ func (l *Local) canSee(user string, z shedfs.Zone) bool {
 	return err == nil && slices.Contains(hs, shedfs.HolderOf(z))
 }
 
-// under reports whether zrel (a path within the zone) lies in the subtree.
-func (r *restorer) under(zrel string) bool {
-	return r.rel == "" || zrel == r.rel || strings.HasPrefix(zrel, r.rel+"/")
-}
-
 func (r *restorer) view(zrel string) string { return zones.ViewPath(r.req.User, r.zone, zrel) }
 
-func (r *restorer) did(a RestoreAction) {
-	r.res.Actions = append(r.res.Actions, a)
-	if !r.req.DryRun {
-		r.l.audit(r.req.User, r.zone, "/"+a.Path, "admin_restore_"+strings.ReplaceAll(a.Action, "-", "_"), 0)
-	}
+// zrel is view path p within the zone.
+func (r *restorer) zrel(p string) string {
+	_, rel, _ := zones.ZonePath(r.req.User, p)
+	return rel
 }
 
 func (r *restorer) note(zrel string) *metadata.TrashNote {
-	if r.l.trashOff() {
+	if r.off {
 		return nil
 	}
 	return &metadata.TrashNote{By: r.req.User, Why: metadata.TrashRestore, Path: zrel}
 }
 
-// renamesBack undoes the journaled renames into or out of the subtree,
-// newest first, of entries that are still where the rename put them.
-func (r *restorer) renamesBack() error {
-	l := r.l
-	renames, err := l.st.Meta.RenamesSince(r.zone, r.req.At)
-	if err != nil {
-		return asError(err, "read the rename journal")
+func (r *restorer) journal(n metadata.RenameNote) *metadata.RenameNote {
+	if r.off {
+		return nil
 	}
-	r.renames = renames
-	for i := len(renames) - 1; i >= 0; i-- {
-		rn := renames[i]
-		if !r.under(rn.From) && !r.under(rn.To) {
-			continue
+	return &n
+}
+
+// changed is the error of a step whose entry is not the one planned for:
+// something changed it meanwhile (a view), and the rest of the plan may
+// be wrong. The caller stops; a new restore plans anew.
+func changed(p string) error {
+	return errorf(CodeBusy, "%s changed while the restore ran; run it again", p)
+}
+
+// entryAt returns directory dir (view path) and what its entry name is
+// (nil when there is none).
+func (r *restorer) entryAt(p string) (dir, n *shedfs.Inode, err error) {
+	dir, _, err = r.l.resolve(r.req.User, path.Dir(p))
+	if err != nil {
+		return nil, nil, err
+	}
+	n, err = r.l.st.Meta.Lookup(dir.Ino, path.Base(p))
+	if errors.Is(err, syscall.ENOENT) {
+		return dir, nil, nil
+	}
+	if err != nil {
+		return nil, nil, asError(err, "look up "+p)
+	}
+	return dir, n, nil
+}
+
+// expect checks that p holds ino (0: nothing).
+func (r *restorer) expect(p string, n *shedfs.Inode, ino uint64) error {
+	switch {
+	case n == nil && ino == 0:
+		return nil
+	case n == nil || n.Ino != ino:
+		return changed(p)
+	}
+	return nil
+}
+
+// do runs one planned step.
+func (r *restorer) do(a RestoreAction) error {
+	l := r.l
+	dir, cur, err := r.entryAt(a.Path)
+	if err != nil {
+		return err
+	}
+	base := path.Base(a.Path)
+	zrel := r.zrel(a.Path)
+	switch a.Action {
+	case "trash", "rmdir":
+		if err := r.expect(a.Path, cur, a.Ino); err != nil {
+			return err
 		}
-		cur, _, err := l.resolve(r.req.User, r.view(rn.To))
-		if err != nil || cur.Ino != rn.Ino {
-			continue // moved again or gone since
+		n, freed, kept, err := l.st.Meta.UnlinkTrash(dir.Ino, base, a.Action == "rmdir", l.core.Unused, r.note(zrel))
+		if err != nil {
+			return asError(err, "remove "+a.Path)
 		}
-		a := RestoreAction{Action: "rename-back", Path: r.view(rn.From), From: r.view(rn.To)}
-		if r.req.DryRun {
-			r.did(a)
-			continue
+		if freed && n.IsRegular() {
+			l.core.Freed([]*shedfs.Inode{n}, vfs.FreedPurge, false)
 		}
-		src, _, err := l.resolve(r.req.User, path.Dir(a.From))
+		l.core.EntryChanged(dir.Ino, base, n, !kept && !freed)
+	case "mkdir":
+		if cur != nil {
+			return changed(a.Path)
+		}
+		if _, err := l.mkdirs(r.req.User, a.Path); err != nil {
+			return err
+		}
+	case "rename-back":
+		src, moved, err := r.entryAt(a.From)
 		if err != nil {
 			return err
 		}
-		dst, err := l.mkdirs(r.req.User, path.Dir(a.Path))
-		if err != nil {
+		if err := r.expect(a.From, moved, a.Ino); err != nil {
 			return err
 		}
-		moved, err := l.st.Meta.Lookup(src.Ino, path.Base(a.From))
-		if err != nil {
-			return asError(err, fmt.Sprintf("rename %s back to %s", a.From, a.Path))
+		if err := r.expect(a.Path, cur, a.Replaces); err != nil {
+			return err
 		}
-		replaced, kept, err := l.st.Meta.RenameTrash(src.Ino, path.Base(a.From), dst.Ino, path.Base(a.Path), 0,
-			r.note(rn.From), &metadata.RenameNote{From: rn.To, To: rn.From})
+		var flags uint32
+		if a.Replaces == 0 {
+			flags = metadata.RenameNoReplace
+		}
+		replaced, kept, err := l.st.Meta.RenameTrash(src.Ino, path.Base(a.From), dir.Ino, base, flags,
+			r.note(zrel), r.journal(metadata.RenameNote{From: r.zrel(a.From), To: zrel}))
 		if err != nil {
 			return asError(err, fmt.Sprintf("rename %s back to %s", a.From, a.Path))
 		}
 		l.core.EntryChanged(src.Ino, path.Base(a.From), moved, false)
-		l.core.EntryChanged(dst.Ino, path.Base(a.Path), replaced, !kept)
-		r.did(a)
-	}
-	return nil
-}
-
-// trashNew moves the files of the subtree made since the time to the
-// trash, and returns the directories made since, deepest first.
-func (r *restorer) trashNew() ([]string, error) {
-	l := r.l
-	root, _, err := l.resolve(r.req.User, r.view(r.rel))
-	var ae *Error
-	if errors.As(err, &ae) && ae.Code == CodeNotFound {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var dirs []string
-	var walk func(n *shedfs.Inode, zrel string) error
-	walk = func(n *shedfs.Inode, zrel string) error {
-		born, err := l.st.Meta.Birth(n.Ino)
-		if err != nil {
-			return asError(err, "birth of "+zrel)
+		l.core.EntryChanged(dir.Ino, base, replaced, replaced != nil && !kept && replaced.Nlink == 0)
+	case "link":
+		if cur != nil {
+			return changed(a.Path)
 		}
-		isNew := !born.Before(r.req.At)
-		if !n.IsDir() {
-			if isNew {
-				return r.trashOne(zrel)
-			}
-			return nil
+		if _, err := l.st.Meta.LinkTrash(a.Ino, dir.Ino, base, r.journal(metadata.RenameNote{Kind: metadata.JournalAdd, To: zrel})); err != nil {
+			return asError(err, "link "+a.Path)
 		}
-		entries, err := l.st.Meta.ReadDir(n.Ino)
-		if err != nil {
-			return asError(err, "list "+zrel)
-		}
-		for _, de := range entries {
-			c, err := l.st.Meta.GetInode(de.Ino)
-			if err != nil {
-				continue
-			}
-			if err := walk(c, path.Join(zrel, de.Name)); err != nil {
-				return err
-			}
-		}
-		if isNew && zrel != "" {
-			dirs = append(dirs, zrel)
-		}
-		return nil
-	}
-	if err := walk(root, r.rel); err != nil {
-		return nil, err
-	}
-	return dirs, nil
-}
-
-// trashOne moves file zrel, made since the time, to the trash.
-func (r *restorer) trashOne(zrel string) error {
-	l := r.l
-	a := RestoreAction{Action: "trash", Path: r.view(zrel)}
-	if r.req.DryRun {
-		r.did(a)
-		return nil
-	}
-	dir, _, err := l.resolve(r.req.User, path.Dir(a.Path))
-	if err != nil {
-		return err
-	}
-	n, freed, kept, err := l.st.Meta.UnlinkTrash(dir.Ino, path.Base(a.Path), false, l.core.Unused, r.note(zrel))
-	if err != nil {
-		return asError(err, "move "+a.Path+" to the trash")
-	}
-	if freed && n.IsRegular() {
-		l.core.Freed([]*shedfs.Inode{n}, vfs.FreedPurge, false)
-	}
-	l.core.EntryChanged(dir.Ino, path.Base(a.Path), n, !kept && !freed)
-	r.did(a)
-	return nil
-}
-
-// before is where zrel, a path at time t, was at the restore's time:
-// the journaled renames between are undone, newest first.
-func (r *restorer) before(zrel string, t time.Time) string {
-	for i := len(r.renames) - 1; i >= 0; i-- {
-		rn := r.renames[i]
-		if !rn.Time.Before(t) {
-			continue
-		}
-		switch {
-		case zrel == rn.To:
-			zrel = rn.From
-		case strings.HasPrefix(zrel, rn.To+"/"):
-			zrel = rn.From + zrel[len(rn.To):]
-		}
-	}
-	return zrel
-}
-
-// restoreKept brings back, for each path of the subtree, the oldest file
-// kept since the time that existed at the time.
-func (r *restorer) restoreKept() error {
-	l := r.l
-	list, err := l.st.Meta.ListTrash([]shedfs.Holder{shedfs.HolderOf(r.zone)})
-	if err != nil {
-		return asError(err, "list the trash")
-	}
-	first := map[string]metadata.TrashEntry{}
-	var paths []string
-	for _, e := range list {
-		if e.Zone != r.zone || e.Time.Before(r.req.At) {
-			continue
-		}
-		zrel := r.before(e.Path, e.Time)
-		if !r.under(zrel) {
-			continue
-		}
-		born, err := l.st.Meta.Birth(e.Ino)
-		if err != nil {
-			return asError(err, "birth of a kept file")
-		}
-		if !born.Before(r.req.At) {
-			continue // made since: it was not there at the time
-		}
-		if old, ok := first[zrel]; ok && !e.Time.Before(old.Time) {
-			continue
-		}
-		if _, ok := first[zrel]; !ok {
-			paths = append(paths, zrel)
-		}
-		first[zrel] = e
-	}
-	slices.Sort(paths)
-	for _, zrel := range paths {
-		e := first[zrel]
-		te := trashEntry(r.req.User, e) // the entry's name, at the path it was
-		te.Path = r.view(zrel)
-		a := RestoreAction{Action: "restore", Path: te.Path, Entry: te.Entry}
-		if r.req.DryRun {
-			r.did(a)
-			continue
-		}
-		dir, err := l.mkdirs(r.req.User, path.Dir(te.Path))
-		if err != nil {
+		l.core.EntryChanged(dir.Ino, base, nil, false)
+		l.core.InodeChanged(a.Ino)
+	case "restore":
+		if err := r.expect(a.Path, cur, a.Replaces); err != nil {
 			return err
 		}
-		_, replaced, kept, err := l.st.Meta.RestoreTrash(e.Ino, dir.Ino, path.Base(te.Path), r.note(zrel))
-		if errors.Is(err, syscall.EISDIR) {
-			continue // a directory stands there now: left as it is
-		}
+		_, replaced, kept, err := l.st.Meta.RestoreTrash(a.Ino, dir.Ino, base, r.note(zrel))
 		if err != nil {
-			return asError(err, "restore "+te.Entry)
+			return asError(err, "restore "+a.Path)
 		}
-		l.core.EntryChanged(dir.Ino, path.Base(te.Path), replaced, !kept)
-		r.did(a)
+		l.core.EntryChanged(dir.Ino, base, replaced, replaced != nil && !kept && replaced.Nlink == 0)
+	default:
+		return fmt.Errorf("restore: unknown step %q", a.Action)
 	}
 	return nil
-}
-
-// removeDirs removes the directories made since the time that are empty
-// now, deepest first.
-func (r *restorer) removeDirs(dirs []string) {
-	l := r.l
-	for _, zrel := range dirs {
-		a := RestoreAction{Action: "rmdir", Path: r.view(zrel)}
-		if r.req.DryRun {
-			r.did(a)
-			continue
-		}
-		parent, _, err := l.resolve(r.req.User, path.Dir(a.Path))
-		if err != nil {
-			continue
-		}
-		if _, err := l.st.Meta.Unlink(parent.Ino, path.Base(a.Path), true); err != nil {
-			continue // not empty: something older was restored into it
-		}
-		l.core.EntryChanged(parent.Ino, path.Base(a.Path), nil, false)
-		r.did(a)
-	}
 }
 
 // restoreRoutes serves RestoreAt over the admin API.

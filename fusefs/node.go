@@ -613,7 +613,7 @@ func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, o
 	}
 	adm.Done()
 	since := f.persists.now()
-	rec, err := f.store.Link(t.ino, n.ino, name)
+	rec, err := f.store.LinkTrash(t.ino, n.ino, name, n.linkNote(name))
 	if err != nil {
 		return nil, f.errno("link", err)
 	}

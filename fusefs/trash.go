@@ -650,3 +650,12 @@ func (n *node) renameNote(name string, np *node, newName string) *metadata.Renam
 	}
 	return &metadata.RenameNote{From: n.zonePath(name), To: np.zonePath(newName)}
 }
+
+// linkNote is what the journal keeps of a new link name in n, for
+// restores to a point in time; nil when the trash is off.
+func (n *node) linkNote(name string) *metadata.RenameNote {
+	if n.v.fs.trash.retention.Load() <= 0 {
+		return nil
+	}
+	return &metadata.RenameNote{Kind: metadata.JournalAdd, To: n.zonePath(name)}
+}

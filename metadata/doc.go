@@ -44,7 +44,7 @@
 //	'T' holder 0x00 nanos ino    trash record: a kept file (trash.go), JSON; oldest first per holder
 //	't' ino                      the 'T' key of the kept inode's record
 //	'b' ino                      birth of the inode, unix nanos u64 BE (history.go)
-//	'r' nanos ino                a rename: zone and the paths from and to within it, JSON (history.go)
+//	'r' nanos ino                journal of name changes: zone, kind, paths within it, JSON (history.go)
 //	'W' user 0x00 id             an open session: scratch root, placeholder, created, expires; JSON (session.go)
 //	'w' user 0x00 id             a session close under way: the session, keep; JSON (session.go)
 //

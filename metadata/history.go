@@ -18,7 +18,7 @@ import (
 // journal is pruned with the trash's retention.
 //
 //	'b' ino            birth, unix nanos u64 BE
-//	'r' nanos ino      rename: JSON {zone, from, to} (paths within the zone)
+//	'r' nanos ino      journal: JSON {zone, kind, from, to, dir, of} (paths within the zone)
 
 const (
 	pBirth  = 'b'
@@ -66,14 +66,52 @@ func (s *Store) Birth(ino uint64) (time.Time, error) {
 	return t, err
 }
 
-// RenameNote is what the journal keeps of a rename: the paths within the
-// zone that the entry moved from and to.
+// The journal keeps what a restore to a point in time must undo and
+// neither the trash nor the births tell (docs/design.md, "Trash and
+// point-in-time restore"): every change of a name of an existing inode.
+// A new inode's name needs no record (its birth says it was not there
+// before), nor does a file kept in the trash while its trash record
+// lasts (the record says where it was, and when it left); a file that
+// leaves the trash by a restore leaves that record in the journal
+// instead, dated when the file was removed.
+const (
+	// JournalRename: the entry moved from From to To.
+	JournalRename = ""
+	// JournalAdd: a new name To for an inode that already was: a hard
+	// link, a file restored from the trash.
+	JournalAdd = "add"
+	// JournalRemove: name From went with no trash record to say so: one
+	// link of several, a directory (Dir), or a kept file since restored
+	// (the record its trash record became).
+	JournalRemove = "rm"
+	// JournalVersion: the inode was the content of inode Of, at From,
+	// until then (a version kept by a truncate, since restored).
+	JournalVersion = "ver"
+	// JournalExchange: the entries at From and To swapped
+	// (RENAME_EXCHANGE).
+	JournalExchange = "x"
+)
+
+// RenameNote is what the journal keeps of a change of names: its kind,
+// the paths within the zone involved, and for a version the inode it was
+// the content of.
 type RenameNote struct {
-	From string `json:"from"`
-	To   string `json:"to"`
+	Kind string `json:"k,omitempty"`
+	From string `json:"from,omitempty"`
+	To   string `json:"to,omitempty"`
+	Dir  bool   `json:"d,omitempty"`
+	Of   uint64 `json:"of,omitempty"`
+	// Born is when a removed directory was made, unix nanos (its birth
+	// record goes with it): a directory made and removed since a time
+	// was not there then.
+	Born int64 `json:"b,omitempty"`
+	// at is the record's time, unix nanos (stamped from the trash
+	// clock, so that journal and trash records of one change are in
+	// the order the change made them).
+	at int64
 }
 
-// RenameRecord is one journaled rename.
+// RenameRecord is one journal record.
 type RenameRecord struct {
 	Time time.Time
 	Ino  uint64
@@ -86,16 +124,58 @@ type renameValue struct {
 	RenameNote
 }
 
-// journalRename records that n moved as note says.
+// stampedJournal is a copy of note with a time of its own, or nil.
+func (s *Store) stampedJournal(note *RenameNote) *RenameNote {
+	if note == nil {
+		return nil
+	}
+	c := *note
+	c.at = s.trashTime()
+	return &c
+}
+
+// journalRename records the change note says of n (zone z).
 func (o *op) journalRename(n *shedfs.Inode, note *RenameNote) error {
-	v, err := json.Marshal(renameValue{Zone: n.Zone.String(), RenameNote: *note})
+	return o.journal(n.Zone, n.Ino, note)
+}
+
+// journal writes a journal record of inode ino of zone z.
+func (o *op) journal(z shedfs.Zone, ino uint64, note *RenameNote) error {
+	v, err := json.Marshal(renameValue{Zone: z.String(), RenameNote: *note})
 	if err != nil {
 		return err
 	}
-	return o.tx.Set(renameKey(o.now.UnixNano(), n.Ino), v)
+	at := note.at
+	if at == 0 {
+		at = o.now.UnixNano()
+	}
+	return o.tx.Set(renameKey(at, ino), v)
 }
 
-// RenamesSince returns the journaled renames in zone z since t, oldest
+// journalRemoved records that n lost name path (within its zone) with no
+// trash record to say so: a directory, or a link of several. Nothing
+// without a path (the trash off).
+func (o *op) journalRemoved(n *shedfs.Inode, note *TrashNote) error {
+	if note == nil {
+		return nil
+	}
+	if !n.IsDir() && Keepable(n) && n.Nlink == 0 {
+		return nil // its trash record says it
+	}
+	rec := &RenameNote{Kind: JournalRemove, From: note.Path, Dir: n.IsDir(), at: note.at}
+	if n.IsDir() {
+		b, err := o.birth(n.Ino)
+		if err != nil {
+			return err
+		}
+		if !b.IsZero() {
+			rec.Born = b.UnixNano()
+		}
+	}
+	return o.journal(n.Zone, n.Ino, rec)
+}
+
+// RenamesSince returns the journal records of zone z since t, oldest
 // first.
 func (s *Store) RenamesSince(z shedfs.Zone, t time.Time) ([]RenameRecord, error) {
 	var out []RenameRecord

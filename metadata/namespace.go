@@ -278,8 +278,19 @@ func (s *Store) updateInode(ino uint64, fn func(n *shedfs.Inode) error, admit fu
 // inode without links (an O_TMPFILE file) gets its first one and stops
 // being an orphan.
 func (s *Store) Link(ino, newParent uint64, newName string) (*shedfs.Inode, error) {
+	return s.LinkTrash(ino, newParent, newName, nil)
+}
+
+// LinkTrash is Link that, with a journal note (To: the new name's path
+// within the zone), journals the new name for restores to a point in
+// time (history.go).
+func (s *Store) LinkTrash(ino, newParent uint64, newName string, journal *RenameNote) (*shedfs.Inode, error) {
 	if err := ValidEntryName(newName); err != nil {
 		return nil, err
+	}
+	if journal != nil {
+		journal = s.stampedJournal(journal)
+		journal.Kind = JournalAdd
 	}
 	var out *shedfs.Inode
 	err := s.update(func(o *op) error {
@@ -315,6 +326,11 @@ func (s *Store) Link(ino, newParent uint64, newName string) (*shedfs.Inode, erro
 		o.put(n)
 		o.touchDir(p)
 		out = n
+		if journal != nil {
+			if err := o.journalRename(n, journal); err != nil {
+				return err
+			}
+		}
 		return o.setEntry(newParent, newName, n)
 	})
 	if err != nil {
@@ -489,6 +505,9 @@ func (o *op) unlink(parent uint64, name string, dir bool, unused func(ino uint64
 	if kept, err := o.dropLinkKeep(n, note); err != nil || kept {
 		return n, false, kept, err
 	}
+	if err := o.journalRemoved(n, note); err != nil {
+		return nil, false, false, err
+	}
 	if n.Nlink > 0 || unused == nil || !unused(n.Ino) {
 		return n, false, false, nil
 	}
@@ -575,7 +594,12 @@ func (s *Store) rename(oldParent uint64, oldName string, newParent uint64, newNa
 			}
 		}
 		if flags&RenameExchange != 0 {
-			return o.exchange(oldP, oldName, src, newP, newName, dst)
+			if err := o.exchange(oldP, oldName, src, newP, newName, dst); err != nil || journal == nil {
+				return err
+			}
+			x := *journal
+			x.Kind = JournalExchange
+			return o.journalRename(src, &x)
 		}
 		if dst != nil {
 			switch {

@@ -60,6 +60,9 @@ type TrashNote struct {
 	Path string
 	// at is the record's time, unix nanos (stamped).
 	at int64
+	// of is, for a version (TrashTruncate), the inode it was the
+	// content of.
+	of uint64
 }
 
 // stamped is a copy of note with a trash time of its own, or nil.
@@ -87,6 +90,10 @@ type TrashEntry struct {
 	Time    time.Time      `json:"time"`
 	Size    uint64         `json:"size"`
 	Mode    uint32         `json:"mode"`
+	// Of is, for a version kept by a truncate, the inode it was the
+	// content of: the file, whichever of its names the truncate came
+	// through (the kernel does not say, so Path is one of them).
+	Of uint64 `json:"of,omitempty"`
 }
 
 // trashRecord is the stored form of a TrashEntry.
@@ -99,6 +106,7 @@ type trashRecord struct {
 	Why     string `json:"w"`
 	Size    uint64 `json:"s"`
 	Mode    uint32 `json:"f"`
+	Of      uint64 `json:"v,omitempty"`
 }
 
 func trashHolderPrefix(h shedfs.Holder) []byte {
@@ -143,7 +151,7 @@ func decodeTrash(k, v []byte) (TrashEntry, error) {
 		return e, fmt.Errorf("trash record of %d: %w", e.Ino, err)
 	}
 	e.Zone, e.Owner, e.OwnMode = z, r.Owner, shedfs.OwnMode(r.OwnMode)
-	e.Path, e.By, e.Why, e.Size, e.Mode = r.Path, r.By, r.Why, r.Size, r.Mode
+	e.Path, e.By, e.Why, e.Size, e.Mode, e.Of = r.Path, r.By, r.Why, r.Size, r.Mode, r.Of
 	return e, nil
 }
 
@@ -200,7 +208,7 @@ func (o *op) addTrash(n *shedfs.Inode, note *TrashNote) error {
 		nanos = o.now.UnixNano()
 	}
 	v, err := json.Marshal(trashRecord{Zone: n.Zone.String(), Owner: n.Owner, OwnMode: uint8(n.OwnMode),
-		Path: note.Path, By: note.By, Why: note.Why, Size: n.Size, Mode: n.Mode})
+		Path: note.Path, By: note.By, Why: note.Why, Size: n.Size, Mode: n.Mode, Of: note.of})
 	if err != nil {
 		return err
 	}
@@ -309,9 +317,10 @@ func (s *Store) UnlinkTrash(parent uint64, name string, dir bool, unused func(in
 // caller then has nothing to reclaim.
 func (s *Store) RenameTrash(oldParent uint64, oldName string, newParent uint64, newName string, flags uint32, note *TrashNote, journal *RenameNote) (replaced *shedfs.Inode, kept bool, err error) {
 	note = s.stamped(note)
+	journal = s.stampedJournal(journal) // after the replaced file left
 	replaced, err = s.rename(oldParent, oldName, newParent, newName, flags, func(o *op, dst *shedfs.Inode) (bool, error) {
 		if note == nil || dst.Nlink != 0 || !Keepable(dst) {
-			return false, nil
+			return false, o.journalRemoved(dst, note)
 		}
 		return true, o.keep(dst, note)
 	}, journal)
@@ -334,6 +343,9 @@ func (s *Store) AllocIno() (uint64, error) { return s.allocIno() }
 // (EDQUOT, nothing changed). Returns the live file after the change.
 func (s *Store) KeepVersion(ino, version uint64, note *TrashNote) (*shedfs.Inode, error) {
 	note = s.stamped(note)
+	if note != nil {
+		note.of = ino
+	}
 	var out *shedfs.Inode
 	err := s.update(func(o *op) error {
 		n, err := o.inode(ino)
@@ -693,14 +705,22 @@ func (s *Store) purgeEntries(victims []TrashEntry) ([]*shedfs.Inode, error) {
 // rename replaces it (EISDIR for a directory); the replaced file goes to
 // the trash in turn when note is not nil, else it is returned for the
 // caller to reclaim. ENOENT when ino is not in the trash.
+//
+// With a note, the journal keeps what the trash record said (the file
+// was removed from its path then: it is history a later restore to a
+// point in time needs) and that the file came back at note.Path.
 func (s *Store) RestoreTrash(ino, parent uint64, name string, note *TrashNote) (restored, replaced *shedfs.Inode, kept bool, err error) {
 	if err := ValidEntryName(name); err != nil {
 		return nil, nil, false, err
 	}
 	note = s.stamped(note)
+	var added *RenameNote
+	if note != nil {
+		added = s.stampedJournal(&RenameNote{Kind: JournalAdd, To: note.Path}) // after the replaced file left
+	}
 	err = s.update(func(o *op) error {
 		replaced, kept = nil, false
-		_, k, err := o.trashOf(ino)
+		e, k, err := o.trashOf(ino)
 		if err != nil {
 			return err
 		}
@@ -733,12 +753,26 @@ func (s *Store) RestoreTrash(ino, parent uint64, name string, note *TrashNote) (
 				if err := o.keep(old, note); err != nil {
 					return err
 				}
+			} else if err := o.journalRemoved(old, note); err != nil {
+				return err
 			}
 		case !errors.Is(err, syscall.ENOENT):
 			return err
 		}
 		if err := o.dropTrash(ino, k); err != nil {
 			return err
+		}
+		if added != nil {
+			was := &RenameNote{Kind: JournalRemove, From: e.Path, at: e.Time.UnixNano()}
+			if e.Why == TrashTruncate {
+				was = &RenameNote{Kind: JournalVersion, From: e.Path, Of: e.Of, at: e.Time.UnixNano()}
+			}
+			if err := o.journalRename(n, was); err != nil {
+				return err
+			}
+			if err := o.journalRename(n, added); err != nil {
+				return err
+			}
 		}
 		if err := o.tx.Delete(orphanKey(ino)); err != nil {
 			return err

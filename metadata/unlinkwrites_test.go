@@ -73,8 +73,10 @@ func TestUnlinkToTrashWrites(t *testing.T) {
 }
 
 // TestRmdirWrites: an rmdir of an empty directory writes the entry's
-// removal, the parent's record, the usage, and deletes the directory's
-// record, its orphan mark and its birth; a directory has no content,
+// removal, the parent's record, the usage, a journal record (the trash
+// keeps no directory, and a restore to a point in time needs to know it
+// was there, and since when), and deletes the directory's record, its
+// orphan mark and its birth; a directory has no content,
 // pending or quarantine record, so none is deleted (a delete of an absent
 // key still writes a tombstone into the engine, three per directory of an
 // rm -rf).
@@ -93,7 +95,7 @@ func TestRmdirWrites(t *testing.T) {
 	for _, op := range []struct {
 		what string
 		p    byte
-	}{{"del", pEntry}, {"set", pInode}, {"set", pUsage}, {"del", pInode}, {"set", pOrphan}, {"del", pOrphan}, {"del", pBirth}} {
+	}{{"del", pEntry}, {"set", pInode}, {"set", pUsage}, {"del", pInode}, {"set", pOrphan}, {"del", pOrphan}, {"del", pBirth}, {"set", pRename}} {
 		want = append(want, op.what+" "+string(rune(op.p)))
 	}
 	slices.Sort(want)

@@ -224,11 +224,19 @@ func runRestore(c *cli.Context) error {
 			case "rename-back":
 				fmt.Fprintf(c.App.Writer, "%srename %s back to %s\n", verb, a.From, a.Path)
 			case "trash":
-				fmt.Fprintf(c.App.Writer, "%smove %s to the trash (made since)\n", verb, a.Path)
+				fmt.Fprintf(c.App.Writer, "%smove %s to the trash (not there then)\n", verb, a.Path)
 			case "restore":
-				fmt.Fprintf(c.App.Writer, "%srestore %s from %s\n", verb, a.Path, a.Entry)
+				from := a.Entry
+				if from == "" {
+					from = "the trash (put there by this restore)"
+				}
+				fmt.Fprintf(c.App.Writer, "%srestore %s from %s\n", verb, a.Path, from)
+			case "link":
+				fmt.Fprintf(c.App.Writer, "%slink %s to %s\n", verb, a.Path, a.From)
+			case "mkdir":
+				fmt.Fprintf(c.App.Writer, "%smake directory %s\n", verb, a.Path)
 			case "rmdir":
-				fmt.Fprintf(c.App.Writer, "%sremove directory %s (made since)\n", verb, a.Path)
+				fmt.Fprintf(c.App.Writer, "%sremove directory %s (not there then)\n", verb, a.Path)
 			}
 		}
 		fmt.Fprintf(c.App.Writer, "%d changes\n", len(res.Actions))
