@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/links"
 )
 
@@ -37,12 +38,15 @@ const folderCSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:;
 
 var folderPage = template.Must(template.New("folder").Funcs(template.FuncMap{
 	"size": humanSize,
+	// show is how a name a user chose is shown to a person everywhere
+	// (shedfs.Display): a bidi override or invalid UTF-8 Go-quoted.
+	"show": shedfs.Display,
 	"when": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") },
 }).Parse(`<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="referrer" content="no-referrer">
-<title>{{.Name}}</title>
+<title>{{show .Name}}</title>
 <style>
 body{font:16px/1.4 system-ui,sans-serif;margin:0 auto;max-width:60rem;padding:1rem;color:#222}
 h1{font-size:1.3rem;word-break:break-all}
@@ -55,10 +59,10 @@ a{color:#0645ad;text-decoration:none}
 @media (max-width:600px){td.t{display:none}}
 footer{margin-top:1rem;color:#777;font-size:.85rem}
 </style></head><body>
-<h1 id="name">{{.Name}}</h1>
+<h1 id="name">{{show .Name}}</h1>
 {{if .Top}}<p><a id="top" href="{{.Top}}">&larr; top folder</a></p>{{end}}
 <table id="entries"><tbody>
-{{range .Entries}}<tr class="{{if eq .Type "folder"}}d{{else}}f{{end}}"><td class="n">{{if .URL}}<a href="{{.URL}}">{{.Name}}</a>{{else}}{{.Name}}{{end}}</td><td class="s">{{if ne .Type "folder"}}{{size .Size}}{{end}}</td><td class="t">{{when .Mtime}}</td></tr>
+{{range .Entries}}<tr class="{{if eq .Type "folder"}}d{{else}}f{{end}}"><td class="n">{{if .URL}}<a href="{{.URL}}">{{show .Name}}</a>{{else}}{{show .Name}}{{end}}</td><td class="s">{{if ne .Type "folder"}}{{size .Size}}{{end}}</td><td class="t">{{when .Mtime}}</td></tr>
 {{else}}<tr><td>This folder is empty.</td></tr>
 {{end}}</tbody></table>
 <footer>Shared with shedfs. This link expires {{when .Expires}}.</footer>
@@ -158,6 +162,7 @@ var messages = map[int]string{
 	http.StatusServiceUnavailable:           "The server is busy. Try again in a moment.",
 	http.StatusInternalServerError:          "Something went wrong on the server.",
 	http.StatusRequestedRangeNotSatisfiable: "The requested range is not in the file.",
+	http.StatusPreconditionFailed:           "The file changed since you last fetched it: open the link again.",
 }
 
 // fail answers with a short error page (JSON when the client asks for

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"time"
 )
@@ -37,9 +38,14 @@ func (s *Service) Listen(addr string) (net.Addr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("link server: %w", err)
 	}
-	if _, err := s.signingKey(); err != nil {
+	key, err := s.signingKey()
+	if err != nil {
 		ln.Close()
 		return nil, err
+	}
+	if n := s.staleLinks(key); n > 0 {
+		s.log.Warn("live links were made under another link key and open nothing: its file was replaced; restore it, or rotate-key to revoke them",
+			"links", n, "path", filepath.Join(s.opts.Dir, KeyFile))
 	}
 	srv := &server{
 		srv: &http.Server{
