@@ -302,3 +302,76 @@ func TestShortLinkLivesItsLifetime(t *testing.T) {
 		t.Errorf("a 1s link 0.9s later: %d", resp.StatusCode)
 	}
 }
+
+// A folder page is one page of the folder: PageSize entries, folders
+// first, with the URLs of the pages around it (item 3).
+func TestFolderPages(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.PageSize = 20 })
+	top := f.mkdir(f.alice.Roots.Output, "many")
+	for i := range 45 {
+		f.write(top.Ino, "f"+strconv.Itoa(100+i), "x")
+	}
+	zsub := f.mkdir(top.Ino, "zsub")
+	for i := range 25 {
+		f.write(zsub.Ino, "s"+strconv.Itoa(100+i), "x")
+	}
+	info, err := f.svc.Create("alice", top.Ino, 0, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	u := info.URL + "?format=json"
+	for pages := 0; u != ""; pages++ {
+		if pages > 3 {
+			t.Fatal("more than 3 pages")
+		}
+		_, js := f.get(u)
+		var page Folder
+		if err := json.Unmarshal([]byte(js), &page); err != nil {
+			t.Fatal(err)
+		}
+		if page.Total != 46 || page.Pages != 3 || page.Page != pages+1 || len(page.Entries) > 20 {
+			t.Fatalf("page %d: total %d, page %d of %d, %d entries", pages+1, page.Total, page.Page, page.Pages, len(page.Entries))
+		}
+		for _, e := range page.Entries {
+			names = append(names, e.Name)
+		}
+		u = page.Next
+	}
+	if len(names) != 46 || names[0] != "zsub" || names[1] != "f100" || names[45] != "f144" {
+		t.Fatalf("pages list %d names: %q", len(names), names)
+	}
+	// A change in the folder shows at once, kept listing or not.
+	f.write(top.Ino, "a-new", "x")
+	_, js := f.get(info.URL + "?format=json")
+	var again Folder
+	if err := json.Unmarshal([]byte(js), &again); err != nil || again.Total != 47 || again.Entries[1].Name != "a-new" {
+		t.Fatalf("after a new entry: %s", js)
+	}
+	if _, err := f.st.Unlink(top.Ino, "a-new", false); err != nil {
+		t.Fatal(err)
+	}
+	resp, body := f.get(info.URL + "?page=2")
+	if resp.StatusCode != 200 || !strings.Contains(body, `id="prev"`) || !strings.Contains(body, `id="next"`) || !strings.Contains(body, "page 2 of 3") {
+		t.Errorf("HTML page 2: %d\n%s", resp.StatusCode, body)
+	}
+	for _, bad := range []string{"0", "4", "x", "-1"} {
+		if resp, _ := f.get(info.URL + "?page=" + bad); resp.StatusCode != http.StatusNotFound {
+			t.Errorf("page %s: %d", bad, resp.StatusCode)
+		}
+	}
+	// A subfolder's pages are its own.
+	_, js = f.get(info.URL + "?format=json")
+	var first Folder
+	json.Unmarshal([]byte(js), &first)
+	_, js = f.get(first.Entries[0].URL + "?format=json")
+	var sub Folder
+	if err := json.Unmarshal([]byte(js), &sub); err != nil || sub.Total != 25 || sub.Pages != 2 || sub.Next == "" {
+		t.Fatalf("subfolder: %s", js)
+	}
+	_, js = f.get(sub.Next)
+	var sub2 Folder
+	if err := json.Unmarshal([]byte(js), &sub2); err != nil || sub2.Page != 2 || len(sub2.Entries) != 5 || sub2.Entries[4].Name != "s124" || sub2.Top != info.URL {
+		t.Errorf("subfolder page 2: %s", js)
+	}
+}

@@ -72,10 +72,48 @@ type refusal struct {
 }
 
 // serveLink answers GET and HEAD of a link and of entries below a linked
-// folder.
+// folder, within the limits per link, of serving slots and of store
+// readers (limits.go).
 func (s *Service) serveLink(w http.ResponseWriter, r *http.Request) {
 	now := s.opts.Now()
-	t, ref := s.resolve(r.PathValue("token"), r.PathValue("child"), r.PathValue("name"), now)
+	token := r.PathValue("token")
+	var linkID string
+	if key, err := s.signingKey(); err == nil {
+		// Counted per link only once its signature holds: anyone can
+		// make up IDs.
+		if tok, err := links.Verify(key, token, now); err == nil || errors.Is(err, links.ErrExpired) {
+			linkID = tok.ID.String()
+		}
+	}
+	if linkID != "" {
+		done, ok := s.lim.link(linkID)
+		if !ok {
+			s.busy(w, r, ruleBusyLink, linkID)
+			return
+		}
+		defer done()
+	}
+	sl := &slot{l: s.lim}
+	defer sl.release()
+	if !sl.acquire() {
+		s.busy(w, r, ruleBusyServer, linkID)
+		return
+	}
+	doneReading, ok := s.lim.read(r.Context())
+	if !ok {
+		s.busy(w, r, ruleBusyServer, linkID)
+		return
+	}
+	reading := true
+	stopReading := func() {
+		if reading {
+			reading = false
+			doneReading()
+		}
+	}
+	defer stopReading()
+
+	t, ref := s.resolve(token, r.PathValue("child"), r.PathValue("name"), now)
 	ev := shedfs.Event{Time: now, User: "-", Op: OpDownload, Link: t.link.ID, Client: r.RemoteAddr}
 	if t.link.User != "" {
 		ev.User = t.link.User
@@ -94,11 +132,18 @@ func (s *Service) serveLink(w http.ResponseWriter, r *http.Request) {
 	}
 	cw, _ := w.(*counting)
 	if t.rec.IsDir() {
-		s.folder(w, r, t)
+		s.folder(w, r, t, stopReading)
 	} else {
+		stopReading()
 		tag := etag(t.rec)
 		if s.opts.Content != nil {
+			// A pending scan is waited for without a serving slot.
+			sl.release()
 			sum, c, d := s.opts.Content.ForLink(r.Context(), t.rec.Ino, t.rec.Zone)
+			if !sl.acquire() {
+				s.busy(w, r, ruleBusyServer, linkID)
+				return
+			}
 			if !d.Allowed() {
 				status := http.StatusForbidden
 				switch {

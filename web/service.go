@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"path"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -34,8 +35,15 @@ import (
 // Defaults of Options.
 const (
 	DefaultMaxConcurrent = 64
+	DefaultPerClient     = 8
+	DefaultPerLink       = 16
+	DefaultPageSize      = 200
 	DefaultPurgeInterval = 10 * time.Minute
 )
+
+// DefaultReaders is the default of Options.Readers: half the CPUs, at
+// least one, so that the views keep the rest.
+func DefaultReaders() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
 // Options configure a Service.
 type Options struct {
@@ -53,8 +61,18 @@ type Options struct {
 	// Registerer gets the HTTP metrics; nil keeps them unexported.
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
-	// MaxConcurrent caps requests served at once; more get 503.
+	// MaxConcurrent caps requests served at once; more get 503. A
+	// request waiting for a scan verdict is not counted (limits.go).
 	MaxConcurrent int
+	// PerClient caps the requests under way of one client (an IPv4
+	// address, an IPv6 /64), PerLink those on one link, waiting ones
+	// included; more get 503.
+	PerClient, PerLink int
+	// Readers caps the requests reading the store at once (resolving a
+	// link, building a folder page); others queue a while, then get 503.
+	Readers int
+	// PageSize is how many entries a folder page shows.
+	PageSize int
 	// PurgeInterval is how often expired link records are deleted.
 	PurgeInterval time.Duration
 	// Now is the clock (tests); nil is time.Now.
@@ -96,15 +114,18 @@ type Service struct {
 	log     *slog.Logger
 	store   *metadata.Store
 	metrics *metrics
-	sem     chan struct{}
+	lim     *limits
 
 	mu     sync.Mutex
 	key    links.Key
 	public string
-	// stat reads an inode as the views see it (fusefs.FS.Stat: open
-	// files' sizes included); the store's record until SetStat.
-	stat func(ino uint64) (*shedfs.Inode, error)
-	srv  *server
+	// views reads inodes as the views see them (open files' sizes
+	// included); the store's records until SetViews.
+	views Views
+	srv   *server
+
+	// listings are the folder pages' sorted listings (pages.go).
+	listings listings
 
 	// dirNames remembers the name each directory was last found under
 	// (dirPath), so that finding it again is one lookup, not a read of
@@ -146,6 +167,18 @@ func New(opts Options) (*Service, error) {
 	if opts.MaxConcurrent <= 0 {
 		opts.MaxConcurrent = DefaultMaxConcurrent
 	}
+	if opts.PerClient <= 0 {
+		opts.PerClient = DefaultPerClient
+	}
+	if opts.PerLink <= 0 {
+		opts.PerLink = DefaultPerLink
+	}
+	if opts.Readers <= 0 {
+		opts.Readers = DefaultReaders()
+	}
+	if opts.PageSize <= 0 {
+		opts.PageSize = DefaultPageSize
+	}
 	if opts.PurgeInterval <= 0 {
 		opts.PurgeInterval = DefaultPurgeInterval
 	}
@@ -161,26 +194,41 @@ func New(opts Options) (*Service, error) {
 		log:     opts.Logger,
 		store:   opts.Store,
 		metrics: m,
-		sem:     make(chan struct{}, opts.MaxConcurrent),
+		lim:     newLimits(opts.MaxConcurrent, opts.Readers, opts.PerClient, opts.PerLink),
 		public:  strings.TrimRight(opts.PublicURL, "/"),
-		stat:    opts.Store.GetInode,
+		views:   storeViews{opts.Store},
 	}, nil
 }
 
-// SetStat makes the service read inodes through the views' FS, so that a
-// file open for writing is served at the size the views show.
-func (s *Service) SetStat(stat func(ino uint64) (*shedfs.Inode, error)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stat = stat
+// Views is how the link server sees inodes as the views do
+// (vfs.Core): Stat reads one, Overlay lays over a record read from the
+// store the size and times of a file open for writing.
+type Views interface {
+	Stat(ino uint64) (*shedfs.Inode, error)
+	Overlay(rec *shedfs.Inode)
 }
 
-func (s *Service) statOf(ino uint64) (*shedfs.Inode, error) {
+// storeViews is Views without views: the store's records as they are.
+type storeViews struct{ st *metadata.Store }
+
+func (v storeViews) Stat(ino uint64) (*shedfs.Inode, error) { return v.st.GetInode(ino) }
+func (storeViews) Overlay(*shedfs.Inode)                    {}
+
+// SetViews makes the service read inodes as the views see them, so that a
+// file open for writing is served at the size the views show.
+func (s *Service) SetViews(v Views) {
 	s.mu.Lock()
-	stat := s.stat
-	s.mu.Unlock()
-	return stat(ino)
+	defer s.mu.Unlock()
+	s.views = v
 }
+
+func (s *Service) viewsOf() Views {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.views
+}
+
+func (s *Service) statOf(ino uint64) (*shedfs.Inode, error) { return s.viewsOf().Stat(ino) }
 
 // signingKey returns the link key, reading the key file once. Without a
 // key file one is made, but only while no live link was made under a
