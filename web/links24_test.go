@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -9,8 +10,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shedfs/shedfs"
+	"github.com/shedfs/shedfs/acl"
 )
 
 // A removed user's links die with them: a new user of the same name
@@ -373,5 +378,39 @@ func TestFolderPages(t *testing.T) {
 	var sub2 Folder
 	if err := json.Unmarshal([]byte(js), &sub2); err != nil || sub2.Page != 2 || len(sub2.Entries) != 5 || sub2.Entries[4].Name != "s124" || sub2.Top != info.URL {
 		t.Errorf("subfolder page 2: %s", js)
+	}
+}
+
+// infectedContent is a scan service that found every file infected.
+type infectedContent struct{}
+
+func (infectedContent) ForLink(ctx context.Context, ino uint64, z shedfs.Zone) (string, shedfs.Content, acl.Decision) {
+	return "", shedfs.Content{State: shedfs.ScanInfected}, acl.Decision{Errno: syscall.EACCES, Reason: acl.ReasonInfected}
+}
+
+func (infectedContent) Content(ino uint64, z shedfs.Zone) (shedfs.Content, error) {
+	return shedfs.Content{State: shedfs.ScanInfected, Detail: "EICAR"}, nil
+}
+
+// link create makes no link to a quarantined file, nor to one without a
+// name (a file kept in trash/), as acl.NewLink decides (item 23).
+func TestNoLinkThatCouldNeverOpen(t *testing.T) {
+	f := newFixture(t)
+	out := f.alice.Roots.Output
+	n := f.write(out, "kept.txt", "x")
+	if _, err := f.st.Unlink(out, "kept.txt", false); err != nil {
+		t.Fatal(err)
+	}
+	// Unlink keeps the inode, without a name, until Reclaim.
+	if _, err := f.svc.Create("alice", n.Ino, out, time.Hour); !errors.Is(err, syscall.EACCES) || !strings.Contains(err.Error(), acl.ReasonLinkUnnamed) {
+		t.Errorf("a link to a file without a name: %v, want EACCES (link_unnamed)", err)
+	}
+	m := f.write(out, "eicar.txt", "x")
+	f.svc.opts.Content = infectedContent{}
+	if _, err := f.svc.Create("alice", m.Ino, out, time.Hour); !errors.Is(err, syscall.EACCES) || !strings.Contains(err.Error(), acl.ReasonInfected) {
+		t.Errorf("a link to a quarantined file: %v, want EACCES (infected)", err)
+	}
+	if ls, _ := f.svc.List(""); len(ls) != 0 {
+		t.Errorf("links made: %+v", ls)
 	}
 }
