@@ -1,8 +1,10 @@
 package shedfs
 
 import (
+	"strconv"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 )
 
 // MaxNameLen is the longest entry name, in bytes (NAME_MAX).
@@ -43,4 +45,33 @@ func CheckPrincipal(name string) syscall.Errno {
 		}
 	}
 	return 0
+}
+
+// Display shows a field that may hold what a user chose (a name, a path, a
+// signature) to a person: "-" when empty, and Go-quoted ("a\nb") when it
+// holds anything that could forge a row or a column or mislead a reader —
+// control characters, tabs, invisible format characters such as bidi
+// overrides (which show "rtl\u202etxt.exe" as "rtlexe.txt"), invalid
+// UTF-8 — or could be mistaken for a quoted or empty field. It is the one
+// format of such fields: the CLI's tables (the audit trail's among them)
+// and the link server's folder pages use it.
+func Display(s string) string {
+	if s == "" {
+		return "-"
+	}
+	if s == "-" || strings.HasPrefix(s, `"`) || !printable(s) {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// printable reports whether s is valid UTF-8 made only of printable
+// characters and plain spaces.
+func printable(s string) bool {
+	for _, r := range s {
+		if r == utf8.RuneError || !strconv.IsPrint(r) {
+			return false
+		}
+	}
+	return true
 }

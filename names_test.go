@@ -76,3 +76,24 @@ func FuzzName(f *testing.F) {
 		}
 	})
 }
+
+// Display is the one format of user-chosen fields: the CLI tables and
+// the folder pages of links.
+func TestDisplay(t *testing.T) {
+	for in, want := range map[string]string{
+		"":            "-",
+		"-":           `"-"`,
+		"/plain path": "/plain path",
+		"/été/naïve":  "/été/naïve",
+		"a\nb":        `"a\nb"`,
+		"a\tb":        `"a\tb"`,
+		"a\xffb":      `"a\xffb"`,
+		"a\u202eb":    `"a\u202eb"`,
+		"a\u2028b":    `"a\u2028b"`,
+		`"q"`:         `"\"q\""`,
+	} {
+		if got := Display(in); got != want {
+			t.Errorf("Display(%q) = %s, want %s", in, got, want)
+		}
+	}
+}

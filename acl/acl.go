@@ -164,6 +164,7 @@ func Reasons() []string {
 		ReasonTrashReadonly,
 		ReasonSessionReadonly,
 		ReasonLockLost,
+		ReasonLinkUnnamed,
 	}
 }
 

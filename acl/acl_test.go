@@ -496,7 +496,7 @@ func TestDecisionAndOp(t *testing.T) {
 			}
 		}
 	}
-	if len(rs) != 29 {
+	if len(rs) != 30 {
 		t.Errorf("%d reasons", len(rs))
 	}
 }

@@ -1,6 +1,16 @@
 package acl
 
-import "syscall"
+import (
+	"syscall"
+
+	"github.com/shedfs/shedfs"
+)
+
+// ReasonLinkUnnamed: making a link to an entry that has no name in any
+// zone — a file kept in trash/, or one deleted while still open. A link
+// opens an entry that is still in its maker's view, so it would answer
+// 404 from the first request (EACCES).
+const ReasonLinkUnnamed = "link_unnamed"
 
 // The in-band names of share-by-link (docs/design.md, "Share by link"):
 // reading XattrLink makes a new link to the entry; XattrLinkTTL sets, for
@@ -23,6 +33,33 @@ func ShareLink(a Actor, e Entry) Decision {
 		return deny(syscall.EPERM, ReasonXattrReadonly)
 	}
 	return Read(a, e)
+}
+
+// Linkable is what, besides its zone and owner, decides whether an entry
+// can be linked at all: whether it still has a name (a kept file in
+// trash/ has none) and its content verdict.
+type Linkable struct {
+	Named   bool
+	Content shedfs.Content
+}
+
+// NewLink decides making a link to e (reading user.shedfs.link in a view,
+// shedfs link create): ShareLink, then nothing the link server would
+// refuse from the first request — not an entry without a name, such as a
+// file kept in trash/ (EACCES, link_unnamed), not a quarantined file
+// (EACCES, infected). A pending file may be linked: it is served once its
+// verdict is in.
+func NewLink(a Actor, e Entry, l Linkable) Decision {
+	if d := ShareLink(a, e); !d.Allowed() {
+		return d
+	}
+	if !l.Named {
+		return deny(syscall.EACCES, ReasonLinkUnnamed)
+	}
+	if l.Content.State == shedfs.ScanInfected {
+		return deny(syscall.EACCES, ReasonInfected)
+	}
+	return Decision{}
 }
 
 // SetLinkTTL decides setting user.shedfs.link.ttl on e to a value that

@@ -3,6 +3,8 @@ package acl
 import (
 	"syscall"
 	"testing"
+
+	"github.com/shedfs/shedfs"
 )
 
 // Share by link: a link opens what its maker can read now.
@@ -17,6 +19,11 @@ func TestShareLink(t *testing.T) {
 		{"group_left", ShareLink(bobOutside, teamDir), syscall.EACCES, ReasonNotMember},
 		{"other_private", ShareLink(alice, bobPriv), syscall.ENOENT, ReasonNotVisible},
 		{"groups_dir", ShareLink(alice, GroupsDir()), syscall.EPERM, ReasonXattrReadonly},
+		{"new_link", NewLink(alice, alicePriv, Linkable{Named: true}), 0, ""},
+		{"new_link_pending", NewLink(alice, alicePriv, Linkable{Named: true, Content: shedfs.Content{State: shedfs.ScanPending}}), 0, ""},
+		{"new_link_kept_in_trash", NewLink(alice, alicePriv, Linkable{}), syscall.EACCES, ReasonLinkUnnamed},
+		{"new_link_quarantined", NewLink(alice, alicePriv, Linkable{Named: true, Content: shedfs.Content{State: shedfs.ScanInfected}}), syscall.EACCES, ReasonInfected},
+		{"new_link_not_visible_first", NewLink(alice, bobPriv, Linkable{}), syscall.ENOENT, ReasonNotVisible},
 		{"ttl_ok", SetLinkTTL(alice, alicePriv, true), 0, ""},
 		{"ttl_bad_value", SetLinkTTL(alice, alicePriv, false), syscall.EINVAL, ReasonXattrBadValue},
 		{"ttl_not_member_first", SetLinkTTL(carol, teamDir, false), syscall.EACCES, ReasonNotMember},

@@ -243,7 +243,7 @@ func (c *Client) LinkSettings(ctx context.Context, req LinkSettingsRequest) (*Li
 // UseLinks makes svc the daemon's link server: the admin API makes links
 // with it and it reads inodes through the views' FS.
 func (d *Daemon) UseLinks(svc *web.Service) {
-	svc.SetStat(d.core.Stat)
+	svc.SetViews(d.core)
 	d.local.linksMu.Lock()
 	d.local.links = svc
 	d.local.linksMu.Unlock()

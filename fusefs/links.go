@@ -90,7 +90,21 @@ func (n *node) getLinkXattr(attr string, dest []byte) (uint32, syscall.Errno) {
 	if e != 0 {
 		return 0, e
 	}
-	if d := acl.ShareLink(n.v.actor(), acl.EntryOf(rec)); !d.Allowed() {
+	d := acl.ShareLink(n.v.actor(), acl.EntryOf(rec))
+	if d.Allowed() && attr == acl.XattrLink {
+		// A new link: also nothing it could never open (in trash/,
+		// quarantined), as for shedfs link create.
+		what := acl.Linkable{Named: rec.Nlink > 0}
+		if svc := f.opts.Content; svc != nil && rec.IsRegular() {
+			c, err := svc.Content(n.ino, n.zone)
+			if err != nil {
+				return 0, f.errno("scan state", err)
+			}
+			what.Content = c
+		}
+		d = acl.NewLink(n.v.actor(), acl.EntryOf(rec), what)
+	}
+	if !d.Allowed() {
 		return 0, n.deny(acl.OpRead, "", d)
 	}
 	if f.opts.Links == nil || !(rec.IsRegular() || rec.IsDir()) {

@@ -295,9 +295,19 @@ func TestScanning(t *testing.T) {
 		return false
 	}, "--denied")
 
-	// Links: an infected file is not served (403), a clean one is, with
-	// its SHA-256 as a strong ETag.
-	wantStatus(t, "a link to eicar.txt", getLink(t, eicar), http.StatusForbidden)
+	// Links: none is made to an infected file (EACCES, as for opening
+	// it); one made before the file turned infected is not served (403);
+	// a clean one is, with its SHA-256 as a strong ETag.
+	_, err = getxattr(eicar, "user.shedfs.link")
+	wantErrno(t, "getfattr -n user.shedfs.link on eicar.txt", err, syscall.EACCES)
+	turned := s.In("alice", "share", "turned.txt")
+	mustWrite(t, turned, []byte("clean for now\n"), 0o644)
+	waitXattr(t, turned, "user.shedfs.scan", 10*time.Second, func(v string) bool { return v == "clean" })
+	early := getLink(t, turned)
+	mustWrite(t, turned, []byte(clamdtest.EICAR), 0o644)
+	waitXattr(t, turned, "user.shedfs.scan", 10*time.Second, func(v string) bool { return v == infected })
+	wantStatus(t, "a link made before the file turned infected", early, http.StatusForbidden)
+	adminOK(t, "quarantine", "delete", "--store", store, fmt.Sprint(inoOf(t, turned)))
 	resp, got := fetch(t, getLink(t, clean))
 	if resp.StatusCode != http.StatusOK || string(got) != "nothing to see\n" {
 		t.Errorf("a link to clean.txt: %d %q", resp.StatusCode, got)

@@ -159,7 +159,8 @@ func TestLinks(t *testing.T) {
 	}
 	short := getLink(t, s.In("alice", "notes.txt"))
 	wantStatus(t, "short link before expiry", short, http.StatusOK)
-	time.Sleep(1100 * time.Millisecond)
+	// Expiry is rounded up to the second: a 1s link lives 1 to 2 s.
+	time.Sleep(2100 * time.Millisecond)
 	wantStatus(t, "expired link", short, http.StatusForbidden)
 	if err := unix.Setxattr(s.In("alice", "notes.txt"), "user.shedfs.link.ttl", []byte("8d"), 0); !errors.Is(err, unix.EINVAL) {
 		t.Errorf("a lifetime past 7 days: %v, want EINVAL", err)

@@ -57,6 +57,7 @@ var (
 	ErrSignature = errors.New("bad signature")
 	ErrExpired   = errors.New("link expired")
 	ErrRevoked   = errors.New("link revoked")
+	ErrRotated   = errors.New("link key rotated")
 )
 
 // Key signs tokens. It lives in the store (the HTTP server keeps the file)
@@ -70,6 +71,25 @@ func NewKey() (Key, error) {
 		return nil, fmt.Errorf("link key: %w", err)
 	}
 	return k, nil
+}
+
+// KeyID names a key without revealing it: the first 6 bytes of an HMAC
+// under it, in base64url (8 characters). A link record keeps the KeyID of
+// the key it was made under, so that rotating the key ends the link even
+// where its token could be signed again under the new key.
+func (k Key) KeyID() string {
+	return base64.RawURLEncoding.EncodeToString(mac(k, []byte("key-id"))[:6])
+}
+
+// Expiry is when a link made at now to live ttl expires: tokens carry
+// whole seconds, so the expiry is rounded up, never down, and the link
+// lives at least ttl.
+func Expiry(now time.Time, ttl time.Duration) time.Time {
+	e := now.Add(ttl)
+	if t := e.Truncate(time.Second); !t.Equal(e) {
+		return t.Add(time.Second)
+	}
+	return e
 }
 
 // ID names one link; its String is what link list and revoke show.
@@ -163,12 +183,16 @@ type Record struct {
 	Created   time.Time
 	Expires   time.Time
 	Downloads uint64
+	// KeyID is the KeyID of the key the link was made under; "" for a
+	// record older than KeyIDs, which any key's token may open.
+	KeyID string
 }
 
 // Check verifies a token string and finds its record with lookup (false
 // when the link was revoked or purged): ErrRevoked then, or when the
 // record's expiry is not the token's (a token re-signed for a longer life
-// than its record still fails).
+// than its record still fails); ErrRotated when the record was made under
+// another key than k (the key was rotated since).
 func Check(k Key, s string, now time.Time, lookup func(ID) (Record, bool)) (Record, error) {
 	t, err := Verify(k, s, now)
 	if err != nil {
@@ -177,6 +201,9 @@ func Check(k Key, s string, now time.Time, lookup func(ID) (Record, bool)) (Reco
 	r, ok := lookup(t.ID)
 	if !ok || r.ID != t.ID || r.Expires.Unix() != t.Expires.Unix() {
 		return Record{}, ErrRevoked
+	}
+	if r.KeyID != "" && r.KeyID != k.KeyID() {
+		return Record{}, ErrRotated
 	}
 	if !now.Before(r.Expires) {
 		return Record{}, ErrExpired

@@ -93,6 +93,11 @@ func TestCheckRevocation(t *testing.T) {
 	}
 	longer := rec
 	longer.Expires = t0.Add(2 * time.Hour)
+	// Made under key 1, whose token key 2 signs again (link list after a
+	// rotation): rotated, not served.
+	k2 := testKey(2)
+	under1 := rec
+	under1.KeyID = k.KeyID()
 	for _, tc := range []struct {
 		name   string
 		s      string
@@ -106,9 +111,15 @@ func TestCheckRevocation(t *testing.T) {
 		{"token re-signed longer than its record", Sign(k, TokenOf(longer)), found(rec), t0, ErrRevoked},
 		{"expired", s, found(rec), t0.Add(time.Hour), ErrExpired},
 		{"forged", Sign(testKey(3), TokenOf(rec)), found(rec), t0, ErrSignature},
+		{"made under this key", s, found(under1), t0, nil},
+		{"made under the key before", Sign(k2, TokenOf(rec)), found(under1), t0, ErrRotated},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := Check(k, tc.s, tc.now, tc.lookup)
+			key := k
+			if tc.want == ErrRotated {
+				key = k2
+			}
+			got, err := Check(key, tc.s, tc.now, tc.lookup)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Check: %v, want %v", err, tc.want)
 			}
@@ -223,4 +234,30 @@ func FuzzVerify(f *testing.F) {
 		_, _ = ParseID(s)
 		_, _ = ParseTTL(name)
 	})
+}
+
+func TestKeyID(t *testing.T) {
+	a, b := testKey(1).KeyID(), testKey(2).KeyID()
+	if a == b || len(a) != 8 || a != testKey(1).KeyID() {
+		t.Fatalf("KeyIDs %q %q", a, b)
+	}
+}
+
+// A link lives at least its lifetime: tokens carry whole seconds, and the
+// expiry is rounded up to one.
+func TestExpiry(t *testing.T) {
+	for _, tc := range []struct {
+		now  time.Time
+		ttl  time.Duration
+		want time.Time
+	}{
+		{t0, time.Second, t0.Add(time.Second)},
+		{t0.Add(999 * time.Millisecond), time.Second, t0.Add(2 * time.Second)},
+		{t0.Add(time.Nanosecond), time.Hour, t0.Add(time.Hour + time.Second)},
+		{t0, MaxTTL, t0.Add(MaxTTL)},
+	} {
+		if got := Expiry(tc.now, tc.ttl); !got.Equal(tc.want) || got.Sub(tc.now) < tc.ttl {
+			t.Errorf("Expiry(%v, %v) = %v, want %v", tc.now, tc.ttl, got, tc.want)
+		}
+	}
 }

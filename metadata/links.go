@@ -31,6 +31,16 @@ type Link struct {
 	Created   time.Time `json:"created"`
 	Expires   time.Time `json:"expires"`
 	Downloads uint64    `json:"downloads,omitempty"`
+	// UserRoot is the maker's private root when the link was made: a
+	// user removed and added again under the same name has another, so
+	// a record of the earlier one opens nothing for the new one. 0 in
+	// records older than the field.
+	UserRoot uint64 `json:"user_root,omitempty"`
+	// Key is the KeyID of the link key the link was made under (links.Key):
+	// once the key is rotated, the record opens nothing even though a
+	// token for it could be signed again. "" in records older than the
+	// field.
+	Key string `json:"key,omitempty"`
 }
 
 // PutLink stores a new link record.
@@ -99,15 +109,23 @@ func (s *Store) CountDownload(id string) error {
 // PurgeLinks deletes the records of links expired at now and returns how
 // many went.
 func (s *Store) PurgeLinks(now time.Time) (int, error) {
-	var expired []string
+	return s.DropLinks(func(l Link) bool { return !now.Before(l.Expires) })
+}
+
+// DropLinks deletes the link records drop chooses, in batches, and
+// returns how many went: the links of a removed user, those made under a
+// key that was rotated.
+func (s *Store) DropLinks(drop func(Link) bool) (int, error) {
+	var ids []string
 	err := s.kv.View(func(tx Txn) error {
+		ids = ids[:0]
 		return tx.Scan([]byte{pLink}, nil, func(k, v []byte) error {
 			var l Link
 			if err := getJSONBytes(v, "link", &l); err != nil {
 				return err
 			}
-			if !now.Before(l.Expires) {
-				expired = append(expired, l.ID)
+			if drop(l) {
+				ids = append(ids, l.ID)
 			}
 			return nil
 		})
@@ -115,8 +133,8 @@ func (s *Store) PurgeLinks(now time.Time) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	for start := 0; start < len(expired); start += deleteBatch {
-		batch := expired[start:min(start+deleteBatch, len(expired))]
+	for start := 0; start < len(ids); start += deleteBatch {
+		batch := ids[start:min(start+deleteBatch, len(ids))]
 		if err := s.update(func(o *op) error {
 			for _, id := range batch {
 				if err := o.tx.Delete(linkKey(id)); err != nil {
@@ -128,7 +146,7 @@ func (s *Store) PurgeLinks(now time.Time) (int, error) {
 			return start, err
 		}
 	}
-	return len(expired), nil
+	return len(ids), nil
 }
 
 // getJSONBytes decodes a scanned JSON value.
@@ -137,4 +155,21 @@ func getJSONBytes(v []byte, what string, dst any) error {
 		return fmt.Errorf("decode %s: %w: %v", what, ErrCorrupt, err)
 	}
 	return nil
+}
+
+// PlaceLink records where a linked file is now, directory dir and name,
+// when it was found elsewhere than its record said: the next request
+// looks there first. ENOENT when the link is gone.
+func (s *Store) PlaceLink(id string, dir uint64, name string) error {
+	return s.update(func(o *op) error {
+		var l Link
+		if err := getJSON(o.tx, linkKey(id), "link", &l); err != nil {
+			return err
+		}
+		if l.Dir == dir && l.Name == name {
+			return nil
+		}
+		l.Dir, l.Name = dir, name
+		return setJSON(o.tx, linkKey(id), &l)
+	})
 }

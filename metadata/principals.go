@@ -148,13 +148,16 @@ func (s *Store) UpdateUser(name string, fn func(u *shedfs.User) error) (*shedfs.
 	return out, err
 }
 
-// RemoveUser deletes a user and every inode of its three zones (their blobs
-// are returned so the caller deletes them after commit).
+// RemoveUser deletes a user, its share-by-link links and every inode of
+// its three zones (their blobs are returned so the caller deletes them
+// after commit).
 //
 // The user record, its group memberships, usage and limit go in one
-// transaction first, so the user vanishes atomically; its trees are then
-// deleted in batches. A crash in between leaves unreachable inodes that
-// Check reclaims.
+// transaction first, so the user vanishes atomically; its links and its
+// trees are then deleted in batches. A crash in between leaves
+// unreachable inodes that Check reclaims, and link records that open
+// nothing (Link.UserRoot names the user removed, not one added again
+// under the name) until they expire.
 func (s *Store) RemoveUser(name string) (blobs []uint64, err error) {
 	if err := ValidPrincipal(name); err != nil {
 		return nil, err
@@ -193,6 +196,11 @@ func (s *Store) RemoveUser(name string) (blobs []uint64, err error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	// Not a user of the name added meanwhile: their links have their root.
+	mine := func(l Link) bool { return l.User == name && (l.UserRoot == 0 || l.UserRoot == u.Roots.Private) }
+	if _, err := s.DropLinks(mine); err != nil {
+		return nil, fmt.Errorf("links of %s: %w", name, err)
 	}
 	return s.deleteTrees(shedfs.UserHolder(name), u.Roots.Private, u.Roots.Output, u.Roots.Uploads)
 }

@@ -76,10 +76,17 @@ func (c *Core) Stat(ino uint64) (*shedfs.Inode, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.Overlay(rec)
+	return rec, nil
+}
+
+// Overlay lays over rec, read from the store, what Stat would: the size
+// and times of an open file not yet persisted. For a door that reads many
+// records in one transaction (a folder page of the link server).
+func (c *Core) Overlay(rec *shedfs.Inode) {
 	for _, f := range c.attached() {
 		f.Overlay(rec)
 	}
-	return rec, nil
 }
 
 // EntryChanged tells the frontends that name in dir changed outside them

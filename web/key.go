@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,17 +14,16 @@ import (
 
 // KeyFile is the name of the link key in the store directory: 32 random
 // bytes, mode 0600, made at the first link. Replacing it (RotateKey)
-// invalidates every link.
+// invalidates every link. It is never made again while links made under
+// it live (Service.signingKey), and shedfs migrate carries it (CopyKey).
 const KeyFile = "links.key"
 
-// LoadKey reads the link key of the store in dir, making it if there is
-// none. A key readable by others is made private again (and logged).
+// LoadKey reads the link key of the store in dir; an error wrapping
+// fs.ErrNotExist when there is none. A key readable by others is made
+// private again (and logged).
 func LoadKey(dir string, log *slog.Logger) (links.Key, error) {
 	p := filepath.Join(dir, KeyFile)
 	b, err := os.ReadFile(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return writeKey(dir, false)
-	}
 	if err != nil {
 		return nil, fmt.Errorf("link key: %w", err)
 	}
@@ -40,14 +40,45 @@ func LoadKey(dir string, log *slog.Logger) (links.Key, error) {
 }
 
 // RotateKey writes a new link key for the store in dir and returns it.
-func RotateKey(dir string) (links.Key, error) { return writeKey(dir, true) }
+func RotateKey(dir string) (links.Key, error) { return writeKey(dir, true, nil) }
 
-// writeKey writes a fresh key durably: a private temporary file renamed
-// over the old key (replace), or put where none was.
-func writeKey(dir string, replace bool) (links.Key, error) {
-	k, err := links.NewKey()
+// CopyKey puts the link key of the store directory from into directory to
+// (shedfs migrate: a store on etcd keeps it beside its blobs), so that the
+// links made before keep working. Nothing to copy is no error; a
+// different key already in to is one, never overwritten.
+func CopyKey(from, to string) error {
+	k, err := LoadKey(from, slog.New(slog.DiscardHandler))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
-		return nil, err
+		return err
+	}
+	there, err := LoadKey(to, slog.New(slog.DiscardHandler))
+	switch {
+	case err == nil && bytes.Equal(there, k):
+		return nil
+	case err == nil:
+		return fmt.Errorf("link key: %s already holds another key; move it away to carry %s",
+			filepath.Join(to, KeyFile), filepath.Join(from, KeyFile))
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	got, err := writeKey(to, false, k)
+	if err == nil && !bytes.Equal(got, k) {
+		return fmt.Errorf("link key: another key appeared in %s meanwhile", filepath.Join(to, KeyFile))
+	}
+	return err
+}
+
+// writeKey writes key k (nil: a fresh one) durably: a private temporary
+// file renamed over the old key (replace), or put where none was.
+func writeKey(dir string, replace bool, k links.Key) (links.Key, error) {
+	if k == nil {
+		var err error
+		if k, err = links.NewKey(); err != nil {
+			return nil, err
+		}
 	}
 	p := filepath.Join(dir, KeyFile)
 	tmp, err := os.CreateTemp(dir, KeyFile+".*")

@@ -13,6 +13,7 @@ type metrics struct {
 	requests  *prometheus.CounterVec
 	downloads prometheus.Counter
 	bytes     prometheus.Counter
+	busy      *prometheus.CounterVec
 }
 
 // codes are the status codes the server answers with, pre-registered so
@@ -33,6 +34,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "shedfs_http_bytes_served_total",
 			Help: "Response body bytes sent by the share-by-link server.",
 		}),
+		busy: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "shedfs_http_busy_total",
+			Help: "Requests to the share-by-link server refused with 503 by a limit: link_busy_client, link_busy_link, link_busy_server.",
+		}, []string{"rule"}),
+	}
+	for _, r := range []string{ruleBusyClient, ruleBusyLink, ruleBusyServer} {
+		m.busy.WithLabelValues(r)
 	}
 	for _, c := range codes {
 		m.requests.WithLabelValues(c)
@@ -40,7 +48,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.downloads, m.bytes} {
+	for _, c := range []prometheus.Collector{m.requests, m.downloads, m.bytes, m.busy} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {

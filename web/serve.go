@@ -31,6 +31,7 @@ const (
 	ruleSignature = "link_signature"
 	ruleExpired   = "link_expired"
 	ruleRevoked   = "link_revoked"
+	ruleRotated   = "link_key_rotated"
 	ruleUserGone  = "link_user_gone"
 	ruleDeleted   = "link_target_deleted"
 	ruleOutside   = "link_outside_folder"
@@ -58,6 +59,9 @@ type target struct {
 	rec  *shedfs.Inode
 	dir  uint64
 	name string
+	// path is where rec is in the maker's view ("output/a.txt"), "" if
+	// unknown: the audit trail's path.
+	path string
 }
 
 // refusal is why a request is not served: an HTTP status and the rule the
@@ -68,10 +72,48 @@ type refusal struct {
 }
 
 // serveLink answers GET and HEAD of a link and of entries below a linked
-// folder.
+// folder, within the limits per link, of serving slots and of store
+// readers (limits.go).
 func (s *Service) serveLink(w http.ResponseWriter, r *http.Request) {
 	now := s.opts.Now()
-	t, ref := s.resolve(r.PathValue("token"), r.PathValue("child"), r.PathValue("name"), now)
+	token := r.PathValue("token")
+	var linkID string
+	if key, err := s.signingKey(); err == nil {
+		// Counted per link only once its signature holds: anyone can
+		// make up IDs.
+		if tok, err := links.Verify(key, token, now); err == nil || errors.Is(err, links.ErrExpired) {
+			linkID = tok.ID.String()
+		}
+	}
+	if linkID != "" {
+		done, ok := s.lim.link(linkID)
+		if !ok {
+			s.busy(w, r, ruleBusyLink, linkID)
+			return
+		}
+		defer done()
+	}
+	sl := &slot{l: s.lim}
+	defer sl.release()
+	if !sl.acquire() {
+		s.busy(w, r, ruleBusyServer, linkID)
+		return
+	}
+	doneReading, ok := s.lim.read(r.Context())
+	if !ok {
+		s.busy(w, r, ruleBusyServer, linkID)
+		return
+	}
+	reading := true
+	stopReading := func() {
+		if reading {
+			reading = false
+			doneReading()
+		}
+	}
+	defer stopReading()
+
+	t, ref := s.resolve(token, r.PathValue("child"), r.PathValue("name"), now)
 	ev := shedfs.Event{Time: now, User: "-", Op: OpDownload, Link: t.link.ID, Client: r.RemoteAddr}
 	if t.link.User != "" {
 		ev.User = t.link.User
@@ -90,11 +132,18 @@ func (s *Service) serveLink(w http.ResponseWriter, r *http.Request) {
 	}
 	cw, _ := w.(*counting)
 	if t.rec.IsDir() {
-		s.folder(w, r, t)
+		s.folder(w, r, t, stopReading)
 	} else {
+		stopReading()
 		tag := etag(t.rec)
 		if s.opts.Content != nil {
+			// A pending scan is waited for without a serving slot.
+			sl.release()
 			sum, c, d := s.opts.Content.ForLink(r.Context(), t.rec.Ino, t.rec.Zone)
+			if !sl.acquire() {
+				s.busy(w, r, ruleBusyServer, linkID)
+				return
+			}
 			if !d.Allowed() {
 				status := http.StatusForbidden
 				switch {
@@ -157,7 +206,7 @@ func errnoOf(status int) syscall.Errno {
 		return syscall.ENOENT
 	case http.StatusServiceUnavailable:
 		return syscall.EBUSY
-	case http.StatusRequestedRangeNotSatisfiable:
+	case http.StatusRequestedRangeNotSatisfiable, http.StatusPreconditionFailed:
 		return syscall.EINVAL
 	}
 	return syscall.EIO
@@ -189,7 +238,7 @@ func (s *Service) resolve(token, child, name string, now time.Time) (t target, r
 		return t, refusal{http.StatusForbidden, ruleRevoked}
 	}
 	t.link = *l
-	if t.actor, err = s.actorOf(l.User); err != nil {
+	if _, t.actor, err = s.makerOf(l.User, l.UserRoot); err != nil {
 		return t, s.storeRefusal(err, http.StatusForbidden, ruleUserGone)
 	}
 	root, ref := s.live(l.Ino)
@@ -201,7 +250,8 @@ func (s *Service) resolve(token, child, name string, now time.Time) (t target, r
 		return t, refusal{http.StatusForbidden, d.Reason}
 	}
 	if child == "" {
-		t.rec, t.dir, t.name = root, l.Dir, s.rootName(*l, root)
+		t.rec = root
+		s.placeRoot(&t)
 		return t, refusal{}
 	}
 	if !root.IsDir() {
@@ -225,6 +275,9 @@ func (s *Service) resolve(token, child, name string, now time.Time) (t target, r
 		return t, refusal{http.StatusForbidden, d.Reason}
 	}
 	t.dir, t.name = dir, name
+	if p := s.dirPath(dir); p != "" {
+		t.path = path.Join(p, name)
+	}
 	return t, refusal{}
 }
 
@@ -234,7 +287,7 @@ func (s *Service) lookup(id links.ID) (links.Record, bool) {
 	if err != nil {
 		return links.Record{}, false
 	}
-	return links.Record{ID: id, User: l.User, Ino: l.Ino, Created: l.Created, Expires: l.Expires, Downloads: l.Downloads}, true
+	return links.Record{ID: id, User: l.User, Ino: l.Ino, Created: l.Created, Expires: l.Expires, Downloads: l.Downloads, KeyID: l.Key}, true
 }
 
 // live reads an inode that must still have a name: 404 once it is deleted
@@ -272,6 +325,8 @@ func ruleOf(err error) string {
 		return ruleExpired
 	case errors.Is(err, links.ErrRevoked):
 		return ruleRevoked
+	case errors.Is(err, links.ErrRotated):
+		return ruleRotated
 	}
 	return ruleMalformed
 }
@@ -291,34 +346,38 @@ func (s *Service) within(dir, root uint64) bool {
 	return false
 }
 
-// rootName is the name a linked inode is served under: its name now in
-// the directory it was linked in, else the name it had then.
-func (s *Service) rootName(l metadata.Link, rec *shedfs.Inode) string {
-	if rec.IsDir() {
-		if p := s.dirPath(rec.Ino); p != "" && p != "." {
-			return path.Base(p)
+// placeRoot finds the name and path of a linked inode now: a folder's
+// from its place in the tree (the maker's name for a view root), a file's
+// where it is now (placeOf), else the name it had when linked.
+func (s *Service) placeRoot(t *target) {
+	if t.rec.IsDir() {
+		t.path = s.dirPath(t.rec.Ino)
+		t.name = t.link.User
+		if t.path != "" && t.path != "." {
+			t.name = path.Base(t.path)
 		}
-		return l.User
+		return
 	}
-	if n := s.nameIn(l.Dir, l.Ino); n != "" {
-		return n
+	t.dir, t.name = s.placeOf(t.link)
+	if t.name != "" {
+		if p := s.dirPath(t.dir); p != "" {
+			t.path = path.Join(p, t.name)
+		}
+		return
 	}
-	if l.Name != "" {
-		return l.Name
+	t.name = t.link.Name
+	if t.name == "" {
+		t.name = "download"
 	}
-	return "download"
 }
 
 // eventPath is the path the audit trail shows: where the entry is in the
 // link maker's view.
 func (s *Service) eventPath(t target) string {
-	if t.rec == t.root {
-		return "/" + s.pathOf(t.link)
+	if t.path == "" {
+		return ""
 	}
-	if p := s.dirPath(t.dir); p != "" {
-		return "/" + path.Join(p, t.name)
-	}
-	return ""
+	return "/" + t.path
 }
 
 // file serves a regular file: Content-Type by name (sniffed when the name
@@ -354,8 +413,89 @@ func (s *Service) file(w http.ResponseWriter, r *http.Request, t target, tag str
 		disp = v
 	}
 	h.Set("Content-Disposition", disp)
-	http.ServeContent(w, r, t.name, t.rec.Mtime, content)
+	if rng := r.Header.Get("Range"); rng != "" {
+		rng, ok := satisfiable(rng)
+		if !ok {
+			h.Set("Content-Range", fmt.Sprintf("bytes */%d", size))
+			s.fail(w, r, http.StatusRequestedRangeNotSatisfiable)
+			return
+		}
+		r.Header.Set("Range", rng)
+		if rng == "" {
+			r.Header.Del("Range")
+		}
+	}
+	http.ServeContent(&errorPages{ResponseWriter: w, s: s, r: r}, r, t.name, t.rec.Mtime, content)
 }
+
+// maxRanges is the most byte ranges one request gets: a player seeks with
+// one, a download manager with a few; a request for thousands would make
+// each a part with its own headers (3,000 one-byte ranges of a 100 KiB file
+// were 441 KB). More get the whole file, once, as RFC 9110 allows.
+const maxRanges = 16
+
+// satisfiable adjusts a Range header before http.ServeContent reads it:
+// without the zero-length suffixes ("-0", which it answers with a 206 of
+// an empty, malformed range), and without any range when there are more
+// than maxRanges (""); false when nothing satisfiable was asked. Other
+// syntax is left to ServeContent, which answers 416 for what it cannot
+// read.
+func satisfiable(h string) (string, bool) {
+	spec, ok := strings.CutPrefix(h, "bytes=")
+	if !ok {
+		return h, true
+	}
+	var keep []string
+	n := 0
+	for r := range strings.SplitSeq(spec, ",") {
+		r = strings.TrimSpace(r)
+		if r == "" {
+			continue
+		}
+		n++
+		if suffix, ok := strings.CutPrefix(r, "-"); ok && strings.Trim(suffix, "0") == "" && suffix != "" {
+			continue
+		}
+		keep = append(keep, r)
+	}
+	switch {
+	case n > maxRanges:
+		return "", true
+	case len(keep) == 0 && n > 0:
+		return "", false
+	}
+	return "bytes=" + strings.Join(keep, ","), true
+}
+
+// errorPages turns the errors http.ServeContent answers in plain text
+// (416, 412) into the link server's error pages.
+type errorPages struct {
+	http.ResponseWriter
+	s      *Service
+	r      *http.Request
+	failed bool
+}
+
+func (e *errorPages) WriteHeader(code int) {
+	switch {
+	case e.failed:
+	case code >= 400:
+		e.failed = true
+		e.s.fail(e.ResponseWriter, e.r, code)
+	default:
+		e.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (e *errorPages) Write(b []byte) (int, error) {
+	if e.failed {
+		return len(b), nil
+	}
+	return e.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (e *errorPages) Unwrap() http.ResponseWriter { return e.ResponseWriter }
 
 // etag is the weak validator of a file's content when no checksum is at
 // hand (no content service): inode, size and mtime. With one, the ETag is

@@ -7,8 +7,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/shedfs/shedfs"
 )
 
 // Timeouts of the link server: a client gets 10 s to send its headers and
@@ -37,9 +40,14 @@ func (s *Service) Listen(addr string) (net.Addr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("link server: %w", err)
 	}
-	if _, err := s.signingKey(); err != nil {
+	key, err := s.signingKey()
+	if err != nil {
 		ln.Close()
 		return nil, err
+	}
+	if n := s.staleLinks(key); n > 0 {
+		s.log.Warn("live links were made under another link key and open nothing: its file was replaced; restore it, or rotate-key to revoke them",
+			"links", n, "path", filepath.Join(s.opts.Dir, KeyFile))
 	}
 	srv := &server{
 		srv: &http.Server{
@@ -127,9 +135,9 @@ func (s *Service) Handler() http.Handler {
 	return s.guard(mux)
 }
 
-// guard wraps every request: the concurrency cap (503 past it), headers
-// that keep tokens out of referrers and browsers from guessing types, and
-// the request and byte counters.
+// guard wraps every request: the cap per client (503 past it, limits.go),
+// headers that keep tokens out of referrers and browsers from guessing
+// types, and the request and byte counters.
 func (s *Service) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rw := &counting{ResponseWriter: w}
@@ -142,16 +150,24 @@ func (s *Service) guard(next http.Handler) http.Handler {
 			s.metrics.requests.WithLabelValues(strconv.Itoa(rw.code())).Inc()
 			s.metrics.bytes.Add(float64(rw.bytes))
 		}()
-		select {
-		case s.sem <- struct{}{}:
-			defer func() { <-s.sem }()
-		default:
-			h.Set("Retry-After", "1")
-			s.fail(rw, r, http.StatusServiceUnavailable)
+		done, ok := s.lim.client(r.RemoteAddr)
+		if !ok {
+			s.busy(rw, r, ruleBusyClient, "")
 			return
 		}
+		defer done()
 		next.ServeHTTP(rw, r)
 	})
+}
+
+// busy answers 503 for a limit reached (limits.go), and audits and counts
+// the refusal with its rule.
+func (s *Service) busy(w http.ResponseWriter, r *http.Request, rule, link string) {
+	s.metrics.busy.WithLabelValues(rule).Inc()
+	s.record(shedfs.Event{Time: s.opts.Now(), User: "-", Op: OpDownload, Link: link, Client: r.RemoteAddr,
+		Errno: errnoOf(http.StatusServiceUnavailable), Reason: rule})
+	w.Header().Set("Retry-After", "1")
+	s.fail(w, r, http.StatusServiceUnavailable)
 }
 
 // counting remembers the status and counts the body bytes of a response.

@@ -10,10 +10,10 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/daemon"
 	"github.com/shedfs/shedfs/space"
 )
@@ -146,31 +146,10 @@ func orDash(s string) string {
 }
 
 // cell shows one table field that may hold what a user chose (a path, a
-// name): "-" when empty, and Go-quoted ("a\nb") when it holds anything
-// that could forge a row or a column or mislead a terminal — control
-// characters, tabs, invisible format characters such as bidi overrides,
-// invalid UTF-8 — or could be mistaken for a quoted or empty field. Every
-// user-controlled field of every table goes through it.
-func cell(s string) string {
-	if s == "" {
-		return "-"
-	}
-	if s == "-" || strings.HasPrefix(s, `"`) || !printable(s) {
-		return strconv.Quote(s)
-	}
-	return s
-}
-
-// printable reports whether s is valid UTF-8 made only of printable
-// characters and plain spaces.
-func printable(s string) bool {
-	for _, r := range s {
-		if r == utf8.RuneError || !strconv.IsPrint(r) {
-			return false
-		}
-	}
-	return true
-}
+// name) as shedfs.Display does, the one format of such fields wherever
+// they are shown. Every user-controlled field of every table goes
+// through it.
+func cell(s string) string { return shedfs.Display(s) }
 
 // listOrNone joins names, "-" when there are none.
 func listOrNone(names []string) string {

@@ -302,22 +302,3 @@ func TestAuditTableEscapesControls(t *testing.T) {
 		}
 	}
 }
-
-func TestCell(t *testing.T) {
-	for in, want := range map[string]string{
-		"":            "-",
-		"-":           `"-"`,
-		"/plain path": "/plain path",
-		"/été/naïve":  "/été/naïve",
-		"a\nb":        `"a\nb"`,
-		"a\tb":        `"a\tb"`,
-		"a\xffb":      `"a\xffb"`,
-		"a\u202eb":    `"a\u202eb"`,
-		"a\u2028b":    `"a\u2028b"`,
-		`"q"`:         `"\"q\""`,
-	} {
-		if got := cell(in); got != want {
-			t.Errorf("cell(%q) = %s, want %s", in, got, want)
-		}
-	}
-}

@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/web"
 )
 
 func migrateCommand() *cli.Command {
@@ -42,6 +43,13 @@ func migrateCommand() *cli.Command {
 				return err
 			}
 			from := c.String("from")
+			// A store on etcd keeps its link key beside its blobs
+			// (daemon.Location.StateDir): carried first, so that the
+			// links made before work there, and a different key already
+			// there stops the migration before anything is copied.
+			if err := web.CopyKey(from, filepath.Join(from, "blobs")); err != nil {
+				return err
+			}
 			st, err := metadata.MigrateToEtcd(filepath.Join(from, "meta"), cfg, log)
 			if err != nil {
 				return err
