@@ -321,7 +321,7 @@ func (o diffOp) apply(root string) diffResult {
 		if err != nil {
 			return diffResult{errno: errnoOf(err)}
 		}
-		return diffResult{out: hashOf(data)}
+		return diffResult{out: diffHashOf(data)}
 	case opTruncate:
 		return diffResult{errno: errnoOf(unix.Truncate(p1, o.off))}
 	case opRename:
@@ -375,7 +375,8 @@ func (o diffOp) apply(root string) diffResult {
 	panic("unknown op")
 }
 
-func hashOf(data []byte) string {
+// diffHashOf names content by its length and a short SHA-256.
+func diffHashOf(data []byte) string {
 	sum := sha256.Sum256(data)
 	return fmt.Sprintf("len=%d sha=%s", len(data), hex.EncodeToString(sum[:6]))
 }
@@ -407,7 +408,7 @@ func diffTreeOf(root string) (string, error) {
 			if err != nil {
 				return fmt.Errorf("read %s: %w", rel, err)
 			}
-			line += " " + hashOf(data)
+			line += " " + diffHashOf(data)
 			if first, ok := firstPath[st.Ino]; ok {
 				line += " linkof=" + first
 			} else {
