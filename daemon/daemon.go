@@ -40,6 +40,10 @@ type Config struct {
 	// Content hashes and scans what is written and imported; nil: the
 	// admin operations hash imports themselves.
 	Content *content.Service
+	// Core is the core every door of the daemon calls, when the caller
+	// built it first (for a door made before the daemon, such as the
+	// link server); nil: the daemon makes one (NewCore).
+	Core *vfs.Core
 	// Views builds what serves the users' views on the daemon's core
 	// (fusefs.New); nil: the daemon mounts nothing.
 	Views  func(core *vfs.Core) Views
@@ -161,7 +165,10 @@ func New(cfg Config) (*Daemon, error) {
 	// One core for the views and the admin API: an import is admitted
 	// against what open files have pending, quota show counts it, and a
 	// change made through either reaches the other.
-	core := newCore(cfg.Store, cfg.Recorder, log)
+	core := cfg.Core
+	if core == nil {
+		core = NewCore(cfg.Store, cfg.Recorder, log)
+	}
 	views := Views(noViews{})
 	if cfg.Views != nil {
 		views = cfg.Views(core)

@@ -340,7 +340,7 @@ func (f *fakeFrontend) Record(e shedfs.Event)                                   
 
 // localWithFrontend is a Local whose core has h attached and records into h.
 func localWithFrontend(st *Store, h *fakeFrontend) *Local {
-	core := newCore(st, h, nil)
+	core := NewCore(st, h, nil)
 	core.Attach(h)
 	return newLocal(st, core, slog.New(slog.DiscardHandler))
 }

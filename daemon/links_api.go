@@ -71,7 +71,7 @@ func (l *Local) linkService() (*web.Service, error) {
 	l.linksMu.Lock()
 	defer l.linksMu.Unlock()
 	if l.links == nil {
-		svc, err := web.New(web.Options{Store: l.st.Meta, Blobs: l.st.Blobs, Dir: l.st.Location().StateDir(), Logger: l.log})
+		svc, err := web.New(web.Options{Core: l.core, Dir: l.st.Location().StateDir(), Logger: l.log})
 		if err != nil {
 			return nil, asError(err, "link service")
 		}
@@ -240,10 +240,9 @@ func (c *Client) LinkSettings(ctx context.Context, req LinkSettingsRequest) (*Li
 	return call[*LinkSettings](c, ctx, http.MethodPut, "/v1/links/settings", req)
 }
 
-// UseLinks makes svc the daemon's link server: the admin API makes links
-// with it and it reads inodes through the views' FS.
+// UseLinks makes svc, built on the daemon's core, the daemon's link
+// server: the admin API makes links with it.
 func (d *Daemon) UseLinks(svc *web.Service) {
-	svc.SetViews(d.core)
 	d.local.linksMu.Lock()
 	d.local.links = svc
 	d.local.linksMu.Unlock()

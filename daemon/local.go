@@ -69,7 +69,7 @@ func NewLocal(st *Store, log *slog.Logger) *Local {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return newLocal(st, newCore(st, nil, log), log)
+	return newLocal(st, NewCore(st, nil, log), log)
 }
 
 // newLocal returns the admin operations on an open store through core.
@@ -77,9 +77,9 @@ func newLocal(st *Store, core *vfs.Core, log *slog.Logger) *Local {
 	return &Local{st: st, log: log, core: core, content: content.New(st.Meta, st.Blobs, content.Options{})}
 }
 
-// newCore returns the core of an open store: its disk guarded when the
+// NewCore returns the core of an open store: its disk guarded when the
 // store has a guard, its events recorded by rec (nil: none).
-func newCore(st *Store, rec shedfs.Recorder, log *slog.Logger) *vfs.Core {
+func NewCore(st *Store, rec shedfs.Recorder, log *slog.Logger) *vfs.Core {
 	opts := vfs.Options{Logger: log, Recorder: rec}
 	if st.Space != nil {
 		opts.Space = st.Space

@@ -13,9 +13,12 @@ import (
 )
 
 // Space is what the core needs of the store's disk guard (space.Guard):
-// whether the store may grow by bytes and inodes.
+// whether the store may grow by bytes and inodes, and whether the disk is
+// down to what the metadata engine needs (where even bookkeeping that
+// nobody waits for, such as a link's download count, is skipped).
 type Space interface {
 	Admit(bytes, inodes int64) acl.Decision
+	Short() bool
 }
 
 // remeasurer is a Space that can be told to measure the disk afresh after
@@ -74,6 +77,10 @@ func (c *Core) Accountant() *quota.Accountant { return c.acct }
 
 // Logger is the core's logger, for the frontends built on it.
 func (c *Core) Logger() *slog.Logger { return c.log }
+
+// DiskShort reports whether the store's disk is down to what the
+// metadata engine needs (Space.Short); false without a guard.
+func (c *Core) DiskShort() bool { return c.opts.Space != nil && c.opts.Space.Short() }
 
 // MaxFileSize is the store's max file size (0: unlimited).
 func (c *Core) MaxFileSize() uint64 { return c.maxFileSize.Load() }

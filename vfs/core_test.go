@@ -241,6 +241,8 @@ func (s *fullDisk) Admit(bytes, inodes int64) acl.Decision {
 	return acl.AdmitSpace(acl.Space{FreeBytes: s.free, FreeInodes: 1 << 30}, bytes, inodes)
 }
 
+func (s *fullDisk) Short() bool { return false }
+
 func (s *fullDisk) Remeasure() {
 	s.mu.Lock()
 	s.remeasured++

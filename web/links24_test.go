@@ -119,7 +119,7 @@ func TestMissingKeyIsNotReplaced(t *testing.T) {
 	if err := os.Remove(filepath.Join(f.dir, KeyFile)); err != nil {
 		t.Fatal(err)
 	}
-	again, err := New(Options{Store: f.st, Blobs: f.blobs, Dir: f.dir})
+	again, err := New(Options{Core: f.core, Dir: f.dir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -167,7 +167,7 @@ func (s *Service) statPage(dir uint64, ents []shedfs.DirEntry) []*shedfs.Inode {
 	if err != nil {
 		recs = make([]*shedfs.Inode, len(ents))
 	}
-	v := s.viewsOf()
+	v := s.opts.Core
 	for i, rec := range recs {
 		if rec == nil || rec.Ino != ents[i].Ino {
 			// Gone or replaced since the listing: as listed, if it

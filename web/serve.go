@@ -183,7 +183,7 @@ func (s *Service) serveLink(w http.ResponseWriter, r *http.Request) {
 // countDownload adds a download to the link's record, unless the store's
 // disk is down to what its metadata needs.
 func (s *Service) countDownload(id string) {
-	if s.opts.Space != nil && s.opts.Space.Short() {
+	if s.opts.Core.DiskShort() {
 		return
 	}
 	if err := s.store.CountDownload(id); err != nil && !errors.Is(err, syscall.ENOENT) {
@@ -192,9 +192,7 @@ func (s *Service) countDownload(id string) {
 }
 
 func (s *Service) record(e shedfs.Event) {
-	if s.opts.Recorder != nil {
-		s.opts.Recorder.Record(e)
-	}
+	s.opts.Core.Record(e)
 }
 
 // errnoOf is the errno an audit record shows for an HTTP refusal.
@@ -387,7 +385,7 @@ func (s *Service) file(w http.ResponseWriter, r *http.Request, t target, tag str
 	var content io.ReadSeeker = bytes.NewReader(nil)
 	size := int64(t.rec.Size)
 	if size > 0 {
-		f, err := os.Open(s.opts.Blobs.Path(t.rec.Ino))
+		f, err := os.Open(s.opts.Core.Blobs().Path(t.rec.Ino))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			s.log.Error("open blob for a link", "ino", t.rec.Ino, "err", err)
 			s.fail(w, r, http.StatusInternalServerError)

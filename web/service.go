@@ -26,9 +26,9 @@ import (
 
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
-	"github.com/shedfs/shedfs/blobs"
 	"github.com/shedfs/shedfs/links"
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/vfs"
 	"github.com/shedfs/shedfs/zones"
 )
 
@@ -47,17 +47,17 @@ func DefaultReaders() int { return max(1, runtime.GOMAXPROCS(0)/2) }
 
 // Options configure a Service.
 type Options struct {
-	Store *metadata.Store
-	Blobs *blobs.Dir
+	// Core is the store as every door sees it (vfs.Core): its records and
+	// blobs, inodes with what the views hold open laid over, the audit
+	// trail (an event per request, op download), and the admission of a
+	// new link record by the store's disk.
+	Core *vfs.Core
 	// Dir is the store directory, which holds the link key (KeyFile).
 	Dir string
 	// PublicURL is what links start with ("https://files.example.org");
 	// empty: "http://" and the address listened on, and no links can be
 	// made before Listen.
 	PublicURL string
-	// Recorder receives an event per request (op download); nil records
-	// nothing.
-	Recorder shedfs.Recorder
 	// Registerer gets the HTTP metrics; nil keeps them unexported.
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -81,10 +81,6 @@ type Options struct {
 	// (pending: 503 with Retry-After; infected: 403), and gives its
 	// SHA-256 for a strong ETag; nil serves every file with a weak ETag.
 	Content Content
-	// Space admits the store's growth by a new link record, as it does
-	// every other (space.Guard): below the free-space mark no link is
-	// made and downloads go uncounted. Nil admits everything.
-	Space Space
 }
 
 // Content is what the link server needs of the digest and scan service
@@ -97,15 +93,7 @@ type Content interface {
 	Content(ino uint64, z shedfs.Zone) (shedfs.Content, error)
 }
 
-// Space is what the link server needs of the store's disk guard
-// (space.Guard): admission of a new record, and whether the disk is down
-// to what the metadata engine needs.
-type Space interface {
-	Admit(bytes, inodes int64) acl.Decision
-	Short() bool
-}
-
-// linkRecordSize is what a link record may add to the store, for Space.
+// linkRecordSize is what a link record may add to the store's disk.
 const linkRecordSize = 512
 
 // Service makes, lists and revokes links, and serves them (server.go).
@@ -119,10 +107,7 @@ type Service struct {
 	mu     sync.Mutex
 	key    links.Key
 	public string
-	// views reads inodes as the views see them (open files' sizes
-	// included); the store's records until SetViews.
-	views Views
-	srv   *server
+	srv    *server
 
 	// listings are the folder pages' sorted listings (pages.go).
 	listings listings
@@ -158,8 +143,8 @@ var ErrKeyMissing = errors.New("link key missing")
 // read (or made) on first use, so a Service that only lists links never
 // writes to the store.
 func New(opts Options) (*Service, error) {
-	if opts.Store == nil {
-		return nil, errors.New("links: no store")
+	if opts.Core == nil {
+		return nil, errors.New("links: no core")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -192,43 +177,16 @@ func New(opts Options) (*Service, error) {
 	return &Service{
 		opts:    opts,
 		log:     opts.Logger,
-		store:   opts.Store,
+		store:   opts.Core.Store(),
 		metrics: m,
 		lim:     newLimits(opts.MaxConcurrent, opts.Readers, opts.PerClient, opts.PerLink),
 		public:  strings.TrimRight(opts.PublicURL, "/"),
-		views:   storeViews{opts.Store},
 	}, nil
 }
 
-// Views is how the link server sees inodes as the views do
-// (vfs.Core): Stat reads one, Overlay lays over a record read from the
-// store the size and times of a file open for writing.
-type Views interface {
-	Stat(ino uint64) (*shedfs.Inode, error)
-	Overlay(rec *shedfs.Inode)
-}
-
-// storeViews is Views without views: the store's records as they are.
-type storeViews struct{ st *metadata.Store }
-
-func (v storeViews) Stat(ino uint64) (*shedfs.Inode, error) { return v.st.GetInode(ino) }
-func (storeViews) Overlay(*shedfs.Inode)                    {}
-
-// SetViews makes the service read inodes as the views see them, so that a
-// file open for writing is served at the size the views show.
-func (s *Service) SetViews(v Views) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.views = v
-}
-
-func (s *Service) viewsOf() Views {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.views
-}
-
-func (s *Service) statOf(ino uint64) (*shedfs.Inode, error) { return s.viewsOf().Stat(ino) }
+// statOf reads an inode as the views see it: an open file at the size
+// its writes reached.
+func (s *Service) statOf(ino uint64) (*shedfs.Inode, error) { return s.opts.Core.Stat(ino) }
 
 // signingKey returns the link key, reading the key file once. Without a
 // key file one is made, but only while no live link was made under a
@@ -388,11 +346,14 @@ func (s *Service) Create(user string, ino, dir uint64, ttl time.Duration) (*Info
 	if !rec.IsRegular() && !rec.IsDir() {
 		return nil, fmt.Errorf("link to inode %d: only files and folders can be linked: %w", ino, syscall.ENOTSUP)
 	}
-	if s.opts.Space != nil {
-		if d := s.opts.Space.Admit(linkRecordSize, 0); !d.Allowed() {
-			return nil, fmt.Errorf("link for %s: %s: %w", user, d.Reason, d.Errno)
-		}
+	adm, d, err := s.opts.Core.Admit(vfs.Growth{Disk: linkRecordSize})
+	if err != nil {
+		return nil, fmt.Errorf("link for %s: %w", user, err)
 	}
+	if !d.Allowed() {
+		return nil, fmt.Errorf("link for %s: %s: %w", user, d.Reason, d.Errno)
+	}
+	adm.Done()
 	key, err := s.signingKey()
 	if err != nil {
 		return nil, err
@@ -537,7 +498,7 @@ func (s *Service) placeOf(l metadata.Link) (dir uint64, name string) {
 // remember records where a linked file was found, unless the store's disk
 // is down to what its metadata needs.
 func (s *Service) remember(l metadata.Link, dir uint64, name string) {
-	if s.opts.Space != nil && s.opts.Space.Short() {
+	if s.opts.Core.DiskShort() {
 		return
 	}
 	if err := s.store.PlaceLink(l.ID, dir, name); err != nil && !errors.Is(err, syscall.ENOENT) {

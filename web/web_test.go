@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/blobs"
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/vfs"
 )
 
 // fixture is a store with alice (in team-alpha) and bob, a link service
@@ -32,6 +34,10 @@ type fixture struct {
 	alice *shedfs.User
 	now   time.Time
 	rec   *events
+	// core is the core the service is built on, over st, recording
+	// into rec and guarding the disk with disk.
+	core *vfs.Core
+	disk *diskSwitch
 }
 
 type events struct {
@@ -63,7 +69,8 @@ func newFixture(t testing.TB, opts ...func(*Options)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, dir: dir, st: st, blobs: b, now: time.Now(), rec: &events{}}
+	f := &fixture{t: t, dir: dir, st: st, blobs: b, now: time.Now(), rec: &events{}, disk: &diskSwitch{}}
+	f.core = vfs.New(st, b, vfs.Options{Recorder: f.rec, Space: f.disk})
 	if f.alice, err = st.AddUser("alice"); err != nil {
 		t.Fatal(err)
 	}
@@ -71,8 +78,8 @@ func newFixture(t testing.TB, opts ...func(*Options)) *fixture {
 		t.Fatal(err)
 	}
 	f.srv = httptest.NewUnstartedServer(nil)
-	o := Options{Store: st, Blobs: b, Dir: dir, PublicURL: "http://" + f.srv.Listener.Addr().String(),
-		Recorder: f.rec, Now: func() time.Time { return f.now }, MaxConcurrent: 4}
+	o := Options{Core: f.core, Dir: dir, PublicURL: "http://" + f.srv.Listener.Addr().String(),
+		Now: func() time.Time { return f.now }, MaxConcurrent: 4}
 	for _, fn := range opts {
 		fn(&o)
 	}
@@ -329,7 +336,7 @@ func TestRotateKeyAndPersistence(t *testing.T) {
 		t.Fatalf("key file: %v %v", fi, err)
 	}
 	// A second service on the same store (a restart) serves the link.
-	again, err := New(Options{Store: f.st, Blobs: f.blobs, Dir: f.dir, PublicURL: f.srv.URL})
+	again, err := New(Options{Core: f.core, Dir: f.dir, PublicURL: f.srv.URL})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,12 +416,18 @@ func TestPurgeAndPrivateRoot(t *testing.T) {
 }
 
 // fullDisk is a store disk below the free-space mark.
-type fullDisk struct{}
+// diskSwitch is the store's disk guard as the core asks it (the rule is
+// acl.AdmitSpace): with room, or full to the metadata's headroom.
+type diskSwitch struct{ full atomic.Bool }
 
-func (fullDisk) Admit(bytes, inodes int64) acl.Decision {
-	return acl.Decision{Errno: syscall.ENOSPC, Reason: acl.ReasonStoreFull}
+func (d *diskSwitch) Admit(bytes, inodes int64) acl.Decision {
+	free := int64(1 << 40)
+	if d.full.Load() {
+		free = 0
+	}
+	return acl.AdmitSpace(acl.Space{FreeBytes: free, FreeInodes: 1 << 30}, bytes, inodes)
 }
-func (fullDisk) Short() bool { return true }
+func (d *diskSwitch) Short() bool { return d.full.Load() }
 
 func TestFullDisk(t *testing.T) {
 	f := newFixture(t)
@@ -423,7 +436,7 @@ func TestFullDisk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.svc.opts.Space = fullDisk{}
+	f.disk.full.Store(true)
 	if _, err := f.svc.Create("alice", n.Ino, f.alice.Roots.Private, time.Hour); !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("a link on a full disk: %v, want ENOSPC", err)
 	}

@@ -37,13 +37,7 @@ func (s *serving) openLinks(c *cli.Context, fsOpts *fusefs.Options) error {
 			return fmt.Errorf("--public-url %q: give an http or https URL such as https://files.example.org", p)
 		}
 	}
-	opts := web.Options{Store: s.st.Meta, Blobs: s.st.Blobs, Dir: s.st.Location().StateDir(), PublicURL: c.String("public-url"), Logger: s.log}
-	if s.rec != nil {
-		opts.Recorder = s.rec
-	}
-	if s.st.Space != nil {
-		opts.Space = s.st.Space
-	}
+	opts := web.Options{Core: s.core, Dir: s.st.Location().StateDir(), PublicURL: c.String("public-url"), Logger: s.log}
 	if s.content != nil {
 		opts.Content = s.content
 	}

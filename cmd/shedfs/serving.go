@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/audit"
 	"github.com/shedfs/shedfs/content"
 	"github.com/shedfs/shedfs/daemon"
@@ -28,14 +29,17 @@ type serving struct {
 	// before the audit trail (it records the write-closes).
 	content *content.Service
 	ms      *daemon.MetricsServer
-	d       *daemon.Daemon
+	// core is what every door of the daemon calls: built here, before
+	// the link server and the views, which both take it.
+	core *vfs.Core
+	d    *daemon.Daemon
 	// links is the share-by-link server, nil without --http (link.go).
 	links *web.Service
 }
 
 // openServing reads the shared flags, opens (creating) the store and
-// builds the daemon; cfg gets Store, Views, DefaultView, Recorder, Content
-// and Logger filled in.
+// builds the core and the daemon on it; cfg gets Store, Core, Views,
+// DefaultView, Content and Logger filled in.
 // On error everything opened is closed again.
 func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving, error) {
 	s := &serving{log: log}
@@ -67,8 +71,9 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 		s.close()
 		return nil, err
 	}
+	var rec shedfs.Recorder // nil, not a nil *audit.Recorder
 	if s.rec != nil {
-		cfg.Recorder = s.rec
+		rec = s.rec
 		if s.reg != nil {
 			if err := daemon.RegisterAuditMetrics(s.reg, s.rec); err != nil {
 				s.close()
@@ -86,11 +91,12 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 		s.close()
 		return nil, err
 	}
+	s.core = daemon.NewCore(s.st, rec, log)
 	if err := s.openLinks(c, &fsOpts); err != nil {
 		s.close()
 		return nil, err
 	}
-	cfg.Store, cfg.DefaultView, cfg.Logger = s.st, s.view, log
+	cfg.Store, cfg.Core, cfg.DefaultView, cfg.Logger = s.st, s.core, s.view, log
 	// The views are the FUSE door onto the daemon's core.
 	cfg.Views = func(core *vfs.Core) daemon.Views { return fusefs.New(core, fsOpts) }
 	if s.d, err = daemon.New(cfg); err != nil {
