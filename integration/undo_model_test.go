@@ -484,7 +484,7 @@ func (u *undoRun) restoreAt(i int) {
 	if u.rng.IntN(4) == 0 {
 		dirs := u.dirList(false)
 		for d := range u.snaps[i].dirs {
-			if !u.m.dirs[d] {
+			if !u.m.dirs[d] && !u.fileAbove(d) {
 				dirs = append(dirs, d)
 			}
 		}
@@ -516,6 +516,18 @@ func (u *undoRun) restoreAt(i int) {
 		}
 	}
 	u.m = vm
+}
+
+// fileAbove reports whether a directory above d is a file now: a
+// restore of d alone would have to replace it, outside d, which a
+// restore of a subtree refuses ("... is not a directory").
+func (u *undoRun) fileAbove(d string) bool {
+	for p := filepath.Dir(d); p != "." && p != "/" && p != ""; p = filepath.Dir(p) {
+		if _, ok := u.m.names[p]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // sub is the part of the model at or below d.
