@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/shedfs/shedfs"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -155,8 +156,9 @@ func (f *etcdFeed) mine(rev int64) bool {
 // which anything may have changed. gone is called when another daemon's
 // registration ends (it closed, or died and its lease expired). locked is
 // called with the inode whose lock records another daemon changed (0:
-// any, after lost changes).
-func (e *etcdKV) follow(on func(keys [][]byte, lost bool), gone func(), locked func(ino uint64)) {
+// any, after lost changes). wanted is called with the holder whose
+// allotments another daemon asks for (allotment.go).
+func (e *etcdKV) follow(on func(keys [][]byte, lost bool), gone func(), locked func(ino uint64), wanted func(h shedfs.Holder)) {
 	f := &e.feed
 	ctx, cancel := context.WithCancel(context.Background())
 	f.mu.Lock()
@@ -164,7 +166,7 @@ func (e *etcdKV) follow(on func(keys [][]byte, lost bool), gone func(), locked f
 	f.cancel, f.done = cancel, make(chan struct{})
 	f.mu.Unlock()
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() {
 		defer wg.Done()
 		e.watch(ctx, string(e.prefix), func(resp clientv3.WatchResponse) {
@@ -210,6 +212,17 @@ func (e *etcdKV) follow(on func(keys [][]byte, lost bool), gone func(), locked f
 				}
 			}
 		}, func() { locked(0) })
+	}()
+	go func() {
+		defer wg.Done()
+		own := etcdWantPrefix(string(e.prefix)) + e.id
+		e.watch(ctx, etcdWantPrefix(string(e.prefix)), func(resp clientv3.WatchResponse) {
+			for _, ev := range resp.Events {
+				if ev.Type == clientv3.EventTypePut && string(ev.Kv.Key) != own {
+					wanted(shedfs.Holder(ev.Kv.Value))
+				}
+			}
+		}, func() {}) // a request missed is asked again after its wait
 	}()
 	go func() {
 		wg.Wait()

@@ -3,6 +3,8 @@ package metadata
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/shedfs/shedfs"
 )
 
 // A store on etcd is written by several daemons. Each follows the others'
@@ -37,6 +39,8 @@ type follower struct {
 	gone atomic.Pointer[func()]
 	// locks is FollowLocks's fn.
 	locks atomic.Pointer[func(uint64)]
+	// wants is FollowWants's fn.
+	wants atomic.Pointer[func(shedfs.Holder)]
 }
 
 // FollowDepartures makes fn run (on a goroutine of the feed) whenever
@@ -122,6 +126,10 @@ func (s *Store) startFeed() {
 	}, func(ino uint64) {
 		if fn := s.follow.locks.Load(); fn != nil {
 			(*fn)(ino)
+		}
+	}, func(h shedfs.Holder) {
+		if fn := s.follow.wants.Load(); fn != nil {
+			(*fn)(h)
 		}
 	})
 }
