@@ -4,6 +4,9 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"google.golang.org/grpc"
 )
@@ -19,6 +22,10 @@ import (
 type etcdRequests struct {
 	mu sync.Mutex
 	n  map[string]uint64
+	// term is the highest raft term an answer named: a commit whose
+	// answer is late tells by it whether the cluster has elected a new
+	// leader since (kv_etcd.go, awaitCommit).
+	term atomic.Uint64
 }
 
 // interceptor counts each unary call before it is sent (a retried call
@@ -31,7 +38,23 @@ func (r *etcdRequests) interceptor(ctx context.Context, method string, req, repl
 	}
 	r.n[name]++
 	r.mu.Unlock()
-	return invoker(ctx, method, req, reply, cc, opts...)
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	if h, ok := reply.(interface {
+		GetHeader() *etcdserverpb.ResponseHeader
+	}); ok && err == nil {
+		r.sawTerm(h.GetHeader().GetRaftTerm())
+	}
+	return err
+}
+
+// sawTerm notes a raft term an answer named.
+func (r *etcdRequests) sawTerm(term uint64) {
+	for {
+		old := r.term.Load()
+		if term <= old || r.term.CompareAndSwap(old, term) {
+			return
+		}
+	}
 }
 
 // snapshot copies the counts.
