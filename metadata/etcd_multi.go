@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -232,13 +234,18 @@ func (e *etcdKV) follow(on func(keys [][]byte, lost bool), gone func(), locked f
 
 // watch follows the keys under prefix from the store's open revision until
 // ctx ends, resuming after interruptions; lost is called when the
-// revision to resume from was compacted away.
+// revision to resume from was compacted away. An interruption (quorum
+// lost, the member gone) is retried with a backoff of up to
+// etcdWatchBackoff, and said once for all the watches of the feed
+// (feedOutage), not at every retry.
 func (e *etcdKV) watch(ctx context.Context, prefix string, fn func(clientv3.WatchResponse), lost func()) {
 	next := e.startRev + 1
+	delay := etcdWatchRetry
+	down := false
 	for ctx.Err() == nil {
 		wctx, wcancel := context.WithCancel(ctx)
 		wch := e.cli.Watch(clientv3.WithRequireLeader(wctx), prefix,
-			clientv3.WithPrefix(), clientv3.WithRev(next))
+			clientv3.WithPrefix(), clientv3.WithRev(next), clientv3.WithCreatedNotify())
 		for resp := range wch {
 			if resp.CompactRevision != 0 {
 				e.log.Warn("etcd change feed lost changes (compacted)", "keys", prefix, "from", next, "compacted", resp.CompactRevision)
@@ -247,10 +254,19 @@ func (e *etcdKV) watch(ctx context.Context, prefix string, fn func(clientv3.Watc
 				break
 			}
 			if err := resp.Err(); err != nil {
-				if ctx.Err() == nil {
-					e.log.Warn("etcd change feed interrupted; resuming", "keys", prefix, "from", next, "err", err)
+				if ctx.Err() == nil && !down {
+					down = true
+					e.outage.down(err)
 				}
 				break
+			}
+			if resp.Created {
+				if down {
+					down = false
+					e.outage.up()
+				}
+				delay = etcdWatchRetry
+				continue
 			}
 			if n := len(resp.Events); n > 0 {
 				next = resp.Events[n-1].Kv.ModRevision + 1
@@ -258,10 +274,59 @@ func (e *etcdKV) watch(ctx context.Context, prefix string, fn func(clientv3.Watc
 			fn(resp)
 		}
 		wcancel()
+		if ctx.Err() == nil && !down {
+			// Closed without an error (the client's connection
+			// went): an interruption all the same.
+			down = true
+			e.outage.down(errors.New("watch closed"))
+		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(delay):
 		}
+		delay = min(2*delay, etcdWatchBackoff)
+	}
+	if down {
+		e.outage.up()
+	}
+}
+
+const (
+	// etcdWatchRetry is the first wait before a watch interrupted is
+	// set up again, doubled at each failure up to etcdWatchBackoff.
+	etcdWatchRetry   = 100 * time.Millisecond
+	etcdWatchBackoff = 2 * time.Second
+)
+
+// feedOutage says once that the change feed is interrupted, when the
+// first of its watches is, and once that it has resumed, when the last
+// is back.
+type feedOutage struct {
+	log   *slog.Logger
+	mu    sync.Mutex
+	n     int
+	since time.Time
+}
+
+func (o *feedOutage) down(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.n++
+	if o.n == 1 {
+		o.since = time.Now()
+		o.log.Warn("etcd change feed interrupted; resuming when etcd answers", "err", err)
+	}
+}
+
+func (o *feedOutage) up() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.n == 0 {
+		return
+	}
+	o.n--
+	if o.n == 0 {
+		o.log.Info("etcd change feed resumed", "after", time.Since(o.since).Round(time.Millisecond))
 	}
 }
 

@@ -117,6 +117,9 @@ type etcdKV struct {
 	groups etcdGroups
 	// requests counts the requests sent (etcd_requests.go).
 	requests *etcdRequests
+	// outage says when the change feed is interrupted and back
+	// (etcd_multi.go).
+	outage feedOutage
 }
 
 // openEtcd connects to the cluster of cfg and checks that it answers.
@@ -160,6 +163,7 @@ func openEtcd(cfg EtcdConfig, logger *slog.Logger, readOnly bool) (*etcdKV, erro
 		return nil, fmt.Errorf("open etcd store %v: %w", cfg.Endpoints, err)
 	}
 	e := &etcdKV{cli: cli, prefix: []byte(cfg.Prefix), timeout: timeout, log: logger, requests: reqs}
+	e.outage.log = logger
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	resp, err := cli.Get(ctx, cfg.Prefix, clientv3.WithCountOnly())
