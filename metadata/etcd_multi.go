@@ -96,7 +96,7 @@ func (e *etcdKV) peers() ([]string, error) {
 	}
 	var out []string
 	for _, kv := range resp.Kvs {
-		if string(kv.Key) == pfx+e.id {
+		if e.id != "" && string(kv.Key) == pfx+e.id {
 			continue
 		}
 		out = append(out, string(kv.Value))

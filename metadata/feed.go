@@ -67,9 +67,10 @@ func (s *Store) Shared() bool {
 }
 
 // Peers lists the other daemons serving the store (host, pid and start
-// time of each); none for an embedded store.
+// time of each; every daemon, for a read-only open, which is none); none
+// for an embedded store.
 func (s *Store) Peers() ([]string, error) {
-	if e, ok := s.engine().(*etcdKV); ok && e.lease != 0 {
+	if e, ok := s.engine().(*etcdKV); ok {
 		return e.peers()
 	}
 	return nil, nil

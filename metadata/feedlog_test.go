@@ -63,3 +63,46 @@ func TestEtcdFeedOutageSaidOnce(t *testing.T) {
 		t.Errorf("%d lines say the feed is interrupted, want one", n)
 	}
 }
+
+// TestEtcdJoinIsNotRecovery: a daemon joining others on a store, and a
+// read-only open beside them (fsck --dry-run, status), find the store in
+// use, not left unclean by a crash; once every daemon has stopped
+// cleanly it is clean; one that stopped without closing (its lease gone,
+// no other daemon left) leaves it unclean.
+func TestEtcdJoinIsNotRecovery(t *testing.T) {
+	cfg := testEtcd(t)
+	open := func(readOnly bool) (*Store, *lockedBuffer) {
+		t.Helper()
+		var logs lockedBuffer
+		s, err := OpenEtcd(cfg, Options{ReadOnly: readOnly, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, &logs
+	}
+	a, _ := open(false)
+	b, logs := open(false)
+	if !b.WasClean() || logs.count("not closed cleanly") != 0 {
+		t.Errorf("a daemon joining another: clean %v, log:\n%s", b.WasClean(), logs.b.String())
+	}
+	r, logs := open(true)
+	if !r.WasClean() || logs.count("not closed cleanly") != 0 {
+		t.Errorf("a read-only open beside two daemons: clean %v, log:\n%s", r.WasClean(), logs.b.String())
+	}
+	if peers, err := r.Peers(); err != nil || len(peers) != 2 {
+		t.Errorf("a read-only open lists %v daemons (%v), want both", peers, err)
+	}
+	r.Close()
+	b.Close()
+	a.Close()
+	c, logs := open(false)
+	if !c.WasClean() || logs.count("not closed cleanly") != 0 {
+		t.Errorf("after every daemon stopped cleanly: clean %v, log:\n%s", c.WasClean(), logs.b.String())
+	}
+	c.engine().Close() // dies: its lease goes, the store is not marked clean
+	d, logs := open(false)
+	defer d.Close()
+	if d.WasClean() || logs.count("not closed cleanly") != 1 {
+		t.Errorf("after the last daemon died: clean %v, log:\n%s", d.WasClean(), logs.b.String())
+	}
+}
