@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -214,6 +216,69 @@ func TestEtcdTrashOpenAcrossHosts(t *testing.T) {
 		t.Errorf("group uses %d bytes, want %d: the kept file B reads (%d) and the new one (%d)", u, used+int64(len(data))+n, len(data), n)
 	}
 	fd.Close()
+	a.Stop()
+	b.Stop()
+}
+
+// TestEtcdStatusAcrossHosts: on a store several daemons serve, joining
+// and fsck --dry-run do not read like crash recovery; status asked of
+// one daemon names the others and tells the store's size on etcd (its
+// keys, the cluster's database), not badger's zeros; the metrics export
+// etcd's size and no badger gauges.
+func TestEtcdStatusAcrossHosts(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	s := newEtcdTeam(t, c)
+	a, sockA := startEtcdServe(t, s, "alice", "bob")
+	b, _ := startEtcdServe(t, s, "alice", "bob")
+	addr := freeAddr(t)
+	v := s.mount(t, "alice", "--metrics", addr)
+	for name, d := range map[string]*View{"B": b.View, "the mount": v} {
+		if strings.Contains(d.Stderr(), "not closed cleanly") {
+			t.Errorf("%s, joining A, logs a crash:\n%s", name, d.Stderr())
+		}
+	}
+	out, errOut, code := runCLI(t, append([]string{"fsck", "--dry-run"}, s.args...)...)
+	if code != 0 || strings.Contains(out+errOut, "not closed cleanly") {
+		t.Errorf("fsck --dry-run beside three daemons: exit %d\n%s%s", code, out, errOut)
+	}
+
+	var st struct {
+		Daemons []string `json:"daemons"`
+		Size    struct {
+			Meta        string `json:"meta"`
+			LSMBytes    int64  `json:"lsm_bytes"`
+			EtcdKeys    int64  `json:"etcd_keys"`
+			EtcdDBBytes int64  `json:"etcd_db_bytes"`
+		} `json:"size"`
+	}
+	js := adminOK(t, append([]string{"status", "--json", "--admin-socket", sockA}, s.args...)...)
+	if err := json.Unmarshal([]byte(js), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, js)
+	}
+	if len(st.Daemons) != 2 || st.Size.Meta != "etcd" || st.Size.EtcdKeys == 0 || st.Size.EtcdDBBytes == 0 {
+		t.Errorf("status --json of A: %d other daemons %v, size %+v; want the 2 others and etcd's size", len(st.Daemons), st.Daemons, st.Size)
+	}
+	text := adminOK(t, append([]string{"status", "--admin-socket", sockA}, s.args...)...)
+	if !strings.Contains(text, "other daemons:") || strings.Contains(text, "LSM") || !strings.Contains(text, "metadata on etcd") {
+		t.Errorf("status of A:\n%s", text)
+	}
+	// Without a daemon asked (the CLI reads the store), the daemons are
+	// all others.
+	text = adminOK(t, append([]string{"status"}, s.args...)...)
+	if !regexp.MustCompile(`daemons elsewhere:\s+3\n`).MatchString(text) {
+		t.Errorf("status read by the CLI, beside three daemons:\n%s", text)
+	}
+
+	fams := scrape(t, addr)
+	for _, name := range []string{"shedfs_badger_lsm_bytes", "shedfs_badger_vlog_bytes"} {
+		if fams[name] != nil {
+			t.Errorf("%s exported for a store on etcd", name)
+		}
+	}
+	if fams.value(t, "shedfs_etcd_keys") == 0 || fams.value(t, "shedfs_etcd_db_bytes", "kind=size") == 0 {
+		t.Errorf("etcd's size not exported: keys %v, db %v", fams.value(t, "shedfs_etcd_keys"), fams.value(t, "shedfs_etcd_db_bytes", "kind=size"))
+	}
+	v.Stop()
 	a.Stop()
 	b.Stop()
 }

@@ -357,3 +357,45 @@ func (t *etcdTxn) committedRev() int64 {
 	}
 	return t.rev
 }
+
+// EtcdSize is what a store on etcd takes there.
+type EtcdSize struct {
+	// Keys is how many keys the store's schema has under its prefix.
+	Keys int64
+	// DBBytes is the size of the cluster's database, which every store
+	// on the cluster shares (and the history not compacted yet), as
+	// the first member to answer says; DBInUse the part of it in use
+	// (the rest is free pages until a defragmentation).
+	DBBytes, DBInUse int64
+}
+
+// EtcdSize reports what a store on etcd takes there; ok is false for an
+// embedded store (EngineSize tells its size). Its two requests are not
+// counted in EngineRequests: the metrics ask it at every scrape.
+func (s *Store) EtcdSize() (size EtcdSize, ok bool, err error) {
+	e, isEtcd := s.engine().(*etcdKV)
+	if !isEtcd {
+		return EtcdSize{}, false, nil
+	}
+	ctx, cancel := e.ctx()
+	defer cancel()
+	ctx = uncounted(ctx)
+	resp, err := e.cli.Get(ctx, string(e.prefix), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return EtcdSize{}, true, fmt.Errorf("count the store's keys: %w", etcdErr(err))
+	}
+	size.Keys = resp.Count
+	var last error
+	for _, ep := range e.cli.Endpoints() {
+		sctx, scancel := context.WithTimeout(uncounted(context.Background()), min(e.timeout, 2*time.Second))
+		st, err := e.cli.Status(sctx, ep)
+		scancel()
+		if err != nil {
+			last = err
+			continue
+		}
+		size.DBBytes, size.DBInUse = st.DbSize, st.DbSizeInUse
+		return size, true, nil
+	}
+	return size, true, fmt.Errorf("etcd database size: %w", etcdErr(last))
+}

@@ -32,6 +32,9 @@ type etcdRequests struct {
 // counts once per attempt the client makes through it).
 func (r *etcdRequests) interceptor(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	name := method[strings.LastIndexByte(method, '/')+1:]
+	if ctx.Value(etcdUncounted{}) != nil {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
 	r.mu.Lock()
 	if r.n == nil {
 		r.n = make(map[string]uint64)
@@ -55,6 +58,16 @@ func (r *etcdRequests) sawTerm(term uint64) {
 			return
 		}
 	}
+}
+
+// etcdUncounted marks the context of a request made for the metrics
+// themselves (EtcdSize at a scrape), which the counts leave out: a scrape
+// must not change what the next one tells of the operations.
+type etcdUncounted struct{}
+
+// uncounted is ctx with its requests left out of the counts.
+func uncounted(ctx context.Context) context.Context {
+	return context.WithValue(ctx, etcdUncounted{}, true)
 }
 
 // snapshot copies the counts.
