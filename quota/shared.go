@@ -159,6 +159,25 @@ func (a *Accountant) reclaim(r Allotter, rc Reclaimer, h shedfs.Holder, ha *hold
 	}
 }
 
+// reclaimFor asks the other daemons for the room of h they hold and do
+// not use when bytes and inodes more fit h's stored usage and what is
+// pending here under its limits (so that only their allotments refused
+// them), and reports whether they answered: the caller decides again.
+// Call it under h's lock.
+func (a *Accountant) reclaimFor(h shedfs.Holder, bytes, inodes int64) bool {
+	r := a.shared()
+	rc, ok := r.(Reclaimer)
+	if !ok {
+		return false
+	}
+	u, l, err := a.own(h)
+	if err != nil || l.Bytes <= 0 || u.Bytes+bytes > l.Bytes ||
+		(l.Inodes > 0 && inodes > 0 && u.Inodes+inodes > l.Inodes) {
+		return false
+	}
+	return a.reclaim(r, rc, h, a.get(h))
+}
+
 // GiveBack answers another daemon's request for h's room (Reclaimer):
 // the allotment shrinks to what is pending here, or goes. It takes h's
 // lock on a goroutine of its own, and a Cover of h waiting for the other
