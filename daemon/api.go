@@ -246,6 +246,10 @@ type Status struct {
 	Quotas []QuotaInfo `json:"quotas"`
 	// Size is what the store takes on disk.
 	Size StoreSize `json:"size"`
+	// Daemons are the other daemons serving a store on etcd (host, pid
+	// and start of each), whichever was asked; none on an embedded
+	// store.
+	Daemons []string `json:"daemons,omitempty"`
 }
 
 // RequestRate is how many FUSE requests a daemon served lately.
@@ -258,11 +262,19 @@ type RequestRate struct {
 	Total uint64 `json:"total"`
 }
 
-// StoreSize is what a store takes: badger's LSM tree and value log, and
-// the file contents in blobs/.
+// StoreSize is what a store takes: its metadata (badger's LSM tree and
+// value log, or its keys on etcd) and the file contents in blobs/.
 type StoreSize struct {
-	LSMBytes  int64 `json:"lsm_bytes"`
-	VlogBytes int64 `json:"vlog_bytes"`
+	// Meta is the metadata engine: "badger" or "etcd".
+	Meta      string `json:"meta"`
+	LSMBytes  int64  `json:"lsm_bytes"`
+	VlogBytes int64  `json:"vlog_bytes"`
+	// EtcdKeys is how many keys the store has on etcd; EtcdDBBytes the
+	// size of the cluster's database (every store on the cluster, and
+	// history not compacted yet), EtcdDBInUse the part in use.
+	EtcdKeys    int64 `json:"etcd_keys,omitempty"`
+	EtcdDBBytes int64 `json:"etcd_db_bytes,omitempty"`
+	EtcdDBInUse int64 `json:"etcd_db_in_use_bytes,omitempty"`
 	// DataBytes is the size of the file contents. Unless DataMeasured, it
 	// is the sum of the quota holders' byte usage: the files' logical
 	// sizes rounded up to 4 KiB, which is cheap to read but counts holes

@@ -189,6 +189,9 @@ func New(cfg Config) (*Daemon, error) {
 			log.Error("reclaim the orphans of a departed daemon", "err", err)
 		}
 	})
+	// Room this daemon holds allotted and does not use goes to another
+	// daemon that asks for it (quota.Accountant.Cover).
+	cfg.Store.Meta.FollowWants(core.Accountant().GiveBack)
 	cfg.Store.Meta.FollowLease(func() {
 		d.fs.LeaseRenewed()
 		core.Accountant().LeaseRenewed()

@@ -554,7 +554,20 @@ func (l *Local) Status(ctx context.Context) (*Status, error) {
 	}
 	// The data size is estimated from the usage counters, which every
 	// change keeps up to date: walking blobs/ is left to status --du.
+	st.Size.Meta = "badger"
 	st.Size.LSMBytes, st.Size.VlogBytes = l.st.Meta.EngineSize()
+	if es, ok, err := l.st.Meta.EtcdSize(); ok {
+		st.Size.Meta = "etcd"
+		if err != nil {
+			l.log.Warn("status: size of the store on etcd", "err", err)
+		}
+		st.Size.EtcdKeys, st.Size.EtcdDBBytes, st.Size.EtcdDBInUse = es.Keys, es.DBBytes, es.DBInUse
+	}
+	// On a store several daemons serve, each tells of the others, so
+	// that the one asked is not taken for the only one.
+	if st.Daemons, err = l.st.Meta.Peers(); err != nil {
+		l.log.Warn("status: list the daemons serving the store", "err", err)
+	}
 	for _, q := range st.Quotas {
 		st.Size.DataBytes += q.Used.Bytes
 	}

@@ -145,12 +145,15 @@ func (f *FS) countDenial(reason string) {
 // StoreCollector exports the state of the store and the daemon as gauges
 // read at scrape time: views, open files, quota usage and limits per
 // holder (at most maxHolders of them, so a store with many users cannot
-// blow up the series count) and badger's size.
+// blow up the series count) and the metadata's size: badger's on an
+// embedded store, etcd's on a store on etcd (no badger gauges there,
+// which would read 0).
 type StoreCollector struct {
 	fs         *FS
 	maxHolders int
 
 	views, openFiles, quotaBytes, quotaInodes, lsm, vlog, engineRequests, commits *prometheus.Desc
+	etcdKeys, etcdDB                                                              *prometheus.Desc
 }
 
 // NewStoreCollector returns a collector for f; register it once.
@@ -167,12 +170,14 @@ func NewStoreCollector(f *FS, maxHolders int) *StoreCollector {
 		// What a FUSE operation costs on etcd is mostly its round trips.
 		engineRequests: prometheus.NewDesc("shedfs_etcd_requests_total", "Requests sent to etcd (round trips), by kind: Range, Txn, Put, DeleteRange, Lease...", []string{"kind"}, nil),
 		commits:        prometheus.NewDesc("shedfs_store_commits_total", "Transactions committed to the metadata store (namespace changes and audit batches).", nil, nil),
+		etcdKeys:       prometheus.NewDesc("shedfs_etcd_keys", "Keys the store has on etcd (--meta).", nil, nil),
+		etcdDB:         prometheus.NewDesc("shedfs_etcd_db_bytes", "Size of the etcd cluster's database (every store on it; kind size or in_use), as the first member to answer says.", []string{"kind"}, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *StoreCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.views, c.openFiles, c.quotaBytes, c.quotaInodes, c.lsm, c.vlog, c.engineRequests, c.commits} {
+	for _, d := range []*prometheus.Desc{c.views, c.openFiles, c.quotaBytes, c.quotaInodes, c.lsm, c.vlog, c.engineRequests, c.commits, c.etcdKeys, c.etcdDB} {
 		ch <- d
 	}
 }
@@ -182,9 +187,17 @@ func (c *StoreCollector) Collect(ch chan<- prometheus.Metric) {
 	f := c.fs
 	ch <- prometheus.MustNewConstMetric(c.views, prometheus.GaugeValue, float64(len(f.notify.all())))
 	ch <- prometheus.MustNewConstMetric(c.openFiles, prometheus.GaugeValue, float64(f.OpenFiles()))
-	lsm, vlog := f.store.EngineSize()
-	ch <- prometheus.MustNewConstMetric(c.lsm, prometheus.GaugeValue, float64(lsm))
-	ch <- prometheus.MustNewConstMetric(c.vlog, prometheus.GaugeValue, float64(vlog))
+	if es, onEtcd, err := f.store.EtcdSize(); !onEtcd {
+		lsm, vlog := f.store.EngineSize()
+		ch <- prometheus.MustNewConstMetric(c.lsm, prometheus.GaugeValue, float64(lsm))
+		ch <- prometheus.MustNewConstMetric(c.vlog, prometheus.GaugeValue, float64(vlog))
+	} else if err != nil {
+		f.log.Error("metrics: size of the store on etcd", "err", err)
+	} else {
+		ch <- prometheus.MustNewConstMetric(c.etcdKeys, prometheus.GaugeValue, float64(es.Keys))
+		ch <- prometheus.MustNewConstMetric(c.etcdDB, prometheus.GaugeValue, float64(es.DBBytes), "size")
+		ch <- prometheus.MustNewConstMetric(c.etcdDB, prometheus.GaugeValue, float64(es.DBInUse), "in_use")
+	}
 	ch <- prometheus.MustNewConstMetric(c.commits, prometheus.CounterValue, float64(f.store.Commits()))
 	for kind, n := range f.store.EngineRequests() {
 		ch <- prometheus.MustNewConstMetric(c.engineRequests, prometheus.CounterValue, float64(n), kind)

@@ -292,6 +292,90 @@ func TestEtcdLeaderKill(t *testing.T) {
 	}
 }
 
+// TestEtcdLeaderKillFollower: a daemon told of one member, a follower,
+// goes on writing soon after the leader is killed (twice: the leader,
+// then another), where it used to wait 6-7 s for the commit the dead
+// leader took with it; it learns the other members at start, too.
+func TestEtcdLeaderKillFollower(t *testing.T) {
+	c := etcdtest.Start(t, 3)
+	leader := c.Leader()
+	if leader == nil {
+		t.Fatal("no member says it leads")
+	}
+	var follower *etcdtest.Member
+	for _, m := range c.Members {
+		if m != leader {
+			follower = m
+			break
+		}
+	}
+	dir := t.TempDir()
+	s := &etcdStore{cluster: c, socket: filepath.Join(dir, "admin.sock"), args: []string{
+		"--meta", "etcd://" + strings.TrimPrefix(follower.ClientURL, "http://") + "/" + t.Name(),
+		"--blobs", filepath.Join(dir, "blobs")}}
+	s.cli(t, "user", "add", "alice")
+	v := s.mount(t, "alice")
+	mustMkdir(t, v.Path("w"), 0o755)
+	for round, done := 0, 0; round < 6 && done < 2; round++ {
+		leader := c.Leader()
+		if leader == nil || leader == follower {
+			// The daemon's member leads: kill it, so that the
+			// next election makes another one leader.
+			if leader != nil {
+				c.Kill(leader)
+				if err := c.RestartAll(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			continue
+		}
+		done++
+		var mu sync.Mutex
+		var worst time.Duration
+		var failures []string
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for w := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					start := time.Now()
+					err := writeSync(v.Path("w", fmt.Sprintf("r%d-w%d-%04d", round, w, i)), []byte("x"))
+					mu.Lock()
+					worst = max(worst, time.Since(start))
+					if err != nil {
+						failures = append(failures, err.Error())
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		time.Sleep(500 * time.Millisecond)
+		c.Kill(leader)
+		time.Sleep(8 * time.Second)
+		close(stop)
+		wg.Wait()
+		t.Logf("round %d: leader %s killed, the daemon on follower %s only: longest create+write+fsync %v",
+			round, leader.Name, follower.Name, worst.Round(time.Millisecond))
+		for _, f := range failures {
+			t.Errorf("round %d: %s", round, f)
+		}
+		if worst > 4*time.Second {
+			t.Errorf("round %d: a write paused %v across the leader's death: more than an election", round, worst.Round(time.Millisecond))
+		}
+		if err := c.RestartAll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	v.Stop()
+}
+
 // writeSync creates path with data and fsyncs it: what an acknowledged
 // write means.
 func writeSync(path string, data []byte) error {

@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -112,4 +113,96 @@ func (s *Store) Allot(h shedfs.Holder, total, grow int64, admit func(u shedfs.Us
 		r.setAllotment(h, total)
 		return nil
 	})
+}
+
+// A daemon refused room that another holds allotted but does not use (a
+// chunk it took and did not fill, or an allotment kept for AllotIdle
+// after its files were closed) asks for it back: AskAllotments puts a
+// request, <prefix>#want/<daemon> = holder, under its lease; every other
+// daemon follows those requests (FollowWants) and answers each by putting
+// its allotment of the holder again, shrunk to what it has pending, or
+// deleting it when nothing is; AwaitAllotments waits for those answers.
+// Then the refused daemon asks once more, exactly: what fits is admitted,
+// and "exactly" holds across daemons, not only within one.
+
+// etcdWantPrefix is where the requests for allotments given back live.
+func etcdWantPrefix(prefix string) string { return strings.TrimSuffix(prefix, "/") + "#want/" }
+
+// AskAllotments asks the other daemons to give back what they hold
+// allotted of h beyond what they have pending. rev is the request's
+// revision, for AwaitAllotments; held reports whether any other daemon
+// holds an allotment of h (when none does there is nothing to wait
+// for). A no-op on a store no other daemon shares.
+func (s *Store) AskAllotments(h shedfs.Holder) (rev int64, held bool, err error) {
+	e, ok := s.engine().(*etcdKV)
+	if !ok || e.lease == 0 {
+		return 0, false, nil
+	}
+	from := etcdAllotPrefix(string(e.prefix), h)
+	ctx, cancel := e.ctx()
+	defer cancel()
+	resp, err := e.cli.Txn(ctx).Then(
+		clientv3.OpPut(etcdWantPrefix(string(e.prefix))+e.id, string(h), clientv3.WithLease(e.lease)),
+		clientv3.OpGet(from, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+	).Commit()
+	if err != nil {
+		return 0, false, fmt.Errorf("ask for allotments of %s: %w", h, etcdErr(err))
+	}
+	for _, kv := range resp.Responses[1].GetResponseRange().GetKvs() {
+		if string(kv.Key) != from+e.id {
+			held = true
+		}
+	}
+	return resp.Header.Revision, held, nil
+}
+
+// AwaitAllotments waits until every other daemon holding an allotment of
+// h has answered the request AskAllotments made at rev (put its
+// allotment again, or deleted it), or ctx ends.
+func (s *Store) AwaitAllotments(ctx context.Context, h shedfs.Holder, rev int64) error {
+	e, ok := s.engine().(*etcdKV)
+	if !ok || e.lease == 0 {
+		return nil
+	}
+	from := etcdAllotPrefix(string(e.prefix), h)
+	gctx, cancel := context.WithTimeout(ctx, e.timeout)
+	resp, err := e.cli.Get(gctx, from, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	cancel()
+	if err != nil {
+		return fmt.Errorf("allotments of %s: %w", h, etcdErr(err))
+	}
+	waiting := make(map[string]bool)
+	for _, kv := range resp.Kvs {
+		if k := string(kv.Key); k != from+e.id && kv.ModRevision <= rev {
+			waiting[k] = true
+		}
+	}
+	if len(waiting) == 0 {
+		return nil
+	}
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	for wr := range e.cli.Watch(wctx, from, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)) {
+		if err := wr.Err(); err != nil {
+			return fmt.Errorf("allotments of %s: %w", h, etcdErr(err))
+		}
+		for _, ev := range wr.Events {
+			delete(waiting, string(ev.Kv.Key)) // put again or deleted: answered
+		}
+		if len(waiting) == 0 {
+			return nil
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return fmt.Errorf("allotments of %s: watch ended", h)
+}
+
+// FollowWants makes fn run (on a goroutine of the feed) whenever another
+// daemon asks for the allotments of a holder (AskAllotments): fn gives
+// back what this daemon holds beyond what it has pending. It does
+// nothing on an embedded store.
+func (s *Store) FollowWants(fn func(h shedfs.Holder)) {
+	s.follow.wants.Store(&fn)
 }

@@ -5,13 +5,16 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/shedfs/shedfs"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -93,7 +96,7 @@ func (e *etcdKV) peers() ([]string, error) {
 	}
 	var out []string
 	for _, kv := range resp.Kvs {
-		if string(kv.Key) == pfx+e.id {
+		if e.id != "" && string(kv.Key) == pfx+e.id {
 			continue
 		}
 		out = append(out, string(kv.Value))
@@ -155,8 +158,9 @@ func (f *etcdFeed) mine(rev int64) bool {
 // which anything may have changed. gone is called when another daemon's
 // registration ends (it closed, or died and its lease expired). locked is
 // called with the inode whose lock records another daemon changed (0:
-// any, after lost changes).
-func (e *etcdKV) follow(on func(keys [][]byte, lost bool), gone func(), locked func(ino uint64)) {
+// any, after lost changes). wanted is called with the holder whose
+// allotments another daemon asks for (allotment.go).
+func (e *etcdKV) follow(on func(keys [][]byte, lost bool), gone func(), locked func(ino uint64), wanted func(h shedfs.Holder)) {
 	f := &e.feed
 	ctx, cancel := context.WithCancel(context.Background())
 	f.mu.Lock()
@@ -164,7 +168,7 @@ func (e *etcdKV) follow(on func(keys [][]byte, lost bool), gone func(), locked f
 	f.cancel, f.done = cancel, make(chan struct{})
 	f.mu.Unlock()
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() {
 		defer wg.Done()
 		e.watch(ctx, string(e.prefix), func(resp clientv3.WatchResponse) {
@@ -212,6 +216,17 @@ func (e *etcdKV) follow(on func(keys [][]byte, lost bool), gone func(), locked f
 		}, func() { locked(0) })
 	}()
 	go func() {
+		defer wg.Done()
+		own := etcdWantPrefix(string(e.prefix)) + e.id
+		e.watch(ctx, etcdWantPrefix(string(e.prefix)), func(resp clientv3.WatchResponse) {
+			for _, ev := range resp.Events {
+				if ev.Type == clientv3.EventTypePut && string(ev.Kv.Key) != own {
+					wanted(shedfs.Holder(ev.Kv.Value))
+				}
+			}
+		}, func() {}) // a request missed is asked again after its wait
+	}()
+	go func() {
 		wg.Wait()
 		close(f.done)
 	}()
@@ -219,13 +234,18 @@ func (e *etcdKV) follow(on func(keys [][]byte, lost bool), gone func(), locked f
 
 // watch follows the keys under prefix from the store's open revision until
 // ctx ends, resuming after interruptions; lost is called when the
-// revision to resume from was compacted away.
+// revision to resume from was compacted away. An interruption (quorum
+// lost, the member gone) is retried with a backoff of up to
+// etcdWatchBackoff, and said once for all the watches of the feed
+// (feedOutage), not at every retry.
 func (e *etcdKV) watch(ctx context.Context, prefix string, fn func(clientv3.WatchResponse), lost func()) {
 	next := e.startRev + 1
+	delay := etcdWatchRetry
+	down := false
 	for ctx.Err() == nil {
 		wctx, wcancel := context.WithCancel(ctx)
 		wch := e.cli.Watch(clientv3.WithRequireLeader(wctx), prefix,
-			clientv3.WithPrefix(), clientv3.WithRev(next))
+			clientv3.WithPrefix(), clientv3.WithRev(next), clientv3.WithCreatedNotify())
 		for resp := range wch {
 			if resp.CompactRevision != 0 {
 				e.log.Warn("etcd change feed lost changes (compacted)", "keys", prefix, "from", next, "compacted", resp.CompactRevision)
@@ -234,10 +254,19 @@ func (e *etcdKV) watch(ctx context.Context, prefix string, fn func(clientv3.Watc
 				break
 			}
 			if err := resp.Err(); err != nil {
-				if ctx.Err() == nil {
-					e.log.Warn("etcd change feed interrupted; resuming", "keys", prefix, "from", next, "err", err)
+				if ctx.Err() == nil && !down {
+					down = true
+					e.outage.down(err)
 				}
 				break
+			}
+			if resp.Created {
+				if down {
+					down = false
+					e.outage.up()
+				}
+				delay = etcdWatchRetry
+				continue
 			}
 			if n := len(resp.Events); n > 0 {
 				next = resp.Events[n-1].Kv.ModRevision + 1
@@ -245,10 +274,59 @@ func (e *etcdKV) watch(ctx context.Context, prefix string, fn func(clientv3.Watc
 			fn(resp)
 		}
 		wcancel()
+		if ctx.Err() == nil && !down {
+			// Closed without an error (the client's connection
+			// went): an interruption all the same.
+			down = true
+			e.outage.down(errors.New("watch closed"))
+		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(delay):
 		}
+		delay = min(2*delay, etcdWatchBackoff)
+	}
+	if down {
+		e.outage.up()
+	}
+}
+
+const (
+	// etcdWatchRetry is the first wait before a watch interrupted is
+	// set up again, doubled at each failure up to etcdWatchBackoff.
+	etcdWatchRetry   = 100 * time.Millisecond
+	etcdWatchBackoff = 2 * time.Second
+)
+
+// feedOutage says once that the change feed is interrupted, when the
+// first of its watches is, and once that it has resumed, when the last
+// is back.
+type feedOutage struct {
+	log   *slog.Logger
+	mu    sync.Mutex
+	n     int
+	since time.Time
+}
+
+func (o *feedOutage) down(err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.n++
+	if o.n == 1 {
+		o.since = time.Now()
+		o.log.Warn("etcd change feed interrupted; resuming when etcd answers", "err", err)
+	}
+}
+
+func (o *feedOutage) up() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.n == 0 {
+		return
+	}
+	o.n--
+	if o.n == 0 {
+		o.log.Info("etcd change feed resumed", "after", time.Since(o.since).Round(time.Millisecond))
 	}
 }
 
@@ -278,4 +356,46 @@ func (t *etcdTxn) committedRev() int64 {
 		return 0
 	}
 	return t.rev
+}
+
+// EtcdSize is what a store on etcd takes there.
+type EtcdSize struct {
+	// Keys is how many keys the store's schema has under its prefix.
+	Keys int64
+	// DBBytes is the size of the cluster's database, which every store
+	// on the cluster shares (and the history not compacted yet), as
+	// the first member to answer says; DBInUse the part of it in use
+	// (the rest is free pages until a defragmentation).
+	DBBytes, DBInUse int64
+}
+
+// EtcdSize reports what a store on etcd takes there; ok is false for an
+// embedded store (EngineSize tells its size). Its two requests are not
+// counted in EngineRequests: the metrics ask it at every scrape.
+func (s *Store) EtcdSize() (size EtcdSize, ok bool, err error) {
+	e, isEtcd := s.engine().(*etcdKV)
+	if !isEtcd {
+		return EtcdSize{}, false, nil
+	}
+	ctx, cancel := e.ctx()
+	defer cancel()
+	ctx = uncounted(ctx)
+	resp, err := e.cli.Get(ctx, string(e.prefix), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return EtcdSize{}, true, fmt.Errorf("count the store's keys: %w", etcdErr(err))
+	}
+	size.Keys = resp.Count
+	var last error
+	for _, ep := range e.cli.Endpoints() {
+		sctx, scancel := context.WithTimeout(uncounted(context.Background()), min(e.timeout, 2*time.Second))
+		st, err := e.cli.Status(sctx, ep)
+		scancel()
+		if err != nil {
+			last = err
+			continue
+		}
+		size.DBBytes, size.DBInUse = st.DbSize, st.DbSizeInUse
+		return size, true, nil
+	}
+	return size, true, fmt.Errorf("etcd database size: %w", etcdErr(last))
 }

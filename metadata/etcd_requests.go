@@ -4,6 +4,9 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"sync/atomic"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"google.golang.org/grpc"
 )
@@ -19,19 +22,52 @@ import (
 type etcdRequests struct {
 	mu sync.Mutex
 	n  map[string]uint64
+	// term is the highest raft term an answer named: a commit whose
+	// answer is late tells by it whether the cluster has elected a new
+	// leader since (kv_etcd.go, awaitCommit).
+	term atomic.Uint64
 }
 
 // interceptor counts each unary call before it is sent (a retried call
 // counts once per attempt the client makes through it).
 func (r *etcdRequests) interceptor(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	name := method[strings.LastIndexByte(method, '/')+1:]
+	if ctx.Value(etcdUncounted{}) != nil {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
 	r.mu.Lock()
 	if r.n == nil {
 		r.n = make(map[string]uint64)
 	}
 	r.n[name]++
 	r.mu.Unlock()
-	return invoker(ctx, method, req, reply, cc, opts...)
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	if h, ok := reply.(interface {
+		GetHeader() *etcdserverpb.ResponseHeader
+	}); ok && err == nil {
+		r.sawTerm(h.GetHeader().GetRaftTerm())
+	}
+	return err
+}
+
+// sawTerm notes a raft term an answer named.
+func (r *etcdRequests) sawTerm(term uint64) {
+	for {
+		old := r.term.Load()
+		if term <= old || r.term.CompareAndSwap(old, term) {
+			return
+		}
+	}
+}
+
+// etcdUncounted marks the context of a request made for the metrics
+// themselves (EtcdSize at a scrape), which the counts leave out: a scrape
+// must not change what the next one tells of the operations.
+type etcdUncounted struct{}
+
+// uncounted is ctx with its requests left out of the counts.
+func uncounted(ctx context.Context) context.Context {
+	return context.WithValue(ctx, etcdUncounted{}, true)
 }
 
 // snapshot copies the counts.

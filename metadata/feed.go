@@ -3,6 +3,8 @@ package metadata
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/shedfs/shedfs"
 )
 
 // A store on etcd is written by several daemons. Each follows the others'
@@ -37,6 +39,8 @@ type follower struct {
 	gone atomic.Pointer[func()]
 	// locks is FollowLocks's fn.
 	locks atomic.Pointer[func(uint64)]
+	// wants is FollowWants's fn.
+	wants atomic.Pointer[func(shedfs.Holder)]
 }
 
 // FollowDepartures makes fn run (on a goroutine of the feed) whenever
@@ -63,9 +67,10 @@ func (s *Store) Shared() bool {
 }
 
 // Peers lists the other daemons serving the store (host, pid and start
-// time of each); none for an embedded store.
+// time of each; every daemon, for a read-only open, which is none); none
+// for an embedded store.
 func (s *Store) Peers() ([]string, error) {
-	if e, ok := s.engine().(*etcdKV); ok && e.lease != 0 {
+	if e, ok := s.engine().(*etcdKV); ok {
 		return e.peers()
 	}
 	return nil, nil
@@ -122,6 +127,10 @@ func (s *Store) startFeed() {
 	}, func(ino uint64) {
 		if fn := s.follow.locks.Load(); fn != nil {
 			(*fn)(ino)
+		}
+	}, func(h shedfs.Holder) {
+		if fn := s.follow.wants.Load(); fn != nil {
+			(*fn)(h)
 		}
 	})
 }

@@ -117,6 +117,9 @@ type etcdKV struct {
 	groups etcdGroups
 	// requests counts the requests sent (etcd_requests.go).
 	requests *etcdRequests
+	// outage says when the change feed is interrupted and back
+	// (etcd_multi.go).
+	outage feedOutage
 }
 
 // openEtcd connects to the cluster of cfg and checks that it answers.
@@ -137,14 +140,19 @@ func openEtcd(cfg EtcdConfig, logger *slog.Logger, readOnly bool) (*etcdKV, erro
 	}
 	reqs := &etcdRequests{}
 	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:          cfg.Endpoints,
-		DialTimeout:        timeout,
-		DialKeepAliveTime:  5 * time.Second,
-		TLS:                cfg.TLS,
-		Username:           cfg.Username,
-		Password:           cfg.Password,
-		MaxCallSendMsgSize: 8 << 20,
-		MaxCallRecvMsgSize: 64 << 20,
+		Endpoints:   cfg.Endpoints,
+		DialTimeout: timeout,
+		// A member gone without closing its connections (a host
+		// down) is told within 5+2 s, not the 5+20 s of the
+		// defaults; pinging more often than every 5 s makes etcd
+		// close the connection (--grpc-keepalive-min-time).
+		DialKeepAliveTime:    5 * time.Second,
+		DialKeepAliveTimeout: 2 * time.Second,
+		TLS:                  cfg.TLS,
+		Username:             cfg.Username,
+		Password:             cfg.Password,
+		MaxCallSendMsgSize:   8 << 20,
+		MaxCallRecvMsgSize:   64 << 20,
 		// The client's own retries are noise in the daemon's log: a
 		// request that fails for good comes back as an error, which the
 		// callers log or turn into EIO.
@@ -155,6 +163,7 @@ func openEtcd(cfg EtcdConfig, logger *slog.Logger, readOnly bool) (*etcdKV, erro
 		return nil, fmt.Errorf("open etcd store %v: %w", cfg.Endpoints, err)
 	}
 	e := &etcdKV{cli: cli, prefix: []byte(cfg.Prefix), timeout: timeout, log: logger, requests: reqs}
+	e.outage.log = logger
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	resp, err := cli.Get(ctx, cfg.Prefix, clientv3.WithCountOnly())
@@ -163,6 +172,7 @@ func openEtcd(cfg EtcdConfig, logger *slog.Logger, readOnly bool) (*etcdKV, erro
 		return nil, fmt.Errorf("open etcd store %v: %w", cfg.Endpoints, etcdErr(err))
 	}
 	e.startRev = resp.Header.Revision
+	e.learnMembers(ctx, cfg.Endpoints)
 	if !readOnly {
 		if err := e.register(cfg.Prefix); err != nil {
 			cli.Close()
@@ -170,6 +180,34 @@ func openEtcd(cfg EtcdConfig, logger *slog.Logger, readOnly bool) (*etcdKV, erro
 		}
 	}
 	return e, nil
+}
+
+// learnMembers adds the client addresses of every member of the cluster
+// to the endpoints the client was given, so that a daemon told of one
+// member goes on with the others when that one is gone. The endpoints
+// given stay (a proxy or a load balancer in front of the cluster), and
+// an address the members advertise that cannot be reached here is
+// merely never used.
+func (e *etcdKV) learnMembers(ctx context.Context, given []string) {
+	resp, err := e.cli.MemberList(ctx)
+	if err != nil {
+		e.log.Debug("list etcd members", "err", err)
+		return
+	}
+	all := slices.Clone(given)
+	for _, m := range resp.Members {
+		for _, u := range m.ClientURLs {
+			if i := strings.Index(u, "://"); i >= 0 {
+				u = u[i+3:]
+			}
+			if u != "" && !slices.Contains(all, u) {
+				all = append(all, u)
+			}
+		}
+	}
+	if len(all) > len(given) {
+		e.cli.SetEndpoints(all...)
+	}
 }
 
 // OpenEtcd opens (creating if empty) the metadata of a store kept on an
@@ -503,7 +541,16 @@ func (t *etcdTxn) commit() (ok bool, err error) {
 		ops = append(ops, clientv3.OpPut(t.e.commitKey, strconv.FormatUint(seq, 10), clientv3.WithLease(t.e.lease)))
 	}
 	t.e.feed.committing.RLock()
-	resp, err := t.e.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	resp, err, abandoned, applied := t.e.sendCommit(ctx, cancel, cmps, ops, seq)
+	if abandoned {
+		t.e.feed.committing.RUnlock()
+		t.e.log.Info("etcd leader changed under a commit; the commit marker tells", "applied", applied)
+		if applied {
+			t.committed, t.rev = true, 0 // at a revision no answer told
+			return true, nil
+		}
+		return false, nil // lost with the old leader: run again
+	}
 	if err == nil && resp.Succeeded {
 		t.rev = resp.Header.Revision
 		t.committed = true
@@ -538,6 +585,74 @@ func (t *etcdTxn) commit() (ok bool, err error) {
 		return true, nil
 	}
 	return false, nil // not applied: run again, as after a conflict
+}
+
+// etcdCommitProbe is how long a commit waits for its answer before it
+// asks whether the cluster has moved on without it (sendCommit), and
+// then how often it asks again.
+const etcdCommitProbe = 500 * time.Millisecond
+
+// sendCommit sends a commit and waits for its answer. A commit sent to a
+// follower whose leader dies with the proposal is lost, but the member
+// answers only when its request timeout has passed (5 s and two election
+// timeouts: the writes of a daemon paused 6-7 s when the leader was
+// killed). So when the answer is late, and the commit carries this
+// process's commit marker (seq), it asks with a linearizable read of the
+// marker whether a leader of a later term than the one it sent under
+// answers: that leader has committed, before it answers any read, every
+// entry it will ever commit from the older terms, so the marker then
+// tells for good whether the commit was applied. The request is then
+// abandoned (abandoned, with applied). While no new leader answers, or
+// the same one does (a slow commit, not a lost one), it goes on waiting.
+func (e *etcdKV) sendCommit(ctx context.Context, cancel context.CancelFunc, cmps []clientv3.Cmp, ops []clientv3.Op, seq uint64) (resp *clientv3.TxnResponse, err error, abandoned, applied bool) {
+	term := e.requests.term.Load()
+	type answer struct {
+		resp *clientv3.TxnResponse
+		err  error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		r, err := e.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+		ch <- answer{r, err}
+	}()
+	if seq == 0 || e.commitKey == "" {
+		a := <-ch
+		return a.resp, a.err, false, false
+	}
+	timer := time.NewTimer(etcdCommitProbe)
+	defer timer.Stop()
+	for {
+		select {
+		case a := <-ch:
+			return a.resp, a.err, false, false
+		case <-timer.C:
+		}
+		if moved, ok := e.probeCommit(seq, term); moved {
+			cancel()
+			if a := <-ch; a.err == nil {
+				return a.resp, nil, false, false // answered meanwhile
+			}
+			return nil, nil, true, ok
+		}
+		timer.Reset(etcdCommitProbe / 2)
+	}
+}
+
+// probeCommit reads the commit marker linearizably: moved reports that a
+// leader of a term after term answered, applied that the commit that put
+// seq is in.
+func (e *etcdKV) probeCommit(seq, term uint64) (moved, applied bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), etcdCommitProbe)
+	defer cancel()
+	resp, err := e.cli.Get(ctx, e.commitKey)
+	if err != nil || term == 0 || resp.Header.RaftTerm <= term {
+		return false, false
+	}
+	if len(resp.Kvs) == 0 {
+		return true, false
+	}
+	got, perr := strconv.ParseUint(string(resp.Kvs[0].Value), 10, 64)
+	return true, perr == nil && got >= seq
 }
 
 // applied reports whether the write transaction that put seq in the

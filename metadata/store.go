@@ -195,6 +195,17 @@ func openKV(kv KV, dir string, readOnly bool, logger *slog.Logger) (*Store, erro
 		}
 	}
 	if !s.wasClean {
+		// A store several daemons serve is marked in use by the first
+		// and clean by the last to stop: one that finds others
+		// serving it (a daemon joining, fsck --dry-run, status) finds
+		// it in use, not abandoned by a crash. What a daemon that died
+		// meanwhile held goes with its lease.
+		if peers, err := s.Peers(); err == nil && len(peers) > 0 {
+			s.wasClean = true
+			logger.Info("other daemons serve the store", "dir", dir, "daemons", len(peers))
+		}
+	}
+	if !s.wasClean {
 		logger.Warn("metadata store was not closed cleanly; run a check", "dir", dir)
 	}
 	return s, nil
@@ -263,7 +274,8 @@ func (s *Store) Close() error {
 	return s.closeErr
 }
 
-// WasClean reports whether the previous process closed the store cleanly.
+// WasClean reports whether the previous process closed the store
+// cleanly, or other daemons serve it still (a store on etcd).
 // When false, the caller must run Check with repair before serving.
 func (s *Store) WasClean() bool { return s.wasClean }
 

@@ -422,9 +422,11 @@ func (s *Store) ListTrash(holders []shedfs.Holder) ([]TrashEntry, error) {
 }
 
 // PurgeTrash deletes kept inode ino for good. When unused(ino) says
-// nothing holds it open it goes at once (freed, its charge too; the caller
-// removes the blob); otherwise it becomes an orphan that goes with its
-// last handle. ENOENT when ino is not in the trash.
+// nothing here holds it open, and no other daemon sharing the store does
+// (their open marks, read in the transaction), it goes at once (freed,
+// its charge too; the caller removes the blob); otherwise it becomes an
+// orphan, still charged, that goes with its last handle, on whichever
+// daemon that is. ENOENT when ino is not in the trash.
 func (s *Store) PurgeTrash(ino uint64, unused func(uint64) bool) (n *shedfs.Inode, freed bool, err error) {
 	err = s.update(func(o *op) error {
 		freed = false
@@ -439,8 +441,14 @@ func (s *Store) PurgeTrash(ino uint64, unused func(uint64) bool) (n *shedfs.Inod
 			return err
 		}
 		if unused == nil || unused(ino) {
-			freed = true
-			return o.free(n)
+			held, err := o.heldOpen(ino, true)
+			if err != nil {
+				return err
+			}
+			if !held {
+				freed = true
+				return o.free(n)
+			}
 		}
 		return o.tx.Set(orphanKey(ino), []byte{})
 	})
@@ -448,7 +456,8 @@ func (s *Store) PurgeTrash(ino uint64, unused func(uint64) bool) (n *shedfs.Inod
 }
 
 // EvictTrash purges h's oldest kept files, skipping those still open
-// (unused says which are not), until h's usage with bytes and inodes more
+// (unused says which are not here; the open marks, which other daemons
+// sharing the store do: evictable), until h's usage with bytes and inodes more
 // fits its limit, or its trash is empty; it returns what it freed, for
 // the caller to remove the blobs. Nothing is evicted when the charge fits
 // already or h has no limit.
@@ -485,6 +494,11 @@ func (s *Store) EvictTrash(h shedfs.Holder, bytes, inodes int64, unused func(uin
 				break
 			}
 			if unused != nil && !unused(e.Ino) {
+				continue
+			}
+			if ok, err := o.evictable(e.Ino); err != nil {
+				return err
+			} else if !ok {
 				continue
 			}
 			n, err := o.inode(e.Ino)
@@ -663,12 +677,25 @@ func (s *Store) EvictOldest(bytes int64, unused func(uint64) bool) ([]*shedfs.In
 	return s.purgeEntries(victims)
 }
 
+// evictable reports whether kept file ino may be freed to make room:
+// no other daemon sharing the store holds it open (the caller has asked
+// its own handles). Eviction skips one that is: freeing it would take
+// the charge, and perhaps the blob, from under a reader, and make no
+// room on the disk while it reads.
+func (o *op) evictable(ino uint64) (bool, error) {
+	held, err := o.heldOpen(ino, true)
+	return !held, err
+}
+
 // purgeEntries purges kept files in batches, skipping those gone
-// meanwhile, and returns what it freed.
+// meanwhile and those another daemon holds open, and returns what it
+// freed.
 func (s *Store) purgeEntries(victims []TrashEntry) ([]*shedfs.Inode, error) {
 	var out []*shedfs.Inode
 	for batch := range slices.Chunk(victims, 500) {
+		var purged []TrashEntry
 		err := s.update(func(o *op) error {
+			purged = purged[:0]
 			for _, e := range batch {
 				_, k, err := o.trashOf(e.Ino)
 				if errors.Is(err, syscall.ENOENT) {
@@ -676,6 +703,11 @@ func (s *Store) purgeEntries(victims []TrashEntry) ([]*shedfs.Inode, error) {
 				}
 				if err != nil {
 					return err
+				}
+				if ok, err := o.evictable(e.Ino); err != nil {
+					return err
+				} else if !ok {
+					continue
 				}
 				n, err := o.inode(e.Ino)
 				if err != nil {
@@ -687,13 +719,14 @@ func (s *Store) purgeEntries(victims []TrashEntry) ([]*shedfs.Inode, error) {
 				if err := o.free(n); err != nil {
 					return err
 				}
+				purged = append(purged, e)
 			}
 			return nil
 		})
 		if err != nil {
 			return out, err
 		}
-		for _, e := range batch {
+		for _, e := range purged {
 			out = append(out, &shedfs.Inode{Ino: e.Ino, Mode: e.Mode, Zone: e.Zone})
 		}
 	}

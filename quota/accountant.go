@@ -53,6 +53,11 @@ type holderAcct struct {
 	// shrinking is set while a check whether to give the allotment
 	// back is due (shrink); guarded by Accountant.mu.
 	shrinking bool
+	// wanted is set when another daemon asked for the room of the
+	// allotment (GiveBack), until it is answered; guarded by
+	// Accountant.mu. wake tells a Cover waiting under lock.
+	wanted bool
+	wake   chan struct{}
 }
 
 // New returns an accountant over the stored usage of ledger.
@@ -65,7 +70,7 @@ func (a *Accountant) get(h shedfs.Holder) *holderAcct {
 	defer a.mu.Unlock()
 	ha := a.holders[h]
 	if ha == nil {
-		ha = &holderAcct{}
+		ha = &holderAcct{wake: make(chan struct{}, 1)}
 		a.holders[h] = ha
 	}
 	return ha

@@ -95,17 +95,37 @@ func printStatus(w io.Writer, st *daemon.Status) error {
 		fmt.Fprintf(tw, "locks:\t%s\n", noDaemon)
 		fmt.Fprintf(tw, "requests:\t%s\n", noDaemon)
 	}
+	if len(st.Daemons) > 0 {
+		// A store on etcd: the daemon asked is one of several, and
+		// one that runs elsewhere is running all the same.
+		label := "daemons elsewhere"
+		if st.Daemon {
+			label = "other daemons"
+		}
+		fmt.Fprintf(tw, "%s:\t%d\n", label, len(st.Daemons))
+		for _, d := range st.Daemons {
+			fmt.Fprintf(tw, "\t  %s\n", d)
+		}
+	}
 	fmt.Fprintf(tw, "users:\t%d\n", st.Users)
 	fmt.Fprintf(tw, "groups:\t%d\n", st.Groups)
 	how := "estimated from quota usage"
 	if st.Size.DataMeasured {
 		how = "disk usage of blobs/"
 	}
-	fmt.Fprintf(tw, "store size:\t%s (metadata %s: LSM %s + value log %s; data %s, %s)\n",
-		daemon.FormatSize(st.Size.LSMBytes+st.Size.VlogBytes+st.Size.DataBytes),
-		daemon.FormatSize(st.Size.LSMBytes+st.Size.VlogBytes),
-		daemon.FormatSize(st.Size.LSMBytes), daemon.FormatSize(st.Size.VlogBytes),
-		daemon.FormatSize(st.Size.DataBytes), how)
+	if st.Size.Meta == "etcd" {
+		// What one store takes of an etcd database is not told
+		// apart: its keys, and the database every store shares.
+		fmt.Fprintf(tw, "store size:\t%s of data (%s); metadata on etcd: %d keys, cluster database %s (%s in use)\n",
+			daemon.FormatSize(st.Size.DataBytes), how, st.Size.EtcdKeys,
+			daemon.FormatSize(st.Size.EtcdDBBytes), daemon.FormatSize(st.Size.EtcdDBInUse))
+	} else {
+		fmt.Fprintf(tw, "store size:\t%s (metadata %s: LSM %s + value log %s; data %s, %s)\n",
+			daemon.FormatSize(st.Size.LSMBytes+st.Size.VlogBytes+st.Size.DataBytes),
+			daemon.FormatSize(st.Size.LSMBytes+st.Size.VlogBytes),
+			daemon.FormatSize(st.Size.LSMBytes), daemon.FormatSize(st.Size.VlogBytes),
+			daemon.FormatSize(st.Size.DataBytes), how)
+	}
 	switch lc := st.LastCheck; {
 	case lc == nil:
 		fmt.Fprintf(tw, "last fsck:\tnever\n")
