@@ -33,7 +33,6 @@ var (
 	clamdErr    error
 	clamdDirs   []string
 	clamdMu     sync.Mutex
-	clamdStarts []*clamdtest.Clamd
 )
 
 // newClamd starts a clamd of the test's own (for tests that stop it);
