@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/daemon"
@@ -321,4 +324,52 @@ func TestFlagsFirst(t *testing.T) {
 			t.Errorf("flagsFirst(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
+}
+
+// TestMissingRequiredFlag: a required flag left out is one line naming the
+// flag and pointing at --help, never the command's help text (issue 27),
+// with or without arguments, for commands and subcommands alike.
+func TestMissingRequiredFlag(t *testing.T) {
+	s := newStoreDir(t)
+	for _, c := range []struct {
+		flag string
+		args []string
+	}{
+		{"--user", []string{"session", "open", "--store", s}},
+		{"--user", []string{"session", "close", "--store", s, "x"}},
+		{"--user", []string{"import", "--store", s}},
+		{"--user", []string{"import", "--store", s, "f"}},
+		{"--user", []string{"mount", "--store", s, "/nonexistent/mnt"}},
+		{"--at", []string{"restore", "--store", s, "--user", "alice", "p"}},
+		{"--mount-root", []string{"serve", "--store", s}},
+		{"--from", []string{"migrate", "--to", "etcd://127.0.0.1:1/x"}},
+	} {
+		want := "required flag " + c.flag + " not set (see shedfs " + c.args[0]
+		fails(t, want, c.args...)
+		out, errOut, _ := runCLI(t, c.args...)
+		if !strings.Contains(errOut, " --help)") {
+			t.Errorf("shedfs %s: %q does not point at --help", strings.Join(c.args, " "), errOut)
+		}
+		if out != "" {
+			t.Errorf("shedfs %s: printed %d lines on stdout besides the error:\n%s", strings.Join(c.args, " "), strings.Count(out, "\n"), out)
+		}
+	}
+}
+
+// TestNoRequiredFlagLeft: every required flag is checked by
+// checkRequiredFlags, none by urfave/cli, which would print the help text
+// before its error.
+func TestNoRequiredFlagLeft(t *testing.T) {
+	var walk func(prefix string, cmds []*cli.Command)
+	walk = func(prefix string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			for _, f := range c.Flags {
+				if r, ok := f.(cli.RequiredFlag); ok && r.IsRequired() {
+					t.Errorf("shedfs %s%s: flag --%s is still Required for urfave/cli: give checkRequiredFlags its type", prefix, c.Name, f.Names()[0])
+				}
+			}
+			walk(prefix+c.Name+" ", c.Subcommands)
+		}
+	}
+	walk("", newApp(io.Discard, io.Discard).Commands)
 }

@@ -80,7 +80,53 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 	}
 	quietUsageErrors(app.Commands)
 	addMetaFlags(app.Commands)
+	checkRequiredFlags("shedfs", app.Commands)
 	return app
+}
+
+// checkRequiredFlags takes the check of required flags from urfave/cli,
+// which prints the whole help text before its error, and does it in each
+// command's Action instead: one line naming the flag and pointing at
+// --help, as every other usage error. The flag's usage still says it is
+// required.
+func checkRequiredFlags(path string, cmds []*cli.Command) {
+	for _, c := range cmds {
+		path := path + " " + c.Name
+		checkRequiredFlags(path, c.Subcommands)
+		var names []string
+		for _, f := range c.Flags {
+			if r, ok := f.(cli.RequiredFlag); !ok || !r.IsRequired() {
+				continue
+			}
+			switch f := f.(type) {
+			case *cli.StringFlag:
+				f.Required, f.Usage = false, f.Usage+" (required)"
+			case *cli.StringSliceFlag:
+				f.Required, f.Usage = false, f.Usage+" (required)"
+			case *cli.IntFlag:
+				f.Required, f.Usage = false, f.Usage+" (required)"
+			case *cli.Int64Flag:
+				f.Required, f.Usage = false, f.Usage+" (required)"
+			case *cli.DurationFlag:
+				f.Required, f.Usage = false, f.Usage+" (required)"
+			default:
+				continue // urfave checks it (TestNoRequiredFlagLeft keeps this empty)
+			}
+			names = append(names, f.Names()[0])
+		}
+		if len(names) == 0 || c.Action == nil {
+			continue
+		}
+		action := c.Action
+		c.Action = func(ctx *cli.Context) error {
+			for _, n := range names {
+				if !ctx.IsSet(n) {
+					return fmt.Errorf("required flag --%s not set (see %s --help)", n, path)
+				}
+			}
+			return action(ctx)
+		}
+	}
 }
 
 // quietUsageErrors makes a bad flag of any command an ordinary error (one
