@@ -71,7 +71,8 @@ run: build demo-$(DEMO_MODE)
 
 demo-mount:
 	$(call unmount_under,$(DEMO_MNT))
-	@mkdir -p $(DEMO_STORE) $(DEMO_MNT)/$(DEMO_USER)
+	@mkdir -p $(DEMO_MNT)/$(DEMO_USER)
+	@$(SHEDFS) init --store $(DEMO_STORE)
 	@echo
 	@echo "shedfs demo: the view of user '$(DEMO_USER)' is mounted at $(CURDIR)/$(DEMO_MNT)/$(DEMO_USER)"
 	@echo "  look at it from another terminal:  ls -la $(DEMO_MNT)/$(DEMO_USER) $(DEMO_MNT)/$(DEMO_USER)/share"
@@ -86,8 +87,9 @@ demo-mount:
 
 demo-serve:
 	$(call unmount_under,$(DEMO_MNT))
-	@mkdir -p $(DEMO_STORE) $(DEMO_MNT)
+	@mkdir -p $(DEMO_MNT)
 	@S="$(SHEDFS)"; st="--store $(DEMO_STORE)"; \
+	$$S init $$st; \
 	for u in $(DEMO_USERS); do $$S user list $$st | grep -qw "^$$u" || $$S user add $$st $$u; done; \
 	$$S group list $$st | grep -qw "^$(DEMO_GROUP)" || $$S group add $$st $(DEMO_GROUP); \
 	$$S group add-member $$st $(DEMO_GROUP) $(DEMO_MEMBERS) >/dev/null; \

@@ -365,7 +365,7 @@ func TestDialWithoutDaemon(t *testing.T) {
 		t.Errorf("dial of a stale socket: %v, want ErrNoDaemon", err)
 	}
 	// A new daemon replaces the stale socket.
-	st, err := OpenStore(dir, OpenOptions{})
+	st, err := OpenStore(dir, OpenOptions{Create: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,6 +66,14 @@ func (l Location) SocketPath() string {
 	return SocketPath(l.Dir)
 }
 
+// InitCommand is the command line that creates a store at l.
+func (l Location) InitCommand() string {
+	if l.Meta != "" {
+		return "shedfs init --meta " + l.Meta + " --blobs " + l.BlobDir()
+	}
+	return "shedfs init --store " + l.Dir
+}
+
 // Check refuses a Location that names no store or two.
 func (l Location) Check() error {
 	switch {

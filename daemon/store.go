@@ -34,11 +34,17 @@ type Store struct {
 	// Recovery is the repair report when the previous stop was unclean,
 	// nil otherwise.
 	Recovery *metadata.Report
+	// Created: this open initialised the store (OpenOptions.Create and
+	// the location held none).
+	Created bool
 }
 
 // OpenOptions tunes OpenStore.
 type OpenOptions struct {
-	// Create makes the directory when it does not exist yet.
+	// Create initialises a store when the location holds none (shedfs
+	// init, serve and mount --init). Without it such a location is a
+	// *NoStoreError, and nothing is written there: a mistyped --store
+	// must not become a new, empty store.
 	Create bool
 	// NoRecover skips the automatic repair after an unclean stop (fsck
 	// does its own).
@@ -77,16 +83,21 @@ func Open(loc Location, opts OpenOptions) (*Store, error) {
 			return nil, fmt.Errorf("create store: %w", err)
 		}
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("store %s does not exist", dir)
+		return nil, &NoStoreError{Where: loc, Missing: true}
 	case err != nil:
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	case !st.IsDir():
 		return nil, fmt.Errorf("store %s is not a directory", dir)
 	}
+	metaDir := filepath.Join(dir, "meta")
+	// Before anything is written (the disk guard's reserve file, badger's
+	// files): a directory without meta/ holds no store.
+	if _, err := os.Stat(metaDir); errors.Is(err, fs.ErrNotExist) && !opts.Create {
+		return nil, &NoStoreError{Where: loc}
+	}
 	if opts.ReadOnly {
 		return openReadOnly(dir, log)
 	}
-	metaDir := filepath.Join(dir, "meta")
 	// Before the metadata: opening it for writing needs room on the
 	// disk, which the guard makes by releasing the reserve.
 	guard, err := space.Open(dir, space.Options{
@@ -96,7 +107,10 @@ func Open(loc Location, opts OpenOptions) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
-	meta, err := metadata.Open(metaDir, metadata.Options{Logger: log})
+	meta, err := metadata.Open(metaDir, metadata.Options{Logger: log, MustExist: !opts.Create})
+	if errors.Is(err, metadata.ErrNoStore) {
+		return nil, &NoStoreError{Where: loc}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
@@ -105,7 +119,7 @@ func Open(loc Location, opts OpenOptions) (*Store, error) {
 		meta.Close()
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
-	s := &Store{Dir: dir, Where: loc, Meta: meta, Blobs: bl, Space: guard}
+	s := &Store{Dir: dir, Where: loc, Meta: meta, Blobs: bl, Space: guard, Created: meta.Created()}
 	return s.recover(opts, log)
 }
 
@@ -113,7 +127,10 @@ func Open(loc Location, opts OpenOptions) (*Store, error) {
 // watches the blob directory's filesystem; no metadata lives there, so it
 // needs no headroom for it.
 func openEtcd(loc Location, opts OpenOptions, log *slog.Logger) (*Store, error) {
-	meta, err := metadata.OpenEtcd(loc.Etcd, metadata.Options{Logger: log, ReadOnly: opts.ReadOnly})
+	meta, err := metadata.OpenEtcd(loc.Etcd, metadata.Options{Logger: log, ReadOnly: opts.ReadOnly, MustExist: !opts.Create})
+	if errors.Is(err, metadata.ErrNoStore) {
+		return nil, &NoStoreError{Where: loc}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", loc, err)
 	}
@@ -128,7 +145,7 @@ func openEtcd(loc Location, opts OpenOptions, log *slog.Logger) (*Store, error) 
 		meta.Close()
 		return nil, fmt.Errorf("store %s: %w", loc, err)
 	}
-	s := &Store{Where: loc, Meta: meta, Blobs: bl}
+	s := &Store{Where: loc, Meta: meta, Blobs: bl, Created: meta.Created()}
 	if opts.ReadOnly {
 		return s, nil
 	}
@@ -176,6 +193,25 @@ func (s *Store) recover(opts OpenOptions, log *slog.Logger) (*Store, error) {
 	}
 	return s, nil
 }
+
+// NoStoreError is the open of a location that holds no store, without
+// OpenOptions.Create. It says how to create one; errors.Is matches it with
+// metadata.ErrNoStore.
+type NoStoreError struct {
+	Where Location
+	// Missing: the store directory does not exist at all.
+	Missing bool
+}
+
+func (e *NoStoreError) Error() string {
+	what := fmt.Sprintf("%s holds no shedfs store", e.Where)
+	if e.Missing {
+		what = fmt.Sprintf("store %s does not exist", e.Where)
+	}
+	return what + " (create one with: " + e.Where.InitCommand() + ")"
+}
+
+func (e *NoStoreError) Unwrap() error { return metadata.ErrNoStore }
 
 // openReadOnly opens an existing store for inspection only.
 func openReadOnly(dir string, log *slog.Logger) (*Store, error) {

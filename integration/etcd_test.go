@@ -28,11 +28,13 @@ func newEtcdStore(t *testing.T, c *etcdtest.Cluster) *etcdStore {
 	t.Helper()
 	dir := t.TempDir()
 	meta := "etcd://" + strings.Join(c.Endpoints(), ",") + "/" + strings.ReplaceAll(t.Name(), "/", "_")
-	return &etcdStore{
+	s := &etcdStore{
 		cluster: c,
 		args:    []string{"--meta", meta, "--blobs", filepath.Join(dir, "blobs")},
 		socket:  filepath.Join(dir, "admin.sock"),
 	}
+	s.cli(t, "init")
+	return s
 }
 
 // newEtcdTeam is newEtcdStore with users alice and bob, both in group
@@ -313,6 +315,7 @@ func TestEtcdLeaderKillFollower(t *testing.T) {
 	s := &etcdStore{cluster: c, socket: filepath.Join(dir, "admin.sock"), args: []string{
 		"--meta", "etcd://" + strings.TrimPrefix(follower.ClientURL, "http://") + "/" + t.Name(),
 		"--blobs", filepath.Join(dir, "blobs")}}
+	s.cli(t, "init")
 	s.cli(t, "user", "add", "alice")
 	v := s.mount(t, "alice")
 	mustMkdir(t, v.Path("w"), 0o755)

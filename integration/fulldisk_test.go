@@ -86,9 +86,7 @@ func syncDisk(t *testing.T, dir string) {
 func TestFullDisk(t *testing.T) {
 	disk := smallDisk(t, 64<<20)
 	store := filepath.Join(disk, "store")
-	if err := os.Mkdir(store, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	adminOK(t, "init", "--store", store)
 	adminOK(t, "user", "add", "alice", "--store", store)
 	v := startView(t, store, "alice")
 	waitAdmin(t, store)

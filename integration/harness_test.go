@@ -222,12 +222,13 @@ func newMountpoint(t testing.TB) string {
 	return real
 }
 
-// newStore returns a fresh empty store directory.
+// newStore returns the directory of a new, empty store, made by shedfs
+// init (no other command creates a store).
 func newStore(t testing.TB) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "store")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
+	if out, errOut, code := runCLI(t, "init", "--store", dir); code != 0 {
+		t.Fatalf("shedfs init --store %s: exit %d\n%s%s", dir, code, out, errOut)
 	}
 	return dir
 }

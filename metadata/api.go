@@ -22,6 +22,9 @@ var (
 	ErrSchema = errors.New("unknown store schema version")
 	// ErrCorrupt means the metadata cannot be read.
 	ErrCorrupt = errors.New("metadata is corrupt")
+	// ErrNoStore means the location holds no store and the open was not
+	// asked to create one (Options.MustExist).
+	ErrNoStore = errors.New("no shedfs store")
 )
 
 // Options tunes Open.
@@ -35,6 +38,12 @@ type Options struct {
 	Logger *slog.Logger
 	// InMemory keeps badger in memory (tests only); dir is then ignored.
 	InMemory bool
+	// MustExist refuses to initialise a store: a location that holds none
+	// (a missing or empty directory, an empty etcd prefix) is ErrNoStore
+	// and is left as it was. Only an explicit initialisation (shedfs init,
+	// serve or mount --init) creates a store, so that a mistyped location
+	// never silently becomes a new, empty one.
+	MustExist bool
 }
 
 // BlobIndex is what fsck needs to know about file contents, kept as an

@@ -33,7 +33,7 @@ func newCountingStore(t *testing.T) (*Store, *countingKV) {
 		t.Fatal(err)
 	}
 	ckv := &countingKV{badgerKV: kv.(*badgerKV)}
-	s, err := openKV(ckv, "", false, nil)
+	s, err := openKV(ckv, "", false, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -223,7 +223,7 @@ func OpenEtcd(cfg EtcdConfig, opts Options) (*Store, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	where := "etcd://" + strings.Join(cfg.Endpoints, ",") + "/" + strings.TrimSuffix(cfg.Prefix, "/")
-	s, err := openKV(kv, where, opts.ReadOnly, logger)
+	s, err := openKV(kv, where, opts.ReadOnly, opts.MustExist, logger)
 	if err != nil {
 		kv.Close()
 		return nil, err

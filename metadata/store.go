@@ -29,10 +29,12 @@ const inoLeaseSize = 1024
 // quotas and usage. It is safe for concurrent use; every multi-key change is
 // one transaction, retried on conflict.
 type Store struct {
-	kv        KV
-	log       *slog.Logger
-	readOnly  bool
-	wasClean  bool
+	kv       KV
+	log      *slog.Logger
+	readOnly bool
+	wasClean bool
+	// created: this open initialised the store (Created).
+	created   bool
 	shareRoot uint64
 
 	// auditSeq tells apart audit records of the same nanosecond (and
@@ -86,6 +88,8 @@ func Open(dir string, opts Options) (*Store, error) {
 		switch {
 		case err == nil && !fi.IsDir():
 			return nil, fmt.Errorf("open store %s: exists and is not a directory: %w", dir, syscall.ENOTDIR)
+		case errors.Is(err, os.ErrNotExist) && opts.MustExist:
+			return nil, fmt.Errorf("open store %s: %w", dir, ErrNoStore)
 		case errors.Is(err, os.ErrNotExist) && !opts.ReadOnly:
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return nil, fmt.Errorf("open store: %w", err)
@@ -104,7 +108,7 @@ func Open(dir string, opts Options) (*Store, error) {
 	if b, ok := kv.(*badgerKV); ok && !opts.ReadOnly {
 		kv = newWriteBehind(b, logger)
 	}
-	s, err := openKV(kv, dir, opts.ReadOnly, logger)
+	s, err := openKV(kv, dir, opts.ReadOnly, opts.MustExist, logger)
 	if err != nil {
 		kv.Close()
 		return nil, err
@@ -113,8 +117,9 @@ func Open(dir string, opts Options) (*Store, error) {
 }
 
 // openKV brings up a Store over an open KV: schema check, fresh-store
-// initialisation and the dirty marker.
-func openKV(kv KV, dir string, readOnly bool, logger *slog.Logger) (*Store, error) {
+// initialisation (refused with ErrNoStore when mustExist) and the dirty
+// marker.
+func openKV(kv KV, dir string, readOnly, mustExist bool, logger *slog.Logger) (*Store, error) {
 	s := &Store{kv: kv, log: logger, readOnly: readOnly}
 	s.auditSeq.Store(randomU32() >> 1) // 2^31 records before it wraps
 	if _, ok := kv.(*etcdKV); ok {
@@ -171,6 +176,9 @@ func openKV(kv KV, dir string, readOnly bool, logger *slog.Logger) (*Store, erro
 	if err != nil {
 		return nil, err
 	}
+	if fresh && mustExist {
+		return nil, fmt.Errorf("open store %s: %w", dir, ErrNoStore)
+	}
 	if fresh && readOnly {
 		return nil, fmt.Errorf("open store %s read-only: store is empty: %w", dir, ErrCorrupt)
 	}
@@ -183,6 +191,7 @@ func openKV(kv KV, dir string, readOnly bool, logger *slog.Logger) (*Store, erro
 			return nil, fmt.Errorf("initialise store %s: %w", dir, err)
 		}
 		s.wasClean = true
+		s.created = true
 	}
 	if !readOnly {
 		if err := kv.Update(func(tx Txn) error {
@@ -278,6 +287,10 @@ func (s *Store) Close() error {
 // cleanly, or other daemons serve it still (a store on etcd).
 // When false, the caller must run Check with repair before serving.
 func (s *Store) WasClean() bool { return s.wasClean }
+
+// Created reports whether this open initialised the store: the location
+// held none before (shedfs init says which).
+func (s *Store) Created() bool { return s.created }
 
 // Sync makes every committed change durable (badger fsync of its log).
 func (s *Store) Sync() error { return s.kv.Sync() }

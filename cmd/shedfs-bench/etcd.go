@@ -26,6 +26,10 @@ func shedfsEtcdTarget(extra []string) func(context.Context, *bench, string) (*mo
 			"--meta", "etcd://" + strings.Join(c.Endpoints(), ",") + "/bench",
 			"--blobs", filepath.Join(b.work, name+"-blobs"),
 		}
+		if err := initStore(ctx, b.shedfsBinOf(name), meta...); err != nil {
+			c.Stop()
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
 		add := append([]string{"user", "add", "bench", "--quota", strconv.FormatInt(quotaBytes, 10), "--inodes", strconv.Itoa(quotaInodes)}, meta...)
 		if out, err := exec.CommandContext(ctx, b.shedfsBinOf(name), add...).CombinedOutput(); err != nil {
 			c.Stop()

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -25,8 +24,8 @@ func shedfsQuotaTarget(extra []string) func(context.Context, *bench, string) (*m
 	start := shedfsTarget(extra)
 	return func(ctx context.Context, b *bench, name string) (*mounted, error) {
 		store := filepath.Join(b.work, name+"-store")
-		if err := os.MkdirAll(store, 0o755); err != nil {
-			return nil, fmt.Errorf("shedfs dirs: %w", err)
+		if err := initStore(ctx, b.shedfsBinOf(name), "--store", store); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		cmd := exec.CommandContext(ctx, b.shedfsBinOf(name), "user", "add", "bench",
 			"--store", store, "--quota", strconv.FormatInt(quotaBytes, 10), "--inodes", strconv.Itoa(quotaInodes))

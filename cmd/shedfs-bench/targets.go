@@ -166,10 +166,12 @@ func shedfsTarget(extra []string) func(context.Context, *bench, string) (*mounte
 		}
 		store := filepath.Join(b.work, name+"-store")
 		mnt := filepath.Join(b.work, name+"-mnt")
-		for _, d := range []string{store, mnt} {
-			if err := os.MkdirAll(d, 0o755); err != nil {
-				return nil, fmt.Errorf("shedfs dirs: %w", err)
-			}
+		if err := os.MkdirAll(mnt, 0o755); err != nil {
+			return nil, fmt.Errorf("shedfs dirs: %w", err)
+		}
+		// A store made beforehand (shedfsQuotaTarget) is left as it is.
+		if err := initStore(ctx, b.shedfsBinOf(name), "--store", store); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 		args := []string{"mount", "--store", store, "--user", "bench"}
 		args = append(args, extra...)

@@ -21,9 +21,10 @@ import (
 // withAdmin runs fn against the daemon serving the store when one answers
 // on its admin socket, and against the store opened directly otherwise, so
 // every admin command works the same with or without a running daemon.
-// create lets the direct path create a store that does not exist yet.
-func withAdmin(c *cli.Context, create bool, fn func(ctx context.Context, a daemon.Admin) error) error {
-	return adminOn(c, create, false, fn)
+// It never creates a store (shedfs init does): a location that holds none
+// is a one-line error saying how to create one.
+func withAdmin(c *cli.Context, fn func(ctx context.Context, a daemon.Admin) error) error {
+	return adminOn(c, false, fn)
 }
 
 // withAdminRead is withAdmin for commands that only read: when no daemon
@@ -31,10 +32,10 @@ func withAdmin(c *cli.Context, create bool, fn func(ctx context.Context, a daemo
 // it read-only rather than fail (without the repair an unclean stop
 // calls for, which a warning says).
 func withAdminRead(c *cli.Context, fn func(ctx context.Context, a daemon.Admin) error) error {
-	return adminOn(c, false, true, fn)
+	return adminOn(c, true, fn)
 }
 
-func adminOn(c *cli.Context, create, readOK bool, fn func(ctx context.Context, a daemon.Admin) error) error {
+func adminOn(c *cli.Context, readOK bool, fn func(ctx context.Context, a daemon.Admin) error) error {
 	loc, err := location(c)
 	if err != nil {
 		return err
@@ -55,7 +56,7 @@ func adminOn(c *cli.Context, create, readOK bool, fn func(ctx context.Context, a
 	if err != nil {
 		return err
 	}
-	st, err := daemon.Open(loc, daemon.OpenOptions{Create: create, Logger: log})
+	st, err := daemon.Open(loc, daemon.OpenOptions{Logger: log})
 	if readOK && errors.Is(err, space.ErrFull) {
 		log.Warn("opening the store read-only", "why", err)
 		st, err = daemon.Open(loc, daemon.OpenOptions{ReadOnly: true, Logger: log})

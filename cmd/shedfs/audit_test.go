@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -112,7 +113,7 @@ func TestAuditCommandBadFlags(t *testing.T) {
 	fails(t, "--limit", "audit", "--store", store, "--limit", "-3")
 	fails(t, "--user", "audit", "--store", store, "--user", "Bad Name")
 	fails(t, "takes no arguments", "audit", "--store", store, "extra")
-	fails(t, "does not exist", "audit", "--store", newStoreDir(t))
+	fails(t, "does not exist", "audit", "--store", filepath.Join(t.TempDir(), "nope"))
 	fails(t, "no store", "audit")
 }
 

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
+	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -52,8 +54,13 @@ func fails(t *testing.T, want string, args ...string) {
 	}
 }
 
+// newStoreDir creates a store with shedfs init (no other command creates
+// one) and returns its directory.
 func newStoreDir(t *testing.T) string {
-	return filepath.Join(t.TempDir(), "store")
+	t.Helper()
+	s := filepath.Join(t.TempDir(), "store")
+	ok(t, "init", "--store", s)
+	return s
 }
 
 // putData stores a file of size bytes in a user's private zone, as a view
@@ -372,4 +379,43 @@ func TestNoRequiredFlagLeft(t *testing.T) {
 		}
 	}
 	walk("", newApp(io.Discard, io.Discard).Commands)
+}
+
+// TestOnlyInitCreatesAStore: shedfs init creates a store (and leaves an
+// existing one as it is); every other command refuses a directory that
+// holds none, missing or empty, with one line saying how to create one,
+// and writes nothing there (issue 27).
+func TestOnlyInitCreatesAStore(t *testing.T) {
+	typo := filepath.Join(t.TempDir(), "typo")
+	empty := t.TempDir()
+	for _, args := range [][]string{
+		{"user", "add", "alice"},
+		{"group", "add", "team"},
+		{"quota", "show"},
+		{"user", "list"},
+		{"status"},
+		{"fsck"},
+		{"fsck", "--dry-run"},
+		{"audit"},
+	} {
+		fails(t, "store "+typo+" does not exist (create one with: shedfs init --store "+typo+")", append(args, "--store", typo)...)
+		fails(t, empty+" holds no shedfs store (create one with: shedfs init --store "+empty+")", append(args, "--store", empty)...)
+	}
+	if _, err := os.Stat(typo); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused command made the store directory: %v", err)
+	}
+	if ents, _ := os.ReadDir(empty); len(ents) != 0 {
+		t.Errorf("a refused command wrote %d entries into an empty directory", len(ents))
+	}
+	if out := ok(t, "init", "--store", typo); out != "store "+typo+" created\n" {
+		t.Errorf("init: %q", out)
+	}
+	ok(t, "user", "add", "alice", "--store", typo)
+	if out := ok(t, "init", "--store", typo); out != "store "+typo+" exists already; left as it is\n" {
+		t.Errorf("init of an existing store: %q", out)
+	}
+	if out := ok(t, "user", "list", "--store", typo); !strings.Contains(out, "alice") {
+		t.Errorf("init of an existing store lost its user:\n%s", out)
+	}
+	fails(t, "no arguments", "init", "--store", typo, "extra")
 }

@@ -66,7 +66,7 @@ func TestImportCommand(t *testing.T) {
 
 	fails(t, "no user named dave", "import", "--user", "dave", "--store", s, a)
 	fails(t, "invalid user name", "import", "--user", "Dave", "--store", s, a)
-	fails(t, `Required flag "user" not set`, "import", "--store", s, a)
+	fails(t, "required flag --user not set", "import", "--store", s, a)
 	fails(t, "give at least one FILE", "import", "--user", "alice", "--store", s)
 	fails(t, "no such file or directory", "import", "--user", "alice", "--store", s, filepath.Join(src, "nope"))
 	fails(t, "is not a regular file", "import", "--user", "alice", "--store", s, src)
@@ -114,7 +114,7 @@ func TestModeCommand(t *testing.T) {
 	fails(t, "only in share/ and groups/", "mode", "set", "--user", "alice", "--store", s, "--mode", "owner", "output")
 	fails(t, `".." is not allowed`, "mode", "get", "--user", "alice", "--store", s, "share/../output")
 	fails(t, "give exactly one PATH", "mode", "get", "--user", "alice", "--store", s)
-	fails(t, `Required flag "user" not set`, "mode", "get", "--store", s, "share")
+	fails(t, "required flag --user not set", "mode", "get", "--store", s, "share")
 }
 
 // TestFilesCommandsBothWays runs import and mode through a daemon and on

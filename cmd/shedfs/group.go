@@ -72,7 +72,7 @@ func runGroupAdd(c *cli.Context) error {
 	if err := daemon.ValidPrincipalName("group", name); err != nil {
 		return err
 	}
-	return withAdmin(c, true, func(ctx context.Context, a daemon.Admin) error {
+	return withAdmin(c, func(ctx context.Context, a daemon.Admin) error {
 		g, err := a.AddGroup(ctx, daemon.GroupAddRequest{Name: name})
 		if err != nil {
 			return err
@@ -134,7 +134,7 @@ func runGroupRemove(c *cli.Context) error {
 	if err := nargs(c, "one NAME", 1); err != nil {
 		return err
 	}
-	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+	return withAdmin(c, func(ctx context.Context, a daemon.Admin) error {
 		r, err := a.RemoveGroup(ctx, c.Args().First(), c.Bool("force"))
 		if err != nil {
 			return err
@@ -160,7 +160,7 @@ func runGroupMember(add bool) cli.ActionFunc {
 				return err
 			}
 		}
-		return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+		return withAdmin(c, func(ctx context.Context, a daemon.Admin) error {
 			for _, u := range users {
 				var err error
 				if add {

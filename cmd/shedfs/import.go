@@ -54,7 +54,7 @@ func runImport(c *cli.Context) error {
 	for _, f := range files {
 		total += f.size
 	}
-	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+	return withAdmin(c, func(ctx context.Context, a daemon.Admin) error {
 		prog := newProgress(c.App.ErrWriter, len(files), total)
 		var results []*daemon.ImportResult
 		for i, f := range files {

@@ -123,7 +123,7 @@ func linkCommand() *cli.Command {
 // withLinks runs fn on the link operations of the daemon, or of the store
 // when no daemon runs.
 func withLinks(c *cli.Context, fn func(ctx context.Context, la daemon.LinkAdmin) error) error {
-	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+	return withAdmin(c, func(ctx context.Context, a daemon.Admin) error {
 		la, ok := a.(daemon.LinkAdmin)
 		if !ok {
 			return errors.New("link: this admin connection has no link operations")

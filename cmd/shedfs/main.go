@@ -52,6 +52,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
 		},
 		Commands: []*cli.Command{
+			initCommand(),
 			serveCommand(),
 			mountCommand(),
 			userCommand(),

@@ -45,7 +45,7 @@ func runModeGet(c *cli.Context) error {
 	if err := daemon.ValidPrincipalName("user", user); err != nil {
 		return err
 	}
-	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+	return withAdmin(c, func(ctx context.Context, a daemon.Admin) error {
 		m, err := a.GetMode(ctx, user, c.Args().First())
 		if err != nil {
 			return err
@@ -74,7 +74,7 @@ func runModeSet(c *cli.Context) error {
 	if req.Mode == nil && req.Owner == nil {
 		return fmt.Errorf("mode set: give --mode, --owner or both")
 	}
-	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+	return withAdmin(c, func(ctx context.Context, a daemon.Admin) error {
 		m, err := a.SetMode(ctx, user, c.Args().First(), req)
 		if err != nil {
 			return err

@@ -18,7 +18,7 @@ func mountCommand() *cli.Command {
 		Usage:     "mount one user's view in the foreground",
 		ArgsUsage: "MOUNTPOINT",
 		Flags: append([]cli.Flag{
-			storeFlag(),
+			storeFlag(), initFlag(),
 			&cli.StringFlag{Name: "user", Usage: "the user whose view this is", Required: true},
 			&cli.StringFlag{Name: "session", Usage: "mount the view of this open session of the user instead (see session open)"},
 			&cli.IntFlag{Name: "uid", Value: -1, Usage: "present every entry as owned by this uid"},

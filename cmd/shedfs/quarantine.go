@@ -80,7 +80,7 @@ func runQuarantineList(c *cli.Context) error {
 // withQuarantine runs fn with the daemon's quarantine, or the store's
 // when no daemon runs.
 func withQuarantine(c *cli.Context, fn func(ctx context.Context, q daemon.QuarantineAdmin) error) error {
-	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+	return withAdmin(c, func(ctx context.Context, a daemon.Admin) error {
 		q, ok := a.(daemon.QuarantineAdmin)
 		if !ok {
 			return fmt.Errorf("quarantine: not available")

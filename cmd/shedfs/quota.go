@@ -60,7 +60,7 @@ func runQuotaSet(c *cli.Context) error {
 	if req.Bytes == nil && req.Inodes == nil {
 		return fmt.Errorf("quota set: give --bytes, --inodes or both")
 	}
-	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+	return withAdmin(c, func(ctx context.Context, a daemon.Admin) error {
 		q, err := a.SetQuota(ctx, c.Args().First(), req)
 		if err != nil {
 			return err

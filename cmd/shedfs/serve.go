@@ -20,7 +20,7 @@ func serveCommand() *cli.Command {
 		Name:  "serve",
 		Usage: "mount a view per user under the mount root and serve the admin API until SIGTERM",
 		Flags: append([]cli.Flag{
-			storeFlag(),
+			storeFlag(), initFlag(),
 			&cli.StringFlag{Name: "mount-root", Usage: "directory (made mode 0700) holding one view per user", Required: true},
 			&cli.IntFlag{Name: "uid", Value: -1, Usage: "present entries as owned by this uid in views of users without an owner of their own"},
 			&cli.IntFlag{Name: "gid", Value: -1, Usage: "present entries as owned by this gid in views of users without an owner of their own"},

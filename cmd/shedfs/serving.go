@@ -37,9 +37,9 @@ type serving struct {
 	links *web.Service
 }
 
-// openServing reads the shared flags, opens (creating) the store and
-// builds the core and the daemon on it; cfg gets Store, Core, Views,
-// DefaultView, Content and Logger filled in.
+// openServing reads the shared flags, opens the store (creating it with
+// --init) and builds the core and the daemon on it; cfg gets Store, Core,
+// Views, DefaultView, Content and Logger filled in.
 // On error everything opened is closed again.
 func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving, error) {
 	s := &serving{log: log}
@@ -64,8 +64,11 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 	if err != nil {
 		return nil, err
 	}
-	if s.st, err = daemon.Open(loc, daemon.OpenOptions{Create: true, Logger: log}); err != nil {
+	if s.st, err = daemon.Open(loc, daemon.OpenOptions{Create: c.Bool("init"), Logger: log}); err != nil {
 		return nil, err
+	}
+	if s.st.Created {
+		log.Info("created a new store", "store", loc.String())
 	}
 	if s.rec, err = startAudit(c, s.st, log); err != nil {
 		s.close()

@@ -56,7 +56,7 @@ func sessionCommand() *cli.Command {
 // withSessions runs fn with the session operations of the daemon or of
 // the store.
 func withSessions(c *cli.Context, fn func(ctx context.Context, sa daemon.SessionAdmin) error) error {
-	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+	return withAdmin(c, func(ctx context.Context, a daemon.Admin) error {
 		sa, ok := a.(daemon.SessionAdmin)
 		if !ok {
 			return fmt.Errorf("this daemon has no sessions; upgrade it")

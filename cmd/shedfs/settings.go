@@ -61,7 +61,7 @@ func runQuotaDefaults(c *cli.Context) error {
 		}
 	}
 	set := req != (daemon.SettingsSetRequest{})
-	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+	return withAdmin(c, func(ctx context.Context, a daemon.Admin) error {
 		var (
 			st  *daemon.Settings
 			err error

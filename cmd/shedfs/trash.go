@@ -109,7 +109,7 @@ func runTrashRestore(c *cli.Context) error {
 	if err := daemon.ValidPrincipalName("user", req.User); err != nil {
 		return err
 	}
-	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+	return withAdmin(c, func(ctx context.Context, a daemon.Admin) error {
 		done, err := a.RestoreTrash(ctx, req)
 		if c.Bool("json") && err == nil {
 			return printJSON(c.App.Writer, done)
@@ -133,7 +133,7 @@ func runTrashPurge(c *cli.Context) error {
 		}
 		req.Before = t
 	}
-	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+	return withAdmin(c, func(ctx context.Context, a daemon.Admin) error {
 		res, err := a.PurgeTrash(ctx, req)
 		if err != nil {
 			return err
@@ -163,7 +163,7 @@ func runTrashRetention(c *cli.Context) error {
 	default:
 		return fmt.Errorf("trash retention: give at most one DURATION")
 	}
-	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+	return withAdmin(c, func(ctx context.Context, a daemon.Admin) error {
 		st, err := a.SetTrashSettings(ctx, ret)
 		if err != nil {
 			return err
@@ -207,7 +207,7 @@ func runRestore(c *cli.Context) error {
 	if err := daemon.ValidPrincipalName("user", req.User); err != nil {
 		return err
 	}
-	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+	return withAdmin(c, func(ctx context.Context, a daemon.Admin) error {
 		res, err := a.RestoreAt(ctx, req)
 		if err != nil {
 			return err

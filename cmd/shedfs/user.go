@@ -79,7 +79,7 @@ func runUserAdd(c *cli.Context) error {
 	if owner.ForceOwner {
 		req.Uid, req.Gid = &owner.Uid, &owner.Gid
 	}
-	return withAdmin(c, true, func(ctx context.Context, a daemon.Admin) error {
+	return withAdmin(c, func(ctx context.Context, a daemon.Admin) error {
 		u, err := a.AddUser(ctx, req)
 		if err != nil {
 			return err
@@ -151,7 +151,7 @@ func runUserRemove(c *cli.Context) error {
 	if err := nargs(c, "one NAME", 1); err != nil {
 		return err
 	}
-	return withAdmin(c, false, func(ctx context.Context, a daemon.Admin) error {
+	return withAdmin(c, func(ctx context.Context, a daemon.Admin) error {
 		r, err := a.RemoveUser(ctx, c.Args().First(), c.Bool("force"))
 		if err != nil {
 			return err
