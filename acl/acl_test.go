@@ -277,8 +277,41 @@ func TestRowSymlink(t *testing.T) {
 		{"empty_target", Symlink(alice, aliceRoot, "l", "", 0, in, Quota{}), syscall.EINVAL, ReasonBadName},
 		{"nul_target", Symlink(alice, aliceRoot, "l", "a\x00", 0, all, Quota{}), syscall.EINVAL, ReasonBadName},
 		{"long_target", Symlink(alice, aliceRoot, "l", strings.Repeat("a/", 2048), 0, in, Quota{}), syscall.ENAMETOOLONG, ReasonNameTooLong},
-		{"readlink_after_move", SymlinkTarget(in, "../../x", 1), syscall.EPERM, ReasonSymlinkPolicy},
+		{"readlink_after_move", SymlinkTarget(in, shedfs.ZoneGroup, "../../x", 1), syscall.EPERM, ReasonSymlinkPolicy},
 		{"symlink_past_inode_quota", Symlink(alice, aliceRoot, "l", "a", 0, in, full), syscall.EDQUOT, ReasonQuotaInodes},
+		{"in_zone_absolute_in_output", Symlink(alice, aliceOut, "l", "/usr/bin/python3", 1, in, Quota{}), syscall.EPERM, ReasonSymlinkPolicy},
+	})
+}
+
+// Row: the default policy, shared-in-zone (issue 27): any target in a
+// user's own zones (private, output, a session), where only that user's
+// processes follow a link; in share/ and groups, only targets that stay in
+// the zone, since other users' processes follow them.
+func TestRowSymlinkDefault(t *testing.T) {
+	def := zones.SymlinkSharedInZone
+	if def != zones.DefaultConfig().Symlinks || def != (zones.Config{}).Symlinks {
+		t.Fatalf("shared-in-zone is not the default policy")
+	}
+	sessionRoot := root(zones.SessionZone("alice", "s1"), "alice", none)
+	run(t, []row{
+		{"private_absolute", Symlink(alice, aliceRoot, "python3", "/usr/bin/python3", 0, def, Quota{}), 0, ""},
+		{"private_climb_out", Symlink(alice, alicePrivDir, "l", "../../x", 1, def, Quota{}), 0, ""},
+		{"output_absolute", Symlink(alice, aliceOut, "l", "/usr/bin/python3", 1, def, Quota{}), 0, ""},
+		{"output_to_private", Symlink(alice, aliceOut, "l", "../../notes.txt", 1, def, Quota{}), 0, ""},
+		{"session_absolute", Symlink(Actor{User: "alice", Session: "s1"}, sessionRoot, "l", "/usr/lib/x", 0, def, Quota{}), 0, ""},
+		{"share_absolute", Symlink(alice, shareRoot, "l", "/etc/passwd", 0, def, Quota{}), syscall.EPERM, ReasonSymlinkPolicy},
+		{"share_climb_out", Symlink(alice, shareDir, "l", "../../x", 1, def, Quota{}), syscall.EPERM, ReasonSymlinkPolicy},
+		{"share_relative", Symlink(alice, shareDir, "l", "../x", 1, def, Quota{}), 0, ""},
+		{"group_absolute", Symlink(alice, teamDir, "l", "/home/alice", 1, def, Quota{}), syscall.EPERM, ReasonSymlinkPolicy},
+		{"group_climb_out", Symlink(alice, teamRoot, "l", "../../alice", 0, def, Quota{}), syscall.EPERM, ReasonSymlinkPolicy},
+		{"group_up_within", Symlink(alice, teamDir, "l", "../x", 1, def, Quota{}), 0, ""},
+		{"uploads_still_read_only", Symlink(alice, uploadsRoot, "l", "/x", 0, def, Quota{}), syscall.EACCES, ReasonUploadsReadonly},
+		{"private_empty_target", Symlink(alice, aliceRoot, "l", "", 0, def, Quota{}), syscall.EINVAL, ReasonBadName},
+		{"private_long_target", Symlink(alice, aliceRoot, "l", strings.Repeat("a/", 2048), 0, def, Quota{}), syscall.ENAMETOOLONG, ReasonNameTooLong},
+		{"readlink_private_absolute", SymlinkTarget(def, shedfs.ZonePrivate, "/usr/bin/python3", 0), 0, ""},
+		{"readlink_share_absolute", SymlinkTarget(def, shedfs.ZoneShare, "/etc/passwd", 0), syscall.EPERM, ReasonSymlinkPolicy},
+		{"readlink_group_after_move", SymlinkTarget(def, shedfs.ZoneGroup, "../../x", 1), syscall.EPERM, ReasonSymlinkPolicy},
+		{"readlink_unknown_zone", SymlinkTarget(def, shedfs.ZoneNone, "/x", 0), syscall.EPERM, ReasonSymlinkPolicy},
 	})
 }
 

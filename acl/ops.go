@@ -157,7 +157,7 @@ func WriteOpen(passthroughReaders int) Decision {
 }
 
 // Symlink decides creating symlink name → target in dir, under symlink
-// policy p. depth is the number of directory levels between dir's zone
+// policy p as it applies to dir's zone (zones.SymlinkPolicy.In). depth is the number of directory levels between dir's zone
 // root and dir (0 when dir is the zone root).
 func Symlink(a Actor, dir Entry, name, target string, depth int, p zones.SymlinkPolicy, q Quota) Decision {
 	if d := checkName(name); !d.Allowed() {
@@ -166,19 +166,19 @@ func Symlink(a Actor, dir Entry, name, target string, depth int, p zones.Symlink
 	if d := CheckDir(a, OpSymlink, dir, name); !d.Allowed() {
 		return d
 	}
-	if d := SymlinkTarget(p, target, depth); !d.Allowed() {
+	if d := SymlinkTarget(p, dir.Zone.Kind, target, depth); !d.Allowed() {
 		return d
 	}
 	return AdmitInodes(q.Usage, q.Limit, 1)
 }
 
-// SymlinkTarget decides a symlink target alone (zones.CheckSymlinkTarget
-// with a reason). Call it also from Readlink with the link's current
-// depth: a directory renamed to a shallower place within the zone would
-// otherwise let an older link climb out; refuse such a readlink with the
-// Decision's errno.
-func SymlinkTarget(p zones.SymlinkPolicy, target string, depth int) Decision {
-	switch e := zones.CheckSymlinkTarget(p, target, depth); e {
+// SymlinkTarget decides a symlink target alone, for a link in a zone of
+// kind k (zones.CheckSymlinkTarget of p.In(k), with a reason). Call it
+// also from Readlink with the link's zone and current depth: a directory
+// renamed to a shallower place within the zone would otherwise let an
+// older link climb out; refuse such a readlink with the Decision's errno.
+func SymlinkTarget(p zones.SymlinkPolicy, k shedfs.ZoneKind, target string, depth int) Decision {
+	switch e := zones.CheckSymlinkTarget(p.In(k), target, depth); e {
 	case 0:
 		return Decision{}
 	case syscall.EINVAL:

@@ -562,7 +562,7 @@ func (n *node) Readlink(ctx context.Context) (_ []byte, errno syscall.Errno) {
 		if err == nil {
 			depth = n.v.depth(parent)
 		}
-		if d := acl.SymlinkTarget(n.v.fs.opts.Zones.Symlinks, rec.Target, depth); !d.Allowed() {
+		if d := acl.SymlinkTarget(n.v.fs.opts.Zones.Symlinks, rec.Zone.Kind, rec.Target, depth); !d.Allowed() {
 			return nil, n.deny(acl.OpRead, "", d)
 		}
 	}

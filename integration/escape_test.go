@@ -13,7 +13,9 @@ import (
 
 // Escape attempts from bob's and carol's views into alice's private,
 // output and uploads zones: every one fails, and no name of alice's leaks
-// through a listing, a link, an xattr or an error message.
+// through a listing, a link, an xattr or an error message. (A symlink in
+// a user's own zones may name any target: the kernel follows it in the
+// reader's namespace, and only that user's processes read it.)
 
 // aliceSecrets are names only alice's private zones hold.
 var aliceSecrets = []string{"alice-secret-7f3a", "alice-diary-91c2", "alice-report-5d0e", "alice-upload-c4b8"}
@@ -52,20 +54,24 @@ func TestEscape(t *testing.T) {
 		mustMkdir(t, U("d1"), 0o755)
 		mustMkdir(t, U("d1", "d2"), 0o755)
 
-		// Absolute symlinks into alice's view, and to the mount root.
+		// Absolute symlinks into alice's view, and to the mount root: in
+		// share/, which other users' processes follow, EPERM. In the
+		// user's own zones the default policy (shared-in-zone) allows any
+		// target: only this user's processes follow them, in their own
+		// mount namespace, so they reach nothing those processes could
+		// not reach anyway (here, in the tests' one namespace, only root
+		// passes the 0700 mount root).
 		for _, target := range []string{secretAbs, A(), s.Root, "/", filepath.Join(U(), "..", "alice", aliceSecrets[0])} {
-			wantErrno(t, w+"ln -s "+target+" (private)", os.Symlink(target, U("x")), syscall.EPERM)
 			wantErrno(t, w+"ln -s "+target+" (share)", os.Symlink(target, U("share", "x")), syscall.EPERM)
+			if wantOK(t, w+"ln -s "+target+" (private)", os.Symlink(target, U("x"))) {
+				wantOK(t, w+"rm x", os.Remove(U("x")))
+			}
 		}
-		// Relative chains climbing out of the view root, share/ and groups/.
+		// Relative chains climbing out of share/ and groups/: EPERM.
 		for _, c := range []struct{ target, link string }{
-			{"../alice/" + aliceSecrets[0], "x"},
-			{"../../alice", "d1/x"},
-			{"../../../alice/" + aliceSecrets[0], "d1/d2/x"},
 			{"../../alice/" + aliceSecrets[0], "share/x"},
 			{"../../../alice/output", "share/x"},
-			{"d1/../../alice", "x"},
-			{"./../alice", "x"},
+			{"../alice/" + aliceSecrets[0], "share/x"},
 		} {
 			wantErrno(t, w+"ln -s "+c.target+" "+c.link, os.Symlink(c.target, U(c.link)), syscall.EPERM)
 		}
@@ -73,8 +79,8 @@ func TestEscape(t *testing.T) {
 			wantErrno(t, w+"ln -s ../../../alice groups/team-alpha/x",
 				os.Symlink("../../../alice", U("groups", "team-alpha", "x")), syscall.EPERM)
 		}
-		if out, code := tool(t, "ln", "-s", secretAbs, U("x")); code == 0 || !strings.Contains(out, "Operation not permitted") {
-			t.Errorf(w+"ln -s %s x: exit %d %q, want Operation not permitted", secretAbs, code, out)
+		if out, code := tool(t, "ln", "-s", secretAbs, U("share", "x")); code == 0 || !strings.Contains(out, "Operation not permitted") {
+			t.Errorf(w+"ln -s %s share/x: exit %d %q, want Operation not permitted", secretAbs, code, out)
 		}
 
 		// Hard links and renames between share/, groups/ and the private

@@ -192,12 +192,12 @@ func TestMetrics(t *testing.T) {
 	mustWrite(t, v.Path("p1"), nil, 0o644)
 	mustWrite(t, v.Path("p2"), nil, 0o644)
 	mustWrite(t, v.Path("share", "s0"), data, 0o644)
-	// Denials: a create in groups/ and a symlink out of the zone.
+	// Denials: a create in groups/ and a symlink out of share/.
 	if err := os.WriteFile(v.Path("groups", "x"), data, 0o644); !errors.Is(err, unix.EACCES) {
 		t.Errorf("create in groups/: %v, want EACCES", err)
 	}
-	if err := os.Symlink("/etc/passwd", v.Path("l")); !errors.Is(err, unix.EPERM) {
-		t.Errorf("symlink to /etc/passwd: %v, want EPERM", err)
+	if err := os.Symlink("/etc/passwd", v.Path("share", "l")); !errors.Is(err, unix.EPERM) {
+		t.Errorf("symlink share/l to /etc/passwd: %v, want EPERM", err)
 	}
 	// A read of a file the view can write goes through the daemon (no
 	// passthrough), once the kernel has let go of the pages the write

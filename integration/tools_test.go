@@ -416,42 +416,76 @@ func TestSymlinks(t *testing.T) {
 	fsckClean(t, v.Store)
 }
 
-// TestSymlinkPolicy checks the default in-zone symlink policy: absolute
-// targets and targets that climb out of the link's zone are refused with
-// EPERM; ".." that stays inside the zone is fine. (Targets with ".." after
-// a name, like "a/../x", are left out: refusing them is a sound, deliberate
-// choice of the zones package, since a name may itself be a symlink.)
+// TestSymlinkPolicy checks the symlink policies through the kernel.
+// in-zone: absolute targets and targets that climb out of the link's zone
+// are refused with EPERM; ".." that stays inside the zone is fine.
+// shared-in-zone, the default (issue 27): the same in share/, but any
+// target in the user's own zones (private, output/). (Targets with ".."
+// after a name, like "a/../x", are refused in shared zones: a sound,
+// deliberate choice of the zones package, since a name may itself be a
+// symlink.)
 func TestSymlinkPolicy(t *testing.T) {
 	t.Parallel()
-	v := startView(t, newStore(t), "alice")
-	mustMkdir(t, v.Path("a"), 0o755)
-	mustMkdir(t, v.Path("share", "s"), 0o755)
-	for _, c := range []struct {
+	type link struct {
 		link, target string
 		ok           bool
-	}{
-		{"a/l", "/etc/passwd", false},
-		{"l", "..", false},                   // the private root's parent
-		{"a/l", "../..", false},              // one level above the zone
-		{"a/l", "a/../../../x", false},       // climbs out on the way
+	}
+	shared := []link{
 		{"share/l", "../p", false},           // from share into the private tree
 		{"share/s/l", "../../output", false}, // from share into output
+		{"share/l", "/etc/passwd", false},
+		{"share/s/l", "../t", true},
+	}
+	inZone := append([]link{
+		{"a/l", "/etc/passwd", false},
+		{"l", "..", false},             // the private root's parent
+		{"a/l", "../..", false},        // one level above the zone
+		{"a/l", "a/../../../x", false}, // climbs out on the way
+		{"output/l", "/usr/bin/python3", false},
 		{"a/l", "..", true},
 		{"a/l", "../x", true},
 		{"a/l", "b/c", true},
-		{"share/s/l", "../t", true},
+	}, shared...)
+	ownAny := append([]link{
+		{"a/l", "/etc/passwd", true},
+		{"l", "..", true},
+		{"a/l", "../..", true},
+		{"a/l", "a/../../../x", true},
+		{"output/l", "/usr/bin/python3", true},
+		{"output/l", "../a", true}, // from output into the private tree
+		{"a/l", "b/c", true},
+	}, shared...)
+	for _, c := range []struct {
+		name  string
+		flags []string
+		links []link
+	}{
+		{"in-zone", []string{"--symlinks", "in-zone"}, inZone},
+		{"default", nil, ownAny},
 	} {
-		p := v.Path(c.link)
-		err := os.Symlink(c.target, p)
-		if c.ok && err != nil {
-			t.Errorf("symlink %s -> %q (inside the zone): %v", c.link, c.target, err)
-		}
-		if !c.ok && !errors.Is(err, unix.EPERM) {
-			t.Errorf("symlink %s -> %q (out of the zone): %v, want EPERM", c.link, c.target, err)
-		}
-		os.Remove(p)
+		t.Run(c.name, func(t *testing.T) {
+			v := startView(t, newStore(t), "alice", c.flags...)
+			mustMkdir(t, v.Path("a"), 0o755)
+			mustMkdir(t, v.Path("share", "s"), 0o755)
+			for _, l := range c.links {
+				p := v.Path(l.link)
+				err := os.Symlink(l.target, p)
+				if l.ok && err != nil {
+					t.Errorf("symlink %s -> %q: %v, want it made", l.link, l.target, err)
+				}
+				if l.ok && err == nil {
+					if got, err := os.Readlink(p); err != nil || got != l.target {
+						t.Errorf("readlink %s: %q %v, want %q", l.link, got, err, l.target)
+					}
+				}
+				if !l.ok && !errors.Is(err, unix.EPERM) {
+					t.Errorf("symlink %s -> %q (out of the zone): %v, want EPERM", l.link, l.target, err)
+				}
+				os.Remove(p)
+			}
+			v.Stop()
+		})
 	}
-	v.Stop()
 }
 
 // TestCpA copies a tree with varied modes, owners, times, xattrs, symlinks

@@ -4,24 +4,36 @@ import (
 	"fmt"
 	"strings"
 	"syscall"
+
+	"github.com/shedfs/shedfs"
 )
 
 // SymlinkPolicy decides which symlink targets may be created. The zero
-// value is SymlinkInZone, the default.
+// value is SymlinkSharedInZone, the default.
 type SymlinkPolicy uint8
 
 // The symlink policies of docs/design.md, "Rules".
 const (
+	// SymlinkSharedInZone, the default, is SymlinkAllow in a user's own
+	// zones and SymlinkInZone in every other (In). The kernel follows a
+	// link in the namespace of the process that reads it: a link in a
+	// user's private tree, output/ or a session is read only by that
+	// user's processes, in their own mount namespace, so any target there
+	// reaches only what they can reach anyway (and tools such as python
+	// -m venv link to /usr/bin). A link in share/ or a group is followed
+	// by other users' processes too, and must not lead them out of the
+	// zone.
+	SymlinkSharedInZone SymlinkPolicy = iota
 	// SymlinkInZone allows relative targets that cannot leave the link's
 	// zone; absolute targets and targets that climb out are EPERM.
-	SymlinkInZone SymlinkPolicy = iota
+	SymlinkInZone
 	// SymlinkAllow allows any well-formed target.
 	SymlinkAllow
 	// SymlinkDeny refuses every symlink with EPERM.
 	SymlinkDeny
 )
 
-var symlinkPolicyNames = [...]string{"in-zone", "allow", "deny"}
+var symlinkPolicyNames = [...]string{"shared-in-zone", "in-zone", "allow", "deny"}
 
 // String returns the policy as the configuration spells it.
 func (p SymlinkPolicy) String() string {
@@ -31,25 +43,43 @@ func (p SymlinkPolicy) String() string {
 	return fmt.Sprintf("symlinks(%d)", uint8(p))
 }
 
-// ParseSymlinkPolicy parses "in-zone", "allow" or "deny"; the empty string
-// means the default, in-zone.
+// ParseSymlinkPolicy parses "shared-in-zone", "in-zone", "allow" or
+// "deny"; the empty string means the default, shared-in-zone.
 func ParseSymlinkPolicy(s string) (SymlinkPolicy, error) {
 	if s == "" {
-		return SymlinkInZone, nil
+		return SymlinkSharedInZone, nil
 	}
 	for i, n := range symlinkPolicyNames {
 		if n == s {
 			return SymlinkPolicy(i), nil
 		}
 	}
-	return SymlinkInZone, fmt.Errorf("unknown symlink policy %q (want in-zone, allow or deny): %w", s, syscall.EINVAL)
+	return SymlinkSharedInZone, fmt.Errorf("unknown symlink policy %q (want shared-in-zone, in-zone, allow or deny): %w", s, syscall.EINVAL)
+}
+
+// In is the policy p applies to a link in a zone of kind k: for
+// SymlinkSharedInZone, SymlinkAllow in a user's own zones (private,
+// output, session) and SymlinkInZone in any other (share, group, uploads,
+// and an unknown kind, failing closed); every other policy is the same
+// in every zone.
+func (p SymlinkPolicy) In(k shedfs.ZoneKind) SymlinkPolicy {
+	if p != SymlinkSharedInZone {
+		return p
+	}
+	switch k {
+	case shedfs.ZonePrivate, shedfs.ZoneOutput, shedfs.ZoneSession:
+		return SymlinkAllow
+	}
+	return SymlinkInZone
 }
 
 // MaxSymlinkLen is the longest symlink target in bytes (PATH_MAX - 1).
 const MaxSymlinkLen = 4095
 
 // CheckSymlinkTarget decides whether a symlink with the given target may be
-// created, or followed, under policy p. depth is the number of directory
+// created, or followed, under policy p as it applies to the link's zone
+// (SymlinkPolicy.In; SymlinkSharedInZone itself is checked as in-zone,
+// failing closed). depth is the number of directory
 // levels between the zone root and the directory holding the link (0 for a
 // link directly in the zone root).
 //

@@ -4,16 +4,18 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/shedfs/shedfs"
 )
 
 func TestSymlinkPolicyParse(t *testing.T) {
-	for _, p := range []SymlinkPolicy{SymlinkInZone, SymlinkAllow, SymlinkDeny} {
+	for _, p := range []SymlinkPolicy{SymlinkSharedInZone, SymlinkInZone, SymlinkAllow, SymlinkDeny} {
 		got, err := ParseSymlinkPolicy(p.String())
 		if err != nil || got != p {
 			t.Errorf("ParseSymlinkPolicy(%q) = %v, %v", p.String(), got, err)
 		}
 	}
-	if p, err := ParseSymlinkPolicy(""); err != nil || p != SymlinkInZone {
+	if p, err := ParseSymlinkPolicy(""); err != nil || p != SymlinkSharedInZone {
 		t.Errorf(`ParseSymlinkPolicy("") = %v, %v`, p, err)
 	}
 	for _, s := range []string{"inzone", "ALLOW", "none", "in-zone "} {
@@ -162,4 +164,36 @@ func FuzzSymlinkTarget(f *testing.F) {
 			t.Fatal("deny allowed a symlink")
 		}
 	})
+}
+
+// TestSymlinkPolicyIn: the policy each setting applies in each zone kind
+// (issue 27). shared-in-zone, the default, allows any target where only
+// the zone's user follows a link and keeps links in their zone wherever
+// other users' processes follow them; an unknown kind fails closed.
+func TestSymlinkPolicyIn(t *testing.T) {
+	def, in, all, no := SymlinkSharedInZone, SymlinkInZone, SymlinkAllow, SymlinkDeny
+	if (Config{}).Symlinks != def {
+		t.Errorf("the zero Config's policy is %v, want shared-in-zone", (Config{}).Symlinks)
+	}
+	kinds := []shedfs.ZoneKind{shedfs.ZonePrivate, shedfs.ZoneOutput, shedfs.ZoneSession, shedfs.ZoneShare, shedfs.ZoneGroup, shedfs.ZoneUploads, shedfs.ZoneNone, shedfs.ZoneKind(99)}
+	want := map[SymlinkPolicy][]SymlinkPolicy{
+		def: {all, all, all, in, in, in, in, in},
+		in:  {in, in, in, in, in, in, in, in},
+		all: {all, all, all, all, all, all, all, all},
+		no:  {no, no, no, no, no, no, no, no},
+	}
+	for p, ws := range want {
+		for i, k := range kinds {
+			if got := p.In(k); got != ws[i] {
+				t.Errorf("%v.In(%v) = %v, want %v", p, k, got, ws[i])
+			}
+		}
+	}
+	// Unresolved, the default is checked as in-zone (failing closed).
+	if e := CheckSymlinkTarget(def, "/usr/bin/python3", 0); e != syscall.EPERM {
+		t.Errorf("CheckSymlinkTarget(shared-in-zone unresolved, absolute) = %v, want EPERM", e)
+	}
+	if e := CheckSymlinkTarget(def.In(shedfs.ZonePrivate), "/usr/bin/python3", 0); e != 0 {
+		t.Errorf("CheckSymlinkTarget(shared-in-zone in private, absolute) = %v, want 0", e)
+	}
 }

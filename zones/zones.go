@@ -136,13 +136,14 @@ type Policy struct {
 
 // Config holds the configurable parts of zone policy. The zero Config is
 // the default of docs/design.md: new entries in share and group zones get mode
-// group, symlinks must stay in their zone.
+// group, symlinks in share and group zones must stay in their zone.
 type Config struct {
 	// ShareDefault and GroupDefault are the ownership modes of new entries
 	// in share/ and in group zones. OwnModeNone means the default, group.
 	ShareDefault shedfs.OwnMode
 	GroupDefault shedfs.OwnMode
-	// Symlinks is the symlink policy of every zone.
+	// Symlinks is the symlink policy (SymlinkPolicy.In says what it is in
+	// each zone).
 	Symlinks SymlinkPolicy
 }
 
@@ -152,7 +153,7 @@ func DefaultConfig() Config {
 	return Config{
 		ShareDefault: shedfs.OwnModeGroup,
 		GroupDefault: shedfs.OwnModeGroup,
-		Symlinks:     SymlinkInZone,
+		Symlinks:     SymlinkSharedInZone,
 	}
 }
 

@@ -69,7 +69,7 @@ func TestPolicy(t *testing.T) {
 		}
 	}
 	if d := DefaultConfig(); d.Policy(shedfs.ZoneShare).DefaultMode != shedfs.OwnModeGroup ||
-		d.Policy(shedfs.ZoneGroup).DefaultMode != shedfs.OwnModeGroup || d.Symlinks != SymlinkInZone {
+		d.Policy(shedfs.ZoneGroup).DefaultMode != shedfs.OwnModeGroup || d.Symlinks != SymlinkSharedInZone {
 		t.Errorf("DefaultConfig = %+v", d)
 	}
 	if (Config{}).Policy(shedfs.ZoneShare).DefaultMode != shedfs.OwnModeGroup {
@@ -81,7 +81,7 @@ func TestPolicy(t *testing.T) {
 	if err := DefaultConfig().Validate(); err != nil {
 		t.Error(err)
 	}
-	for _, bad := range []Config{{ShareDefault: 9}, {GroupDefault: 4}, {Symlinks: 3}} {
+	for _, bad := range []Config{{ShareDefault: 9}, {GroupDefault: 4}, {Symlinks: SymlinkDeny + 1}} {
 		if bad.Validate() == nil {
 			t.Errorf("Validate(%+v) = nil", bad)
 		}

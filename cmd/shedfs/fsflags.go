@@ -21,7 +21,7 @@ func fsFlags() []cli.Flag {
 		&cli.StringFlag{Name: "memory-limit", Value: "128MiB", Usage: "soft limit for the daemon's Go heap, kept by collecting garbage more often near it, raised by each mounted view's FUSE read buffers (0: none; GOMEMLIMIT wins when set)"},
 		&cli.BoolFlag{Name: "pprof", Usage: "also serve Go's profiler at /debug/pprof/ on the metrics address"},
 		&cli.BoolFlag{Name: "no-passthrough", Usage: "serve every read through the daemon instead of FUSE passthrough"},
-		&cli.StringFlag{Name: "symlinks", Value: "in-zone", Usage: "symlink policy: in-zone, allow or deny"},
+		&cli.StringFlag{Name: "symlinks", Value: "shared-in-zone", Usage: "symlink policy: shared-in-zone (any target in a user's own zones, none leaving share/ or a group), in-zone (none leaving any zone), allow or deny"},
 		&cli.StringFlag{Name: "share-mode", Value: "group", Usage: "ownership mode of new entries in share/: owner, group or owner_ro"},
 		&cli.StringFlag{Name: "group-mode", Value: "group", Usage: "ownership mode of new entries in group spaces: owner, group or owner_ro"},
 	}, linkFlags()...) // link.go
