@@ -33,10 +33,20 @@ type Decision struct {
 	// Reason is empty to allow, else one of the Reason constants: a short,
 	// stable snake_case rule name for metrics labels and the audit trail.
 	Reason string
+	// Unsupported marks an Errno that is the ordinary answer of a
+	// filesystem without the feature asked for (ENOTSUP for a POSIX ACL),
+	// not the refusal of a rule: tools expect it and carry on (sed -i,
+	// cp -p), so a door returns the Errno but neither counts nor audits
+	// it, which would be noise in shedfs_denials_total and the trail.
+	Unsupported bool
 }
 
 // Allowed reports whether the decision allows the operation.
 func (d Decision) Allowed() bool { return d.Errno == 0 }
+
+// Refused reports whether the decision is the refusal of a rule, which
+// every door counts and audits: not allowed, and not Unsupported.
+func (d Decision) Refused() bool { return d.Errno != 0 && !d.Unsupported }
 
 // Err returns nil to allow, else the Errno (as an error, for errors.Is).
 func (d Decision) Err() error {
@@ -122,6 +132,12 @@ const (
 	// (EOPNOTSUPP): security.* and system.* would mean something to the
 	// kernel (capabilities, ACLs) that shedfs does not enforce.
 	ReasonXattrNamespace = "xattr_namespace"
+	// ReasonPosixACL: setting a POSIX ACL (system.posix_acl_access or
+	// system.posix_acl_default) (EOPNOTSUPP): views have no ACLs, and
+	// this is the answer any filesystem mounted without them gives. The
+	// Decision is Unsupported: never counted nor audited, so it is not in
+	// Reasons.
+	ReasonPosixACL = "posix_acl_unsupported"
 	// ReasonPassthroughReaders: opening for writing a file that the same
 	// view holds open for passthrough reading (ETXTBSY), which the kernel
 	// would otherwise fail with EIO or let bypass the per-write checks.
@@ -147,8 +163,8 @@ const (
 	ReasonSessionReadonly = "session_readonly"
 )
 
-// Reasons returns every reason a Decision can carry, for pre-registering
-// metric label values. The slice is a fresh copy.
+// Reasons returns every reason a refusal (Decision.Refused) can carry,
+// for pre-registering metric label values. The slice is a fresh copy.
 func Reasons() []string {
 	return []string{
 		ReasonUploadsReadonly, ReasonOwnerOnly, ReasonOwnerRO, ReasonDirMode,

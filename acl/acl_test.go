@@ -591,6 +591,32 @@ func TestRowTmpfile(t *testing.T) {
 	})
 }
 
+// TestPosixACLUnsupported: a POSIX ACL's EOPNOTSUPP is the answer of a
+// filesystem without ACLs, not a refusal (issue 27: every sed -i was
+// audited and counted); every other namespace refusal still is one, as is
+// a permission refusal met first.
+func TestPosixACLUnsupported(t *testing.T) {
+	for _, c := range []struct {
+		d       Decision
+		refused bool
+	}{
+		{XattrNamespace(XattrPosixACLAccess), false},
+		{XattrNamespace(XattrPosixACLDefault), false},
+		{SetXattr(alice, alicePriv, XattrPosixACLAccess, "x", nil), false},
+		{SetXattr(alice, uploadsFile, XattrPosixACLAccess, "x", nil), true},
+		{XattrNamespace("security.capability"), true},
+		{XattrNamespace("system.posix_acl_accessx"), true},
+		{XattrNamespace("user.x"), false},
+	} {
+		if c.d.Refused() != c.refused {
+			t.Errorf("%+v: Refused() = %v, want %v", c.d, c.d.Refused(), c.refused)
+		}
+		if c.d.Unsupported && (c.d.Allowed() || slices.Contains(Reasons(), c.d.Reason)) {
+			t.Errorf("%+v: Unsupported, yet allowed or a counted reason", c.d)
+		}
+	}
+}
+
 // Only user.* and trusted.* are stored; security.* and system.* would
 // mean something to the kernel that shedfs does not enforce.
 func TestRowXattrNamespace(t *testing.T) {
@@ -601,12 +627,15 @@ func TestRowXattrNamespace(t *testing.T) {
 		{"user", XattrNamespace("user.comment"), 0, ""},
 		{"trusted", XattrNamespace("trusted.overlay.opaque"), 0, ""},
 		{"security", XattrNamespace("security.capability"), syscall.EOPNOTSUPP, R},
-		{"system_acl", XattrNamespace("system.posix_acl_access"), syscall.EOPNOTSUPP, R},
+		{"system_acl", XattrNamespace("system.posix_acl_access"), syscall.EOPNOTSUPP, ReasonPosixACL},
+		{"system_acl_default", XattrNamespace("system.posix_acl_default"), syscall.EOPNOTSUPP, ReasonPosixACL},
+		{"system_other", XattrNamespace("system.nfs4_acl"), syscall.EOPNOTSUPP, R},
 		{"no_namespace", XattrNamespace("comment"), syscall.EOPNOTSUPP, R},
 		{"long", XattrNamespace(long), syscall.ERANGE, ReasonNameTooLong},
 		{"255", XattrNamespace(long[:255]), 0, ""},
 		{"set_security", SetXattr(bob, f, "security.capability", "x", nil), syscall.EOPNOTSUPP, R},
-		{"set_system", SetXattr(alice, alicePriv, "system.posix_acl_access", "x", nil), syscall.EOPNOTSUPP, R},
+		{"set_system", SetXattr(alice, alicePriv, "system.posix_acl_access", "x", nil), syscall.EOPNOTSUPP, ReasonPosixACL},
+		{"acl_permission_first", SetXattr(alice, uploadsFile, "system.posix_acl_access", "x", nil), syscall.EACCES, ReasonUploadsReadonly},
 		{"permission_first", SetXattr(alice, uploadsFile, "security.selinux", "x", nil), syscall.EACCES, ReasonUploadsReadonly},
 		{"set_trusted", SetXattr(bob, f, "trusted.x", "x", nil), 0, ""},
 		{"shedfs_names_unchanged", SetXattr(alice, f, XattrMode, "owner", nil), 0, ""},

@@ -106,17 +106,29 @@ func SetXattr(a Actor, e Entry, name, value string, isMember func(principal stri
 	return XattrNamespace(name)
 }
 
+// The POSIX ACL attributes (linux/xattr.h).
+const (
+	XattrPosixACLAccess  = "system.posix_acl_access"
+	XattrPosixACLDefault = "system.posix_acl_default"
+)
+
 // XattrNamespace decides the name of an ordinary xattr to store: user.*
 // and trusted.* are stored; security.* and system.* (capabilities, ACLs)
 // would mean something to the kernel that shedfs does not enforce, so they
-// are refused (EOPNOTSUPP) rather than silently ignored. A name longer
-// than shedfs.MaxXattrNameLen is ERANGE, as the kernel answers.
+// are refused (EOPNOTSUPP) rather than silently ignored. A POSIX ACL gets
+// the same EOPNOTSUPP, but Unsupported (posix_acl_unsupported): that is
+// what a filesystem without ACLs answers, and tools copying a file's ACL
+// (sed -i, cp -p) expect it, so it is no refusal to count or audit. A
+// name longer than shedfs.MaxXattrNameLen is ERANGE, as the kernel
+// answers.
 func XattrNamespace(name string) Decision {
 	switch {
 	case len(name) > shedfs.MaxXattrNameLen:
 		return deny(syscall.ERANGE, ReasonNameTooLong)
 	case strings.HasPrefix(name, "user."), strings.HasPrefix(name, "trusted."):
 		return Decision{}
+	case name == XattrPosixACLAccess, name == XattrPosixACLDefault:
+		return Decision{Errno: syscall.EOPNOTSUPP, Reason: ReasonPosixACL, Unsupported: true}
 	}
 	return deny(syscall.EOPNOTSUPP, ReasonXattrNamespace)
 }

@@ -61,8 +61,14 @@ func (v *View) deny(op acl.Op, p string, z shedfs.Zone, d acl.Decision) syscall.
 	return v.denyDetail(op, p, z, d, "")
 }
 
-// denyDetail is deny of an open refused by the content's scan state.
+// denyDetail is deny of an open refused by the content's scan state. An
+// Unsupported decision (acl.Decision.Refused is false) is answered but
+// neither counted nor recorded: it is no refusal of a rule.
 func (v *View) denyDetail(op acl.Op, p string, z shedfs.Zone, d acl.Decision, scan string) syscall.Errno {
+	if !d.Refused() {
+		v.fs.log.Debug("unsupported", "user", v.user, "op", op.String(), "path", p, "reason", d.Reason, "errno", d.Errno)
+		return d.Errno
+	}
 	v.fs.countDenial(d.Reason)
 	v.fs.record(shedfs.Event{
 		Time:   time.Now(),

@@ -68,3 +68,47 @@ func TestRefusalsAudited(t *testing.T) {
 	})
 	v.Stop()
 }
+
+// TestPosixACLNotADenial: setting a POSIX ACL answers ENOTSUP, as any
+// filesystem mounted without ACLs does, and tools such as sed -i (which
+// copies the file's ACL to its new copy) expect it and go on. It is not
+// the refusal of a rule: not counted in shedfs_denials_total, not in the
+// audit trail (issue 27: every sed -i recorded a denial, noise that could
+// trip ShedfsDenialSpike). A real refusal next to it still is.
+func TestPosixACLNotADenial(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	v, addr := startObservedView(t, store)
+	before := scrape(t, addr)
+	mustWrite(t, v.Path("f"), []byte("a\n"), 0o644)
+	mustWrite(t, v.Path("share", "g"), []byte("a\n"), 0o644)
+	for _, p := range []string{v.Path("f"), v.Path("share", "g")} {
+		if out, code := tool(t, "sed", "-i", "s/a/b/", p); code != 0 {
+			t.Errorf("sed -i %s: exit %d %s", p, code, out)
+		}
+		if got := string(mustRead(t, p)); got != "b\n" {
+			t.Errorf("%s after sed -i: %q", p, got)
+		}
+	}
+	// The minimal ACL of mode 0644, as sed writes it (u::rw- g::r-- o::r--).
+	acl := []byte("\x02\x00\x00\x00\x01\x00\x06\x00\xff\xff\xff\xff\x04\x00\x04\x00\xff\xff\xff\xff\x20\x00\x04\x00\xff\xff\xff\xff")
+	mustMkdir(t, v.Path("d"), 0o755)
+	wantErrno(t, "setxattr system.posix_acl_access", unix.Setxattr(v.Path("f"), "system.posix_acl_access", acl, 0), syscall.EOPNOTSUPP)
+	wantErrno(t, "setxattr system.posix_acl_default", unix.Setxattr(v.Path("d"), "system.posix_acl_default", acl, 0), syscall.EOPNOTSUPP)
+	// The marker: a refusal of the namespace rule, counted and audited.
+	wantErrno(t, "setxattr security.shedfs", unix.Setxattr(v.Path("f"), "security.shedfs", []byte("1"), 0), syscall.EOPNOTSUPP)
+	checkAudit(t, store, []auditWant{{"alice", "private:alice", "setattr", "/f", "ENOTSUP", "xattr_namespace"}})
+	if recs := auditDenied(t, store); len(recs) != 1 {
+		t.Errorf("%d denials in the audit trail, want only the marker: %+v", len(recs), recs)
+	}
+	after := scrape(t, addr)
+	delta(t, before, after, 1, "shedfs_denials_total", "reason=xattr_namespace")
+	var total float64
+	for _, r := range after.labelValues("shedfs_denials_total", "reason") {
+		total += after.value(t, "shedfs_denials_total", "reason="+r) - before.value(t, "shedfs_denials_total", "reason="+r)
+	}
+	if total != 1 {
+		t.Errorf("shedfs_denials_total grew by %v in all, want 1 (the marker)", total)
+	}
+	v.Stop()
+}
