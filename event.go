@@ -9,7 +9,8 @@ import (
 // happened, or a denial with the rule that denied it. Every door into the
 // store (views, the admin API, the link server) records the same type.
 type Event struct {
-	Time   time.Time
+	Time time.Time
+	// User is the principal that acted, NoUser for what no user did.
 	User   string
 	Zone   Zone
 	Path   string // in the view, at the time of the event
@@ -28,6 +29,11 @@ type Event struct {
 	// Session is the session whose view acted, "" for a main view.
 	Session string
 }
+
+// NoUser is the User of an event no user caused: the daemon's own (trash
+// expiry, an audit overflow report) and anonymous link downloads. No user
+// name can be "-" (ValidPrincipalName).
+const NoUser = "-"
 
 // Recorder receives events. It must not block: the callback path calls it
 // inline.

@@ -381,7 +381,7 @@ func (r *Recorder) reportOverflow() {
 	}
 	rec := metadata.AuditRecord{
 		Time:    time.Now(),
-		User:    "-",
+		User:    shedfs.NoUser,
 		Op:      metadata.OpAuditOverflow,
 		Result:  "dropped",
 		Rule:    fmt.Sprintf("audit queue full (%d slots): %d events not recorded", r.opts.QueueSize, n),

@@ -12,7 +12,8 @@ import (
 	"github.com/shedfs/shedfs/metadata"
 )
 
-// This file is the audit trail's part of the admin API: GET /v1/audit.
+// This file is the audit trail's part of the admin API: GET /v1/audit,
+// and POST /v1/audit/flush, which the CLI calls before it reads.
 // Badger is single-process, so while a daemon runs `shedfs audit` can only
 // read the trail through it; both Local and Client answer AuditReader, so
 // the command reads the same records either way.
@@ -26,6 +27,10 @@ const MaxAuditAnswer = 10000
 type AuditReader interface {
 	// Audit calls fn for every record f selects, oldest first.
 	Audit(ctx context.Context, f metadata.AuditFilter, fn func(metadata.AuditRecord) error) error
+	// FlushAudit returns once every event recorded before the call is in
+	// the trail: the daemon's recorder writes in batches, and a reader
+	// right after a refusal would otherwise miss it.
+	FlushAudit(ctx context.Context) error
 }
 
 var (
@@ -51,6 +56,20 @@ func (l *Local) Audit(ctx context.Context, f metadata.AuditFilter, fn func(metad
 		return asError(err, "read audit trail")
 	}
 	return nil
+}
+
+// FlushAudit stores what the recorder of this process's core holds; the
+// CLI's own core records nothing, so it has nothing to flush.
+func (l *Local) FlushAudit(ctx context.Context) error {
+	if err := l.core.FlushRecords(); err != nil {
+		return asError(err, "flush audit trail")
+	}
+	return nil
+}
+
+// FlushAudit asks the daemon to store the events its recorder holds.
+func (c *Client) FlushAudit(ctx context.Context) error {
+	return c.do(ctx, http.MethodPost, "/v1/audit/flush", nil, nil)
 }
 
 // Audit asks the daemon for the trail, in pages of at most MaxAuditAnswer
@@ -182,5 +201,8 @@ func auditRoutes(h func(pattern string, fn endpoint), admin Admin) {
 			return nil
 		})
 		return out, err
+	}))
+	h("POST /v1/audit/flush", route0(func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, ar.FlushAudit(ctx)
 	}))
 }

@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/shedfs/shedfs"
+	"github.com/shedfs/shedfs/audit"
 	"github.com/shedfs/shedfs/metadata"
 )
 
@@ -82,4 +85,37 @@ func ids(rs []metadata.AuditRecord) []string {
 		out[i] = r.ID
 	}
 	return out
+}
+
+// TestAuditFlushOverSocket: POST /v1/audit/flush stores every event the
+// daemon's recorder holds in its batch, so that `shedfs audit` right
+// after a refusal shows it (issue 27: the batch waits up to its flush
+// interval, and the command printed nothing).
+func TestAuditFlushOverSocket(t *testing.T) {
+	st := openTestStore(t)
+	rec := audit.New(st.Meta, audit.Options{FlushInterval: time.Hour, RetentionInterval: time.Hour})
+	t.Cleanup(func() { rec.Close() })
+	local := newLocal(st, NewCore(st, rec, nil), nil)
+	serveTestAdmin(t, st, local)
+	client := dialTest(t, st)
+	local.core.Record(shedfs.Event{Time: time.Now(), User: "alice", Zone: shedfs.Zone{Kind: shedfs.ZonePrivate, Principal: "alice"},
+		Path: "/x", Op: "create", Errno: syscall.EACCES, Reason: "dir_mode"})
+	denied := metadata.AuditFilter{Denied: true}
+	if got := auditAll(t, client, denied); len(got) != 0 {
+		t.Fatalf("the batch was stored before the flush interval: %+v", got)
+	}
+	if err := client.FlushAudit(context.Background()); err != nil {
+		t.Fatalf("FlushAudit: %v", err)
+	}
+	if got := auditAll(t, client, denied); len(got) != 1 || got[0].Path != "/x" {
+		t.Errorf("after FlushAudit: %+v, want the one denial", got)
+	}
+	// Without a recorder (the CLI's own store, --no-audit) there is
+	// nothing to flush.
+	if err := NewLocal(st, nil).FlushAudit(context.Background()); err != nil {
+		t.Errorf("FlushAudit without a recorder: %v", err)
+	}
+	if code, _ := rawRequest(t, SocketPath(st.Dir), http.MethodGet, "/v1/audit/flush", nil); code != http.StatusMethodNotAllowed {
+		t.Errorf("GET /v1/audit/flush: %d, want 405", code)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -109,6 +110,30 @@ func TestPosixACLNotADenial(t *testing.T) {
 	}
 	if total != 1 {
 		t.Errorf("shedfs_denials_total grew by %v in all, want 1 (the marker)", total)
+	}
+	v.Stop()
+}
+
+// TestAuditRightAfterRefusal: `shedfs audit --denied` run at once after a
+// refusal shows it, with no wait and no retry: the command asks the daemon
+// to flush its recorder's batch first (issue 27: it printed nothing, not
+// even a header, for up to the batch interval).
+func TestAuditRightAfterRefusal(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	v := startView(t, store, "alice")
+	waitAdmin(t, store)
+	for i := range 5 {
+		name := "nope" + string(rune('0'+i))
+		wantErrno(t, "mknod a device", unix.Mknod(v.Path(name), unix.S_IFCHR|0o666, int(unix.Mkdev(1, 3))), syscall.EPERM)
+		recs := auditDenied(t, store)
+		if len(recs) != i+1 || recs[i].Path != "/"+name || recs[i].Rule != "device_node" {
+			t.Fatalf("audit --denied right after refusal %d: %+v", i+1, recs)
+		}
+	}
+	out := adminOK(t, "audit", "--store", store, "--user", "nobody")
+	if !strings.HasPrefix(out, "TIME") || strings.Count(out, "\n") != 1 {
+		t.Errorf("audit with no match: %q, want the header alone", out)
 	}
 	v.Stop()
 }

@@ -96,6 +96,18 @@ func (c *Core) Record(e shedfs.Event) {
 // can skip building them.
 func (c *Core) Recording() bool { return c.opts.Recorder != nil }
 
+// FlushRecords returns once every event recorded before the call is
+// stored, when the recorder writes in batches (audit.Recorder gathers
+// them for up to its flush interval); at once otherwise. It is for a
+// reader that wants to see what just happened (shedfs audit right after a
+// refusal), never for a callback.
+func (c *Core) FlushRecords() error {
+	if f, ok := c.opts.Recorder.(interface{ Flush() error }); ok {
+		return f.Flush()
+	}
+	return nil
+}
+
 // loadSettings reloads the store-wide settings the core applies.
 func (c *Core) loadSettings() {
 	st, err := c.store.GetSettings()

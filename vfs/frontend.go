@@ -189,7 +189,7 @@ func (c *Core) recordFreed(why string, gone []*shedfs.Inode) {
 	}
 	now := time.Now()
 	for _, n := range gone {
-		c.Record(shedfs.Event{Time: now, User: "-", Zone: n.Zone, Op: "trash_" + why, Bytes: int64(n.Size)})
+		c.Record(shedfs.Event{Time: now, User: shedfs.NoUser, Zone: n.Zone, Op: "trash_" + why, Bytes: int64(n.Size)})
 	}
 }
 

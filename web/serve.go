@@ -114,7 +114,7 @@ func (s *Service) serveLink(w http.ResponseWriter, r *http.Request) {
 	defer stopReading()
 
 	t, ref := s.resolve(token, r.PathValue("child"), r.PathValue("name"), now)
-	ev := shedfs.Event{Time: now, User: "-", Op: OpDownload, Link: t.link.ID, Client: r.RemoteAddr}
+	ev := shedfs.Event{Time: now, User: shedfs.NoUser, Op: OpDownload, Link: t.link.ID, Client: r.RemoteAddr}
 	if t.link.User != "" {
 		ev.User = t.link.User
 	}

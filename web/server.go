@@ -164,7 +164,7 @@ func (s *Service) guard(next http.Handler) http.Handler {
 // the refusal with its rule.
 func (s *Service) busy(w http.ResponseWriter, r *http.Request, rule, link string) {
 	s.metrics.busy.WithLabelValues(rule).Inc()
-	s.record(shedfs.Event{Time: s.opts.Now(), User: "-", Op: OpDownload, Link: link, Client: r.RemoteAddr,
+	s.record(shedfs.Event{Time: s.opts.Now(), User: shedfs.NoUser, Op: OpDownload, Link: link, Client: r.RemoteAddr,
 		Errno: errnoOf(http.StatusServiceUnavailable), Reason: rule})
 	w.Header().Set("Retry-After", "1")
 	s.fail(w, r, http.StatusServiceUnavailable)

@@ -137,6 +137,12 @@ func runAudit(c *cli.Context) error {
 		if !ok {
 			return errors.New("audit: this daemon cannot read the audit trail")
 		}
+		// A daemon's recorder writes in batches: what was refused a moment
+		// ago may still wait in one. A daemon from before the flush
+		// endpoint answers not_found or method_not_allowed; read anyway.
+		if err := ar.FlushAudit(ctx); err != nil && !oldDaemon(err) {
+			return err
+		}
 		out := newAuditPrinter(c.App.Writer, c.Bool("json"))
 		if !c.Bool("follow") {
 			if err := ar.Audit(ctx, f, out.add); err != nil {
@@ -189,9 +195,22 @@ func auditFilter(c *cli.Context, now time.Time) (metadata.AuditFilter, error) {
 	return f, nil
 }
 
-// auditWho is the user column: the user, and user@session for what a
-// session's view did.
+// oldDaemon reports an admin API error that says the daemon does not
+// know the endpoint at all.
+func oldDaemon(err error) bool {
+	var e *daemon.Error
+	return errors.As(err, &e) && (e.Code == daemon.CodeNotFound || e.Code == daemon.CodeMethod)
+}
+
+// auditWho is the user column: the user, user@session for what a
+// session's view did, and "" (shown as a plain "-") for what no user did:
+// the daemon's own records (trash expiry, an overflow report) and
+// anonymous link downloads, stored with user "-", which no user name can
+// be.
 func auditWho(r metadata.AuditRecord) string {
+	if r.User == shedfs.NoUser && r.Session == "" {
+		return ""
+	}
 	if r.Session != "" {
 		return r.User + "@" + r.Session
 	}
@@ -331,10 +350,11 @@ func (p *auditPrinter) add(r metadata.AuditRecord) error {
 	return nil
 }
 
-// flush prints the rows gathered so far; the header comes with the first
-// rows, so an empty answer prints nothing.
+// flush prints the rows gathered so far, after the header the first
+// time: an empty answer prints the header alone, so that it reads as
+// "nothing matched" rather than as a command that did nothing.
 func (p *auditPrinter) flush() error {
-	if p.json != nil || len(p.rows) == 0 {
+	if p.json != nil || (p.header && len(p.rows) == 0) {
 		return nil
 	}
 	tw := table(p.w)

@@ -66,6 +66,11 @@ func TestAuditCommandReadsStore(t *testing.T) {
 	if !strings.Contains(lines[4], "audit_overflow") || !strings.Contains(lines[4], "7 events lost") {
 		t.Fatalf("overflow row: %q", lines[4])
 	}
+	// No user did it: a plain "-" as for any empty cell, not a quoted
+	// "-" as for a file named "-" (issue 27).
+	if user := strings.Fields(lines[4][strings.Index(lines[0], "USER"):])[0]; user != "-" {
+		t.Errorf("overflow row's user column: %q, want -", user)
+	}
 
 	denied := ok(t, "audit", "--store", store, "--denied", "--json")
 	var rec metadata.AuditRecord
@@ -100,8 +105,13 @@ func TestAuditCommandReadsStore(t *testing.T) {
 			t.Errorf("audit %s: %d records, want %d", strings.Join(tc.args, " "), got, tc.want)
 		}
 	}
-	if got := ok(t, "audit", "--store", store, "--user", "carol"); got != "" {
-		t.Errorf("empty answer printed %q", got)
+	// An empty answer prints its header, so that it reads as "nothing
+	// matched" (issue 27); --json prints nothing.
+	if got := ok(t, "audit", "--store", store, "--user", "carol"); strings.TrimSpace(got) != "TIME  USER  ZONE  OP  PATH  RESULT  RULE" {
+		t.Errorf("empty answer printed %q, want the header alone", got)
+	}
+	if got := ok(t, "audit", "--store", store, "--user", "carol", "--json"); got != "" {
+		t.Errorf("empty --json answer printed %q", got)
 	}
 }
 
