@@ -40,6 +40,22 @@ func AdmitInodes(usage shedfs.Usage, limit shedfs.Limit, delta int64) Decision {
 	return Decision{}
 }
 
+// Overshoot is how far usage is above limit, per resource: 0 where it is
+// within, or where the limit is 0 (unlimited). Admission never lets a
+// charge make one; a limit lowered below the usage does, and it stays
+// until data is deleted or the limit raised: growth is refused meanwhile,
+// fsck reports it (over-quota), and quota set and show say it.
+func Overshoot(usage shedfs.Usage, limit shedfs.Limit) shedfs.Usage {
+	var o shedfs.Usage
+	if limit.Bytes > 0 && usage.Bytes > limit.Bytes {
+		o.Bytes = usage.Bytes - limit.Bytes
+	}
+	if limit.Inodes > 0 && usage.Inodes > limit.Inodes {
+		o.Inodes = usage.Inodes - limit.Inodes
+	}
+	return o
+}
+
 // over reports used+delta > limit without overflowing.
 func over(used, limit, delta int64) bool {
 	if delta <= 0 || limit <= 0 {

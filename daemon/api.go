@@ -184,6 +184,10 @@ type QuotaInfo struct {
 	// Trash is the part of Used that kept files take: evicted, oldest
 	// first, before anything is refused.
 	Trash Amount `json:"trash"`
+	// Over is how far Used is above Limit (acl.Overshoot): a limit set
+	// below the usage deletes nothing, and growth is refused until it is
+	// zero again.
+	Over Amount `json:"over"`
 }
 
 // ViewInfo is one mounted view.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/shedfs/shedfs"
+	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/content"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/vfs"
@@ -487,7 +488,8 @@ func (l *Local) quotaInfo(h shedfs.Holder) (*QuotaInfo, error) {
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("trash of %s", h))
 	}
-	return &QuotaInfo{Holder: string(h), Used: amount(used), Limit: limitAmount(lim), Trash: amount(trash)}, nil
+	return &QuotaInfo{Holder: string(h), Used: amount(used), Limit: limitAmount(lim), Trash: amount(trash),
+		Over: amount(acl.Overshoot(used, lim))}, nil
 }
 
 // ShowQuota returns one holder's quota, or every holder's (share, every

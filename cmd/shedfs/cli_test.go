@@ -202,6 +202,41 @@ func TestGroupCommands(t *testing.T) {
 	fails(t, "no group named team-alpha", "group", "show", "team-alpha", "--store", s)
 }
 
+// TestQuotaBelowUsage: a limit set below what the holder already uses is
+// set (nothing is deleted), with one warning line on stderr saying by how
+// much it is over, and quota show says it too (issue 27: it was silent
+// until fsck failed).
+func TestQuotaBelowUsage(t *testing.T) {
+	s := newStoreDir(t)
+	ok(t, "user", "add", "alice", "--store", s)
+	putData(t, s, "alice", 3<<20)
+	out, errOut, code := runCLI(t, "quota", "set", "user:alice", "--bytes", "1MiB", "--inodes", "2", "--store", s)
+	if code != 0 {
+		t.Fatalf("quota set below the usage: exit %d\n%s%s", code, out, errOut)
+	}
+	want := "shedfs: warning: user:alice is over its new limit by 2 MiB and 2 inodes: nothing was deleted; new data is refused until enough is deleted or the limit raised\n"
+	if errOut != want {
+		t.Errorf("quota set below the usage: stderr %q, want %q", errOut, want)
+	}
+	checkTable(t, out, 1)
+	if !strings.Contains(out, "OVER") || !strings.Contains(out, "2 MiB, 2 inodes") {
+		t.Errorf("quota set below the usage:\n%s", out)
+	}
+	show := ok(t, "quota", "show", "user:alice", "--store", s)
+	if !strings.Contains(show, "2 MiB, 2 inodes") {
+		t.Errorf("quota show of a holder over its limit:\n%s", show)
+	}
+	var qs []daemon.QuotaInfo
+	if err := json.Unmarshal([]byte(ok(t, "quota", "show", "user:alice", "--json", "--store", s)), &qs); err != nil ||
+		len(qs) != 1 || qs[0].Over != (daemon.Amount{Bytes: 2 << 20, Inodes: 2}) {
+		t.Errorf("quota show --json: %+v, %v", qs, err)
+	}
+	// Raised above the usage: no warning, nothing over.
+	if out := ok(t, "quota", "set", "user:alice", "--bytes", "none", "--inodes", "none", "--store", s); strings.Contains(out, "MiB, ") {
+		t.Errorf("quota set above the usage still shows an overshoot:\n%s", out)
+	}
+}
+
 func TestQuotaCommands(t *testing.T) {
 	s := newStoreDir(t)
 	ok(t, "user", "add", "alice", "--store", s)

@@ -41,7 +41,9 @@ func TestFsckOverQuota(t *testing.T) {
 	store := newStoreDir(t)
 	ok(t, "user", "add", "alice", "--store", store)
 	putBlob(t, store, "alice", 2<<20)
-	ok(t, "quota", "set", "user:alice", "--bytes", "1MiB", "--store", store)
+	if _, errOut, code := runCLI(t, "quota", "set", "user:alice", "--bytes", "1MiB", "--store", store); code != 0 || !strings.Contains(errOut, "warning: user:alice is over its new limit by 1 MiB") {
+		t.Errorf("quota set below the usage: exit %d, stderr %q", code, errOut)
+	}
 	for _, args := range [][]string{{"fsck", "--dry-run"}, {"fsck"}} {
 		out, errOut, code := runCLI(t, append(args, "--store", store)...)
 		if code != 1 {

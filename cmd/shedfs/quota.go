@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -65,6 +66,10 @@ func runQuotaSet(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
+		if q.Over != (daemon.Amount{}) {
+			fmt.Fprintf(c.App.ErrWriter, "shedfs: warning: %s is over its new limit by %s: nothing was deleted; new data is refused until enough is deleted or the limit raised\n",
+				q.Holder, strings.ReplaceAll(overshoot(q.Over), ", ", " and "))
+		}
 		return quotaTable(c.App.Writer, []daemon.QuotaInfo{*q})
 	})
 }
@@ -86,15 +91,28 @@ func runQuotaShow(c *cli.Context) error {
 }
 
 // quotaTable prints holders with bytes and inodes used, limit and share of
-// the limit.
+// the limit, the trash's part, and how far a holder is over its limit.
 func quotaTable(w io.Writer, qs []daemon.QuotaInfo) error {
 	tw := table(w)
-	fmt.Fprintln(tw, "HOLDER\tBYTES USED\tBYTES LIMIT\tBYTES %\tINODES USED\tINODES LIMIT\tINODES %\tTRASH")
+	fmt.Fprintln(tw, "HOLDER\tBYTES USED\tBYTES LIMIT\tBYTES %\tINODES USED\tINODES LIMIT\tINODES %\tTRASH\tOVER")
 	for _, q := range qs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s in %d files\n", q.Holder,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s in %d files\t%s\n", q.Holder,
 			daemon.FormatSize(q.Used.Bytes), sizeOrNone(q.Limit.Bytes), percent(q.Used.Bytes, q.Limit.Bytes),
 			q.Used.Inodes, countOrNone(q.Limit.Inodes), percent(q.Used.Inodes, q.Limit.Inodes),
-			daemon.FormatSize(q.Trash.Bytes), q.Trash.Inodes)
+			daemon.FormatSize(q.Trash.Bytes), q.Trash.Inodes, orDash(overshoot(q.Over)))
 	}
 	return tw.Flush()
+}
+
+// overshoot says how far a holder is over its limit ("2.0 MiB, 3
+// inodes"), "" when it is not.
+func overshoot(o daemon.Amount) string {
+	var parts []string
+	if o.Bytes > 0 {
+		parts = append(parts, daemon.FormatSize(o.Bytes))
+	}
+	if o.Inodes > 0 {
+		parts = append(parts, fmt.Sprintf("%d inodes", o.Inodes))
+	}
+	return strings.Join(parts, ", ")
 }
