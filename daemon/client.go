@@ -12,6 +12,8 @@ import (
 	"net/url"
 	"os"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrNoDaemon means no daemon answers on a store's admin socket: the
@@ -52,6 +54,32 @@ func DialSocket(path string) (*Client, error) {
 	}
 	c.Close()
 	return NewClient(path), nil
+}
+
+// PeerPID is the pid of the process that serves the admin socket at path
+// (SO_PEERCRED of a connection to it), so that a command that cannot
+// open a store a daemon holds can name the daemon.
+func PeerPID(path string) (int, error) {
+	c, err := net.DialTimeout("unix", path, 2*time.Second)
+	if err != nil {
+		return 0, fmt.Errorf("admin socket %s: %w", path, err)
+	}
+	defer c.Close()
+	raw, err := c.(*net.UnixConn).SyscallConn()
+	if err != nil {
+		return 0, fmt.Errorf("admin socket %s: %w", path, err)
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return 0, fmt.Errorf("admin socket %s: %w", path, err)
+	}
+	if credErr != nil {
+		return 0, fmt.Errorf("admin socket %s: peer credentials: %w", path, credErr)
+	}
+	return int(cred.Pid), nil
 }
 
 // NewClient returns a client of the admin socket at path, without

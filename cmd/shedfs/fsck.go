@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -37,6 +38,9 @@ func runFsck(c *cli.Context) error {
 		return err
 	}
 	st, err := daemon.Open(loc, daemon.OpenOptions{NoRecover: true, ReadOnly: dry, Logger: log})
+	if errors.Is(err, metadata.ErrLocked) {
+		return inUse(loc, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -94,6 +98,20 @@ func runFsck(c *cli.Context) error {
 		return cli.Exit(fmt.Sprintf("fsck: %d of %d problems not repaired: %s", rep.Unrepaired(), len(rep.Problems), summary), 1)
 	}
 	return nil
+}
+
+// inUse says what to do when another process holds an embedded store:
+// the daemon that serves it (its pid, from the admin socket) must stop
+// first. fsck needs the store to itself, a dry run too: a check of a
+// store that changes under it would report changes in flight as damage.
+func inUse(loc daemon.Location, err error) error {
+	sock := loc.SocketPath()
+	pid, perr := daemon.PeerPID(sock)
+	if perr != nil {
+		return fmt.Errorf("fsck: %w, and no daemon answers on %s (another shedfs command?): run fsck when it is done", err, sock)
+	}
+	return fmt.Errorf("fsck: store %s is served by the shedfs daemon with pid %d (admin socket %s): stop it (kill -TERM %d), then run shedfs fsck again; fsck needs the store to itself, --dry-run too",
+		loc, pid, sock, pid)
 }
 
 // isTerminal reports whether progress lines would reach a person.

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"fmt"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -63,5 +65,27 @@ func TestFsckOverQuota(t *testing.T) {
 	ok(t, "quota", "set", "user:alice", "--bytes", "2MiB", "--store", store)
 	if out := ok(t, "fsck", "--store", store); !strings.Contains(out, "fsck: clean") {
 		t.Errorf("fsck within the limit: %s", out)
+	}
+}
+
+// TestFsckWhileServed: fsck of an embedded store a daemon serves, --dry-run
+// included, fails with one line that names the daemon (its pid, from the
+// admin socket) and says what to do, not just "store is locked by another
+// process" (issue 27).
+func TestFsckWhileServed(t *testing.T) {
+	store := newStoreDir(t)
+	st, err := daemon.OpenStore(store, daemon.OpenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	srv, err := daemon.Listen(daemon.SocketPath(store), daemon.NewLocal(st, nil), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(t.Context())
+	want := fmt.Sprintf("served by the shedfs daemon with pid %d (admin socket %s): stop it (kill -TERM %d), then run shedfs fsck", os.Getpid(), daemon.SocketPath(store), os.Getpid())
+	for _, args := range [][]string{{"fsck", "--dry-run"}, {"fsck"}} {
+		fails(t, want, append(args, "--store", store)...)
 	}
 }
