@@ -22,8 +22,10 @@ type Metrics struct {
 // ScanResults are the values of the result label of shedfs_scans_total.
 var ScanResults = []string{"clean", "infected", "error", "unreachable"}
 
-// NewMetrics creates and registers the content families.
-func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+// NewMetrics creates and registers the content families. shedfs_clamd_up
+// is registered only with a clamd (clamd): without one there is nothing
+// to be up or down, and no series says so, not a 1.
+func NewMetrics(reg prometheus.Registerer, clamd bool) (*Metrics, error) {
 	m := &Metrics{
 		scans: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shedfs_scans_total",
@@ -58,8 +60,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, r := range ScanResults {
 		m.scans.WithLabelValues(r)
 	}
-	m.up.Set(1)
-	for _, c := range []prometheus.Collector{m.scans, m.latency, m.queue, m.quarantined, m.up, m.hashedFiles, m.hashedBytes} {
+	cs := []prometheus.Collector{m.scans, m.latency, m.queue, m.quarantined, m.hashedFiles, m.hashedBytes}
+	if clamd {
+		m.up.Set(1)
+		cs = append(cs, m.up)
+	}
+	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -75,6 +81,8 @@ func (m *Metrics) scanned(result string, d time.Duration) {
 	m.latency.Observe(d.Seconds())
 }
 
+// setUp sets shedfs_clamd_up; without a clamd the gauge is unregistered
+// and setting it shows nowhere.
 func (m *Metrics) setUp(up bool) {
 	if m == nil {
 		return

@@ -108,7 +108,7 @@ func (l *Local) RestoreAt(ctx context.Context, req RestoreAtRequest) (*RestoreAt
 			return r.res, fmt.Errorf("restore: after %d of %d changes: %w", len(r.res.Actions), len(plan), err)
 		}
 		r.res.Actions = append(r.res.Actions, a)
-		r.l.audit(r.req.User, r.zone, "/"+a.Path, "admin_restore_"+strings.ReplaceAll(a.Action, "-", "_"), 0)
+		r.l.audit(r.req.User, r.zone, "/"+a.Path, restoreOp(a.Action), 0)
 	}
 	if err := l.st.Meta.Sync(); err != nil {
 		return r.res, asError(err, "sync metadata")
@@ -128,6 +128,16 @@ func (r *restorer) view(zrel string) string { return zones.ViewPath(r.req.User, 
 func (r *restorer) zrel(p string) string {
 	_, rel, _ := zones.ZonePath(r.req.User, p)
 	return rel
+}
+
+// restoreOp is the audit op of a restore action: admin_restore_ and the
+// action, except "restore", an entry put back from the trash, which would
+// read admin_restore_restore.
+func restoreOp(action string) string {
+	if action == "restore" {
+		return "admin_restore_from_trash"
+	}
+	return "admin_restore_" + strings.ReplaceAll(action, "-", "_")
 }
 
 func (r *restorer) note(zrel string) *metadata.TrashNote {

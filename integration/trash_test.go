@@ -440,6 +440,20 @@ func TestRestoreAt(t *testing.T) {
 	if out, code := tool(t, "diff", "-r", "--no-dereference", ref, s.In("alice", "share", "proj")); code != 0 {
 		t.Errorf("diff -r after restore --at: %s", out)
 	}
+	// What came back from the trash is audited as such (issue 27: the op
+	// was admin_restore_restore).
+	waitTrail(t, s.Store, 5*time.Second, "admin_restore_from_trash records, no admin_restore_restore", func(recs []trailRecord) bool {
+		from := 0
+		for _, r := range recs {
+			switch r.Op {
+			case "admin_restore_restore":
+				return false
+			case "admin_restore_from_trash":
+				from++
+			}
+		}
+		return from > 0
+	})
 	fsckOnline(t, s)
 }
 

@@ -53,7 +53,7 @@ func openContent(c *cli.Context, st *daemon.Store, log *slog.Logger, reg *promet
 		opts.Scanner = scan.New(addr)
 	}
 	if reg != nil {
-		if opts.Metrics, err = content.NewMetrics(reg); err != nil {
+		if opts.Metrics, err = content.NewMetrics(reg, opts.Scanner != nil); err != nil {
 			return nil, err
 		}
 	}
