@@ -541,7 +541,7 @@ func (t *etcdTxn) commit() (ok bool, err error) {
 		ops = append(ops, clientv3.OpPut(t.e.commitKey, strconv.FormatUint(seq, 10), clientv3.WithLease(t.e.lease)))
 	}
 	t.e.feed.committing.RLock()
-	resp, err, abandoned, applied := t.e.sendCommit(ctx, cancel, cmps, ops, seq)
+	resp, abandoned, applied, err := t.e.sendCommit(ctx, cancel, cmps, ops, seq)
 	if abandoned {
 		t.e.feed.committing.RUnlock()
 		t.e.log.Info("etcd leader changed under a commit; the commit marker tells", "applied", applied)
@@ -604,7 +604,7 @@ const etcdCommitProbe = 500 * time.Millisecond
 // tells for good whether the commit was applied. The request is then
 // abandoned (abandoned, with applied). While no new leader answers, or
 // the same one does (a slow commit, not a lost one), it goes on waiting.
-func (e *etcdKV) sendCommit(ctx context.Context, cancel context.CancelFunc, cmps []clientv3.Cmp, ops []clientv3.Op, seq uint64) (resp *clientv3.TxnResponse, err error, abandoned, applied bool) {
+func (e *etcdKV) sendCommit(ctx context.Context, cancel context.CancelFunc, cmps []clientv3.Cmp, ops []clientv3.Op, seq uint64) (resp *clientv3.TxnResponse, abandoned, applied bool, err error) {
 	term := e.requests.term.Load()
 	type answer struct {
 		resp *clientv3.TxnResponse
@@ -617,22 +617,22 @@ func (e *etcdKV) sendCommit(ctx context.Context, cancel context.CancelFunc, cmps
 	}()
 	if seq == 0 || e.commitKey == "" {
 		a := <-ch
-		return a.resp, a.err, false, false
+		return a.resp, false, false, a.err
 	}
 	timer := time.NewTimer(etcdCommitProbe)
 	defer timer.Stop()
 	for {
 		select {
 		case a := <-ch:
-			return a.resp, a.err, false, false
+			return a.resp, false, false, a.err
 		case <-timer.C:
 		}
 		if moved, ok := e.probeCommit(seq, term); moved {
 			cancel()
 			if a := <-ch; a.err == nil {
-				return a.resp, nil, false, false // answered meanwhile
+				return a.resp, false, false, nil // answered meanwhile
 			}
-			return nil, nil, true, ok
+			return nil, true, ok, nil
 		}
 		timer.Reset(etcdCommitProbe / 2)
 	}
