@@ -98,10 +98,17 @@ type ID [idSize]byte
 // NewID returns a random link ID.
 func NewID() (ID, error) {
 	var id ID
-	if _, err := rand.Read(id[:]); err != nil {
-		return id, fmt.Errorf("link id: %w", err)
+	for {
+		if _, err := rand.Read(id[:]); err != nil {
+			return id, fmt.Errorf("link id: %w", err)
+		}
+		// Never one that starts with '-' (62, the top six bits of the
+		// first byte, in base64url): `shedfs link revoke -Abc...` would
+		// read it as a flag.
+		if id[0]>>2 != 62 {
+			return id, nil
+		}
 	}
-	return id, nil
 }
 
 // String is the ID in unpadded base64url (16 characters).

@@ -3,6 +3,7 @@ package links
 import (
 	"encoding/base64"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -258,6 +259,20 @@ func TestExpiry(t *testing.T) {
 	} {
 		if got := Expiry(tc.now, tc.ttl); !got.Equal(tc.want) || got.Sub(tc.now) < tc.ttl {
 			t.Errorf("Expiry(%v, %v) = %v, want %v", tc.now, tc.ttl, got, tc.want)
+		}
+	}
+}
+
+// TestNewIDNeverAFlag: no ID starts with '-', which a command line reads
+// as a flag (link revoke ID).
+func TestNewIDNeverAFlag(t *testing.T) {
+	for range 5000 {
+		id, err := NewID()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := id.String(); strings.HasPrefix(s, "-") {
+			t.Fatalf("NewID made %q", s)
 		}
 	}
 }
