@@ -311,8 +311,7 @@ func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev 
 	if !d.Allowed() {
 		return nil, n.deny(op, name, d)
 	}
-	// The store's transaction admits the inode again, exactly; creates
-	// of one holder need not wait for each other meanwhile.
+	// The store's transaction admits the inode again, exactly.
 	adm.Done()
 	uid, gid := caller(ctx)
 	if parent.Mode&syscall.S_ISGID != 0 {

@@ -92,7 +92,7 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	// decides the store's disk.
 	h := shedfs.HolderOf(rec.Zone)
 	cost := shedfs.XattrCost(attr, len(data))
-	adm, d, err := f.core.Admit(vfs.Growth{Holder: h, Disk: cost, Decide: func(acl.Quota) acl.Decision { return acl.Decision{} }})
+	adm, d, err := f.core.Admit(vfs.Growth{Holder: h, Disk: cost, Hold: true, Decide: func(acl.Quota) acl.Decision { return acl.Decision{} }})
 	if err != nil {
 		return f.errno("setxattr", err)
 	}

@@ -24,18 +24,27 @@ type Growth struct {
 	Disk, DiskInodes int64
 	// Allot covers Bytes in this daemon's allotment of a store other
 	// daemons share, for bytes that stay pending (a write, a streaming
-	// import) and that the other daemons cannot see.
+	// import) and that the other daemons cannot see. Such an admission
+	// holds the holder's lock until Done.
 	Allot bool
+	// Hold keeps the holder's lock until Done for a charge whose store
+	// transaction counts the holder's pending bytes (an xattr), so that
+	// no write is admitted beside it unseen. Without Hold or Allot the
+	// decision is a first check that takes the lock only to evict, and
+	// the store's transaction decides exactly (a create's inode): creates
+	// of one holder then never wait for each other, nor for a persist.
+	Hold bool
 	// Decide is acl's rule for the growth, given the holder's quota
 	// (usage with what is pending, limit, max file size); nil admits by
 	// the quota alone (acl.AdmitBytes and acl.AdmitInodes).
 	Decide func(q acl.Quota) acl.Decision
 }
 
-// Admission is an admitted growth. The holder's admission lock stays held
-// until Done, so that the caller can charge what was admitted (add it to
-// the pending bytes, or commit the transaction that stores it) before any
-// other admission of the holder decides.
+// Admission is an admitted growth. For a growth with Allot or Hold the
+// holder's admission lock stays held until Done, so that the caller can
+// charge what was admitted (add it to the pending bytes, or commit the
+// transaction that stores it) before any other admission of the holder
+// decides.
 type Admission struct {
 	unlock func()
 }
@@ -69,10 +78,11 @@ func (c *Core) Admit(g Growth) (*Admission, acl.Decision, error) {
 		}
 	}
 	a := &Admission{}
-	if g.Holder != "" {
+	held := g.Holder != "" && (g.Allot || g.Hold)
+	if held {
 		a.unlock = c.acct.Lock(g.Holder)
 	}
-	d, err := c.decide(g, decide)
+	d, err := c.decide(g, decide, held)
 	if err == nil && d.Allowed() && (g.Disk > 0 || g.DiskInodes > 0) {
 		d = c.room(g.Disk, g.DiskInodes)
 	}
@@ -87,8 +97,9 @@ func (c *Core) Admit(g Growth) (*Admission, acl.Decision, error) {
 }
 
 // decide asks the rule with the holder's quota, and again after evicting
-// the holder's trash when the quota refused.
-func (c *Core) decide(g Growth, decide func(acl.Quota) acl.Decision) (acl.Decision, error) {
+// the holder's trash when the quota refused; held says the caller holds
+// the holder's lock, which eviction needs (else it is taken for it).
+func (c *Core) decide(g Growth, decide func(acl.Quota) acl.Decision, held bool) (acl.Decision, error) {
 	if g.Holder == "" {
 		return decide(acl.Quota{}), nil
 	}
@@ -97,6 +108,10 @@ func (c *Core) decide(g Growth, decide func(acl.Quota) acl.Decision) (acl.Decisi
 		return acl.Decision{}, err
 	}
 	d := decide(q)
+	if d.Errno == syscall.EDQUOT && !held {
+		unlock := c.acct.Lock(g.Holder)
+		defer unlock()
+	}
 	if c.MakeRoom(g.Holder, g.Bytes-g.Credit, g.Inodes, d) {
 		if q, err = c.Quota(g.Holder); err != nil {
 			return acl.Decision{}, err
