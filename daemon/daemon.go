@@ -431,6 +431,12 @@ func (d *Daemon) unmount(ctx context.Context, v *view, lazy bool) error {
 			return fmt.Errorf("detach view of %s: %w", v.user, err)
 		}
 	}
+	return d.awaitStopped(ctx, v)
+}
+
+// awaitStopped waits, until ctx ends, for v to stop serving, and forgets
+// it then.
+func (d *Daemon) awaitStopped(ctx context.Context, v *view) error {
 	select {
 	case <-v.done:
 		d.mu.Lock()
@@ -469,18 +475,7 @@ func (d *Daemon) abortUnmount(ctx context.Context, v *view) error {
 			return fmt.Errorf("view of %s: %w", v.user, err)
 		}
 	}
-	select {
-	case <-v.done:
-		d.mu.Lock()
-		if d.views[v.user] == v {
-			delete(d.views, v.user)
-		}
-		d.mu.Unlock()
-		d.log.Info("view unmounted", "user", v.user, "mountpoint", v.mountpoint)
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("view of %s at %s still serving: %w", v.user, v.mountpoint, ctx.Err())
-	}
+	return d.awaitStopped(ctx, v)
 }
 
 // Stop closes the admin socket, unmounts every view and waits for each to
