@@ -173,15 +173,3 @@ func (n *node) setLinkTTL(value string) syscall.Errno {
 	n.v.links.setTTL(n.ino, d)
 	return 0
 }
-
-// Stat returns the record of ino as the views see it, with the size and
-// times of an open file not yet persisted laid over it, for the link
-// server, which reads the same blobs.
-func (f *FS) Stat(ino uint64) (*shedfs.Inode, error) {
-	rec, err := f.store.GetInode(ino)
-	if err != nil {
-		return nil, err
-	}
-	f.overlay(rec)
-	return rec, nil
-}
