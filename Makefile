@@ -42,7 +42,8 @@ STATICCHECK = $(GOBIN_DIR)/staticcheck
 # --- demo settings ----------------------------------------------------------
 
 # DEMO_MODE=serve: `shedfs serve` with several users and a group, one view
-# each under demo/mnt/, metrics on DEMO_METRICS and the audit trail on.
+# each under demo/mnt/, metrics on DEMO_METRICS, share-by-link links on
+# DEMO_HTTP (both loopback) and the audit trail on.
 # DEMO_MODE=mount: one view of alice with `shedfs mount`.
 DEMO_MODE  ?= serve
 DEMO_DIR   := demo
@@ -53,6 +54,7 @@ DEMO_USERS ?= alice bob carol
 DEMO_GROUP ?= team-alpha
 DEMO_MEMBERS ?= alice bob
 DEMO_METRICS ?= 127.0.0.1:9567
+DEMO_HTTP    ?= 127.0.0.1:8467
 
 .PHONY: build run demo-mount demo-serve test bench lint clean
 
@@ -103,13 +105,14 @@ demo-serve:
 	@echo "    echo hi > $(DEMO_MNT)/alice/groups/$(DEMO_GROUP)/note; cat $(DEMO_MNT)/bob/groups/$(DEMO_GROUP)/note"
 	@echo "    getfattr -n user.shedfs.owner $(DEMO_MNT)/bob/groups/$(DEMO_GROUP)/note; df -h $(DEMO_MNT)/alice"
 	@echo "    echo no > $(DEMO_MNT)/alice/uploads/README.md   # refused: uploads/ is read-only"
+	@echo "  a link:   curl -s \"\$$(getfattr --only-values -n user.shedfs.link $(DEMO_MNT)/alice/uploads/README.md)\" | head -3"
 	@echo "  metrics:  curl -s http://$(DEMO_METRICS)/metrics | grep ^shedfs_"
 	@echo "  audit:    $(SHEDFS) audit --store $(DEMO_STORE)   (add --denied, --follow)"
 	@echo "  status:   $(SHEDFS) status --store $(DEMO_STORE)"
 	@echo "  Ctrl-C stops the daemon and unmounts every view."
 	@echo
 	@trap : INT TERM; rc=0; \
-	$(SHEDFS) serve --store $(DEMO_STORE) --mount-root $(DEMO_MNT) --metrics $(DEMO_METRICS) || rc=$$?; \
+	$(SHEDFS) serve --store $(DEMO_STORE) --mount-root $(DEMO_MNT) --metrics $(DEMO_METRICS) --http $(DEMO_HTTP) || rc=$$?; \
 	abs="$$(realpath -m $(DEMO_MNT))"; \
 	awk -v d="$$abs" 'index($$2, d "/") == 1 { print $$2 }' /proc/mounts | sort -r | while read -r m; do umount -l "$$m" || true; done; \
 	echo "shedfs demo stopped"; \
