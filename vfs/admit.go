@@ -58,14 +58,14 @@ func (a *Admission) Done() {
 	}
 }
 
-// Admit is the one admission of growth, for every door: under the
-// holder's lock it asks acl with the holder's quota; a refusal for the
-// quota evicts the holder's oldest kept files and asks again (the trash
-// never causes EDQUOT); then the store's disk must have room (evicting
-// the oldest kept files of anyone when it has not); then, for pending
-// bytes, this daemon's allotment of a shared store must cover them. A
-// refusal is acl's decision (or the disk's), with nothing held; an
-// admission holds the lock until Done.
+// Admit is the one admission of growth, for every door: it asks acl with
+// the holder's quota; a refusal for the quota evicts the holder's oldest
+// kept files, under the holder's lock, and asks again (the trash never
+// causes EDQUOT); then the store's disk must have room (evicting the
+// oldest kept files of anyone when it has not); then, for pending bytes,
+// this daemon's allotment of a shared store must cover them. A refusal is
+// acl's decision (or the disk's), with nothing held; an admission of
+// growth with Allot or Hold holds the holder's lock until Done.
 func (c *Core) Admit(g Growth) (*Admission, acl.Decision, error) {
 	decide := g.Decide
 	if decide == nil {
