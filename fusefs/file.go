@@ -267,20 +267,25 @@ func (n *node) resizeLocked(oi *openInode, op acl.Op, newSize uint64, blocks int
 	if !d.Allowed() {
 		return n.deny(op, "", d)
 	}
-	if !oi.changed {
-		// The first change since the content was persisted: no reader
-		// may go by the old verdict from here on.
-		if e := f.contentChanging(n, oi.ino); e != 0 {
-			adm.Done()
-			return e
-		}
-	}
+	old := oi.size
 	if grows {
 		// Pending before the blob grows, so a concurrent admission
 		// counts this write.
 		f.setSizeLocked(oi, newSize)
 	}
 	adm.Done()
+	if !oi.changed {
+		// The first change since the content was persisted: no reader
+		// may go by the old verdict from here on. Marked after the
+		// holder's lock is given back: it is a store commit (an etcd
+		// round trip on a shared store).
+		if e := f.contentChanging(n, oi.ino); e != 0 {
+			if oi.size != old {
+				f.setSizeLocked(oi, old) // nothing was written
+			}
+			return e
+		}
+	}
 	got, err := apply()
 	if got != oi.size {
 		// A short write gives back what it reserved; a shrink lands.
