@@ -64,6 +64,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			fsckCommand(),
 			auditCommand(),
 			linkCommand(),
+			tokenCommand(),
 			migrateCommand(),
 			quarantineCommand(),
 			trashCommand(),
