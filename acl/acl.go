@@ -189,6 +189,7 @@ func Reasons() []string {
 		ReasonLockLost,
 		ReasonLinkUnnamed,
 		ReasonTokenScope, ReasonTokenAccess,
+		ReasonEditLocked,
 	}
 }
 

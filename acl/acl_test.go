@@ -529,7 +529,7 @@ func TestDecisionAndOp(t *testing.T) {
 			}
 		}
 	}
-	if len(rs) != 31 {
+	if len(rs) != 32 {
 		t.Errorf("%d reasons", len(rs))
 	}
 	seenReason := map[string]bool{}

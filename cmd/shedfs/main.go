@@ -65,6 +65,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			auditCommand(),
 			linkCommand(),
 			tokenCommand(),
+			lockCommand(),
 			migrateCommand(),
 			quarantineCommand(),
 			trashCommand(),

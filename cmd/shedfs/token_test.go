@@ -49,3 +49,12 @@ func TestTokenCommands(t *testing.T) {
 	fails(t, "not a token id", "token", "revoke", "x", "--store", store)
 	checkTable(t, ok(t, "token", "list", "--store", store), 0)
 }
+
+// TestLockCommands: without locks, list is empty and release says so.
+func TestLockCommands(t *testing.T) {
+	store := newStoreDir(t)
+	ok(t, "user", "add", "alice", "--store", store)
+	checkTable(t, ok(t, "lock", "list", "--store", store), 0)
+	fails(t, "no output/x", "lock", "release", "--user", "alice", "output/x", "--store", store)
+	fails(t, "--user", "lock", "release", "output/x", "--store", store)
+}
