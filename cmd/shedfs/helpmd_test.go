@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -97,4 +98,42 @@ func allCommands(cmds []*cli.Command) []*cli.Command {
 		out = append(out, c)
 	}
 	return out
+}
+
+// TestDemoTakesServeFlags: the demo is serve with a store and views of its
+// own, so every flag serve has (a new one too) works on demo, but for the
+// mount root, which the demo sets; its doors listen on loopback.
+func TestDemoTakesServeFlags(t *testing.T) {
+	app := newApp(nil, nil)
+	var serve, demo *cli.Command
+	for _, c := range app.Commands {
+		switch c.Name {
+		case "serve":
+			serve = c
+		case "demo":
+			demo = c
+		}
+	}
+	has := map[string]cli.Flag{}
+	for _, f := range demo.Flags {
+		has[f.Names()[0]] = f
+	}
+	for _, f := range serve.Flags {
+		n := f.Names()[0]
+		if _, ok := has[n]; !ok && n != "mount-root" && n != "meta" && !strings.HasPrefix(n, "etcd-") && n != "blobs" && n != "admin-socket" && n != "meta-timeout" {
+			t.Errorf("serve's --%s is not a flag of demo", n)
+		}
+	}
+	if _, ok := has["mount-root"]; ok {
+		t.Error("demo takes --mount-root; its views go under DIR/mnt")
+	}
+	for name, want := range map[string]string{"metrics": demoMetrics, "http": demoHTTP} {
+		if got := has[name].(*cli.StringFlag).Value; got != want || !strings.HasPrefix(got, "127.0.0.1:") {
+			t.Errorf("demo --%s defaults to %q, want %q on loopback", name, got, want)
+		}
+	}
+	var stderr strings.Builder
+	if code := run([]string{"shedfs", "demo", "extra"}, io.Discard, &stderr); code == 0 || !strings.HasPrefix(stderr.String(), "shedfs: demo: takes no arguments") {
+		t.Errorf("demo with an argument: exit %d, %q", code, stderr.String())
+	}
 }
