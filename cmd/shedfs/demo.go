@@ -140,7 +140,11 @@ func runDemo(c *cli.Context) error {
 	}
 	link, err := demoSetup(ctx, s.d.Admin(), users, group, c.StringSlice("members"), c.StringSlice("import"), c.String("http") != "")
 	if err != nil {
-		s.stop()
+		stopErr := s.stop()
+		if ctx.Err() != nil {
+			// A signal came during the setup: a stop, not a failure.
+			return stopErr
+		}
 		return fmt.Errorf("demo: %w", err)
 	}
 	demoGuide(c.App.Writer, demoGuideInfo{
