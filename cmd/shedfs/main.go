@@ -53,6 +53,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		},
 		Commands: []*cli.Command{
 			initCommand(),
+			demoCommand(),
 			serveCommand(),
 			mountCommand(),
 			userCommand(),
@@ -72,6 +73,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			restoreCommand(),
 			sessionCommand(),
 			versionCommand(),
+			helpMarkdownCommand(),
 		},
 		OnUsageError: func(c *cli.Context, err error, isSubcommand bool) error {
 			return err
