@@ -1,6 +1,6 @@
 # shedfs — build, demo, tests, benchmarks, lint.
 #
-#   make build   build bin/shedfs
+#   make build   build bin/shedfs, stamped with the release, commit and build date (shedfs version)
 #   make run     the demo: shedfs serve with alice, bob, carol and team-alpha under demo/mnt (Ctrl-C stops)
 #   make test    every test: unit tests with -race, the metadata tests again on etcd, FUSE/integration tests, a short fuzz budget
 #   make bench   native dir vs go-fuse loopback vs shedfs, medians, ratios and PASS/MISS per docs/design.md "Performance" target (cmd/shedfs-bench)
@@ -56,10 +56,20 @@ DEMO_MEMBERS ?= alice bob
 DEMO_METRICS ?= 127.0.0.1:9567
 DEMO_HTTP    ?= 127.0.0.1:8467
 
+# --- release stamp -------------------------------------------------------------
+
+# What `shedfs version` prints: the release (the nearest tag, or 0.0.0-dev
+# before the first one), the commit (with -dirty for uncommitted changes)
+# and the build date in UTC. A plain `go build` says "dev" instead.
+RELEASE    ?= $(shell git describe --tags --abbrev=0 2>/dev/null || echo 0.0.0-dev)
+COMMIT     ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS    := -X main.version=$(RELEASE) -X main.commit=$(COMMIT) -X main.buildDate=$(BUILD_DATE)
+
 .PHONY: build run demo-mount demo-serve test bench lint clean
 
 build:
-	$(GO) build -o $(SHEDFS) ./cmd/shedfs
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(SHEDFS) ./cmd/shedfs
 
 # unmount_under(dir): lazily unmount every mount at or below dir (stale views
 # of a demo that was killed), so mkdir and rm never trip over them.

@@ -14,8 +14,16 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// The release, commit and build date, stamped by `make build` (and the
+// image) with -ldflags "-X main.version=... -X main.commit=... -X
+// main.buildDate=..."; a plain `go build` leaves "dev" and no commit or
+// date, so a binary nobody stamped says so instead of passing for a
+// release.
+var (
+	version   = "dev"
+	commit    = ""
+	buildDate = ""
+)
 
 func main() {
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
@@ -163,12 +171,26 @@ func logger(c *cli.Context) (*slog.Logger, error) {
 func versionCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "version",
-		Usage: "print the version",
+		Usage: "print the release, the commit and the build date",
 		Action: func(c *cli.Context) error {
-			fmt.Fprintf(c.App.Writer, "shedfs %s\n", version)
+			fmt.Fprint(c.App.Writer, versionText())
 			return nil
 		},
 	}
+}
+
+// versionText is what shedfs version prints: the release on the first
+// line, then the commit and the build date ("unknown" where the build did
+// not stamp them).
+func versionText() string {
+	return fmt.Sprintf("shedfs %s\ncommit: %s\nbuilt: %s\n", version, orUnknown(commit), orUnknown(buildDate))
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }
 
 // flagsFirst moves the flags of the command being run ahead of its
