@@ -137,6 +137,9 @@ type Daemon struct {
 	views   map[string]*view
 	server  *Server
 	stopped bool
+	// started is set once Start (or StartAdmin) finished: every view
+	// that should be mounted was (Ready).
+	started bool
 	wg      sync.WaitGroup
 }
 
@@ -244,6 +247,7 @@ func (d *Daemon) Start(ctx context.Context) error {
 	}
 	path := d.cfg.Store.Location().SocketPath()
 	if path == "" {
+		d.markStarted()
 		return nil // a store on etcd without --admin-socket
 	}
 	srv, err := Listen(path, d.local, d.log)
@@ -253,8 +257,16 @@ func (d *Daemon) Start(ctx context.Context) error {
 	}
 	d.mu.Lock()
 	d.server = srv
+	d.started = true
 	d.mu.Unlock()
 	return nil
+}
+
+// markStarted records that Start or StartAdmin finished (Ready).
+func (d *Daemon) markStarted() {
+	d.mu.Lock()
+	d.started = true
+	d.mu.Unlock()
 }
 
 // StartAdmin finishes the session closes a previous run left under way
@@ -264,6 +276,9 @@ func (d *Daemon) StartAdmin() error {
 	if err := d.local.finishSessionCloses(); err != nil {
 		return err
 	}
+	// The view is mounted already; without the admin API it still
+	// serves (shedfs mount warns), so it is ready either way.
+	defer d.markStarted()
 	path := d.cfg.Store.Location().SocketPath()
 	if path == "" {
 		return nil
