@@ -25,7 +25,10 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "uid", Value: -1, Usage: "present entries as owned by this uid in views of users without an owner of their own"},
 			&cli.IntFlag{Name: "gid", Value: -1, Usage: "present entries as owned by this gid in views of users without an owner of their own"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
-		}, append(fsFlags(), append(auditFlags(), contentFlags()...)...)...),
+		}, append(fsFlags(), append(auditFlags(), append(contentFlags(), configFlags()...)...)...)...),
+		// The config file is read before the action, so that a required
+		// flag it sets counts as set (config.go).
+		Before: applyConfig,
 		Action: runServe,
 	}
 }
@@ -33,6 +36,9 @@ func serveCommand() *cli.Command {
 func runServe(c *cli.Context) error {
 	if c.NArg() != 0 {
 		return errors.New("serve: takes no arguments (views go under --mount-root)")
+	}
+	if c.Bool("print-config") {
+		return printConfig(c, c.App.Writer)
 	}
 	log, err := logger(c)
 	if err != nil {
