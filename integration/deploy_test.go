@@ -2,8 +2,18 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // These tests run serve as an operator deploys it (issue 29): structured
@@ -47,6 +57,207 @@ func TestServeLogFormatJSON(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("no %q event in %q", want, msgs)
+		}
+	}
+}
+
+// notifyListener is a fake service manager: it receives what serve sends
+// through NOTIFY_SOCKET and, at each message, whether every view in
+// views was mounted when it arrived.
+type notifyListener struct {
+	path string
+	msgs chan notifyMsg
+}
+
+type notifyMsg struct {
+	text    string
+	mounted []string // the views of want mounted when it arrived
+}
+
+func listenNotify(t *testing.T, root string, users []string) *notifyListener {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "notify.sock")
+	ln, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	n := &notifyListener{path: path, msgs: make(chan notifyMsg, 16)}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			k, err := ln.Read(buf)
+			if err != nil {
+				close(n.msgs)
+				return
+			}
+			m := notifyMsg{text: string(buf[:k])}
+			for _, u := range users {
+				if _, ok := findMount(filepath.Join(root, u)); ok {
+					m.mounted = append(m.mounted, u)
+				}
+			}
+			n.msgs <- m
+		}
+	}()
+	return n
+}
+
+// next waits for the next message holding want ("READY=1").
+func (n *notifyListener) next(t *testing.T, want string, s *serveDaemon) notifyMsg {
+	t.Helper()
+	timeout := time.After(mountTimeout)
+	for {
+		select {
+		case m, ok := <-n.msgs:
+			if !ok {
+				t.Fatalf("notify socket closed before %q", want)
+			}
+			if slices.Contains(strings.Split(m.text, "\n"), want) {
+				return m
+			}
+		case <-timeout:
+			t.Fatalf("no %q on NOTIFY_SOCKET within %v\nstderr:\n%s", want, mountTimeout, s.Stderr())
+		}
+	}
+}
+
+// launchServe starts serve with args (ending before the mount root,
+// which it appends) and env on the fresh mount root root, without waiting
+// for anything, and detaches whatever it leaves mounted under the root.
+func launchServe(t *testing.T, root string, env, args []string) *serveDaemon {
+	t.Helper()
+	t.Cleanup(func() {
+		for _, m := range mounts() {
+			if strings.HasPrefix(m.point, root+"/") {
+				t.Errorf("%s still mounted after serve stopped", m.point)
+				lazyUnmount(m.point)
+				abortConnection(m.minor)
+			}
+		}
+	})
+	v := launchView(t, root, env, append(args, "--mount-root"))
+	return &serveDaemon{View: v, Root: root}
+}
+
+// metricsAddr is the address serve logged (in JSON) it serves metrics at.
+func metricsAddr(t *testing.T, s *serveDaemon) string {
+	t.Helper()
+	re := regexp.MustCompile(`"msg":"metrics listening","addr":"([^"]+)"`)
+	m := re.FindStringSubmatch(s.Stderr())
+	if m == nil {
+		t.Fatalf("serve logged no metrics address:\n%s", s.Stderr())
+	}
+	return m[1]
+}
+
+// httpGet returns the status and body of GET url.
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestServeNotifyReady: serve, started as systemd starts a Type=notify
+// unit (NOTIFY_SOCKET, its settings in a config file), sends READY=1
+// only once every user's view is mounted, when /readyz says ready too,
+// and STOPPING=1 at SIGTERM.
+func TestServeNotifyReady(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	users := []string{"alice", "bob", "carol"}
+	for _, u := range users {
+		adminOK(t, "user", "add", u, "--store", store)
+	}
+	cfg := filepath.Join(t.TempDir(), "shedfs.toml")
+	mustWrite(t, cfg, []byte(fmt.Sprintf("store = %q\nmetrics = \"127.0.0.1:0\"\nlog-format = \"json\"\n", store)), 0o644)
+	root := newMountpoint(t)
+	n := listenNotify(t, root, users)
+	s := launchServe(t, root, []string{"NOTIFY_SOCKET=" + n.path}, []string{"serve", "--config", cfg})
+	ready := n.next(t, "READY=1", s)
+	if !slices.Equal(ready.mounted, users) {
+		t.Errorf("READY=1 came when only %v of %v were mounted", ready.mounted, users)
+	}
+	if !strings.Contains(ready.text, "STATUS=serving 3 views") {
+		t.Errorf("READY=1 message %q has no STATUS", ready.text)
+	}
+	if code, body := httpGet(t, "http://"+metricsAddr(t, s)+"/readyz"); code != 200 {
+		t.Errorf("after READY=1, /readyz = %d %q", code, body)
+	}
+	s.Stop()
+	if m := n.next(t, "STOPPING=1", s); !strings.Contains(m.text, "STATUS=stopping") {
+		t.Errorf("STOPPING=1 message %q has no STATUS", m.text)
+	}
+}
+
+// needTool returns the path of a tool .ci/run installs (from the
+// Debian package pkg), skipping without it, or failing under CI=true.
+func needTool(t *testing.T, name, pkg string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	msg := fmt.Sprintf("%s not installed (Debian package %s, which .ci/run installs): %v", name, pkg, err)
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s (CI=true: failing instead of skipping)", msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// TestSystemdUnitVerifies: deploy/systemd/shedfs.service passes
+// systemd-analyze verify without a word (an unknown or misspelt option is
+// only a warning there, so any output fails), with ExecStart pointing at
+// the binary under test; the config file it names is the example's, which
+// serve reads; the tmpfiles.d entry makes the mount root mode 0700.
+func TestSystemdUnitVerifies(t *testing.T) {
+	t.Parallel()
+	analyze := needTool(t, "systemd-analyze", "systemd")
+	tmpfiles := needTool(t, "systemd-tmpfiles", "systemd")
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := string(mustRead(t, filepath.Join(root, "deploy/systemd/shedfs.service")))
+	const exec0 = "ExecStart=/usr/local/bin/shedfs serve --config /etc/shedfs/shedfs.toml\n"
+	if !strings.Contains(unit, exec0) {
+		t.Fatalf("the unit has no %q", exec0)
+	}
+	for _, want := range []string{"Type=notify\n", "Restart=on-failure\n", "DeviceAllow=/dev/fuse rw\n", "StandardError=journal\n"} {
+		if !strings.Contains(unit, want) {
+			t.Errorf("the unit has no %q", want)
+		}
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "shedfs.service")
+	mustWrite(t, path, []byte(strings.Replace(unit, "ExecStart=/usr/local/bin/shedfs", "ExecStart="+shedfsBin, 1)), 0o644)
+	out, err := exec.Command(analyze, "verify", "--man=no", path).CombinedOutput()
+	if err != nil || len(out) > 0 {
+		t.Errorf("systemd-analyze verify shedfs.service: %v\n%s", err, out)
+	}
+
+	// The example config is what ExecStart reads: serve accepts it.
+	cfg := filepath.Join(root, "deploy/systemd/shedfs.toml")
+	stdout, stderr, code := runCLI(t, "serve", "--config", cfg, "--print-config")
+	if code != 0 || !strings.Contains(stdout, "\nmount-root = \"/run/shedfs\"\n") {
+		t.Errorf("serve --config %s --print-config: exit %d\n%s%s", cfg, code, stdout, stderr)
+	}
+
+	// tmpfiles.d, applied under a scratch root.
+	troot := t.TempDir()
+	if out, err := exec.Command(tmpfiles, "--create", "--root="+troot, filepath.Join(root, "deploy/systemd/shedfs.conf")).CombinedOutput(); err != nil || len(out) > 0 {
+		t.Fatalf("systemd-tmpfiles --create shedfs.conf: %v\n%s", err, out)
+	}
+	for _, d := range []string{"run/shedfs", "var/lib/shedfs", "etc/shedfs"} {
+		fi, err := os.Stat(filepath.Join(troot, d))
+		if err != nil || !fi.IsDir() || fi.Mode().Perm() != 0o700 {
+			t.Errorf("/%s after tmpfiles: %v %v, want a directory of mode 0700", d, err, fi)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os/signal"
 	"syscall"
 	"time"
@@ -65,9 +66,17 @@ func runServe(c *cli.Context) error {
 		s.close()
 		return err
 	}
-	log.Info("serving", "store", s.st.Location(), "mount_root", c.String("mount-root"), "views", len(s.d.Views()))
+	views := len(s.d.Views())
+	log.Info("serving", "store", s.st.Location(), "mount_root", c.String("mount-root"), "views", views)
+	// Every view is mounted: a Type=notify unit is started now.
+	if err := daemon.Notify(fmt.Sprintf("READY=1\nSTATUS=serving %d views", views)); err != nil {
+		log.Warn("systemd readiness not sent", "err", err)
+	}
 	<-ctx.Done()
 	stopSignals()
+	if err := daemon.Notify("STOPPING=1\nSTATUS=stopping: unmounting every view"); err != nil {
+		log.Warn("systemd stop not sent", "err", err)
+	}
 	log.Info("stopping: unmounting every view")
 	if err := s.stop(); err != nil {
 		return err
