@@ -493,8 +493,10 @@ func (d *Daemon) abortUnmount(ctx context.Context, v *view) error {
 	return d.awaitStopped(ctx, v)
 }
 
-// Stop closes the admin socket, unmounts every view and waits for each to
-// stop serving (until ctx ends), then persists what is still open. The
+// Stop closes the admin socket, unmounts every view as soon as nothing
+// uses it, saying meanwhile which views are in use and by what; views
+// still in use when ctx ends are detached lazily and their connections
+// aborted (drain.go). Then it persists what is still open. The
 // store stays open for the caller to close. Stop may be called more than
 // once.
 func (d *Daemon) Stop(ctx context.Context) error {
@@ -518,11 +520,11 @@ func (d *Daemon) Stop(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	for _, v := range views {
-		if err := d.unmount(ctx, v, true); err != nil {
-			d.log.Error("unmount", "user", v.user, "err", err)
-			errs = append(errs, err)
-		}
+	// Each view unmounts once nothing uses it; until ctx ends, the stop
+	// says what it waits for, then detaches the rest (drain.go).
+	if err := d.drain(ctx, views); err != nil {
+		d.log.Error("unmount", "err", err)
+		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
 		d.wg.Wait()

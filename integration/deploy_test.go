@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -260,4 +261,97 @@ func TestSystemdUnitVerifies(t *testing.T) {
 			t.Errorf("/%s after tmpfiles: %v %v, want a directory of mode 0700", d, err, fi)
 		}
 	}
+}
+
+// TestServeStopDrain: SIGTERM to serve while views are in use: it says
+// which views it waits for and which processes hold them (a working
+// directory, an open file, a sandbox's bind mount in its own mount
+// namespace), unmounts each view once let go, and at --stop-timeout
+// detaches the rest lazily and exits 0.
+func TestServeStopDrain(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	store := newStore(t)
+	for _, u := range []string{"alice", "bob", "carol"} {
+		adminOK(t, "user", "add", u, "--store", store)
+	}
+	const timeout = 4 * time.Second
+	s := startServeWith(t, store, []string{"--stop-timeout", timeout.String()}, "alice", "bob", "carol")
+	mustWrite(t, s.In("bob", "held"), []byte("x"), 0o644)
+
+	// alice's view: a process whose working directory is in it.
+	cwd := exec.Command("sleep", "120")
+	cwd.Dir = s.In("alice")
+	// bob's view: a process with a file open in it.
+	f, err := os.Open(s.In("bob", "held"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := exec.Command("sleep", "120")
+	open.Stdin = f
+	// carol's view: a sandbox that bind-mounted it, as a container does.
+	sandbox := exec.Command("bwrap", "--unshare-pid", "--die-with-parent",
+		"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+		"--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev",
+		"--bind", s.In("carol"), "/workspace", "--", "sleep", "120")
+	for _, c := range []*exec.Cmd{cwd, open, sandbox} {
+		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	}
+	f.Close()
+	// The sandbox has mounted carol's view once its mount namespace
+	// shows it.
+	time.Sleep(300 * time.Millisecond)
+
+	start := time.Now()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitLog := func(what string, want ...string) {
+		t.Helper()
+		deadline := time.Now().Add(timeout)
+		for {
+			ok := true
+			for _, w := range want {
+				ok = ok && strings.Contains(s.Stderr(), w)
+			}
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: serve did not log %q\nstderr:\n%s", what, want, s.Stderr())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitLog("what the stop waits for",
+		"view still in use, waiting\" user=alice",
+		fmt.Sprintf("pid %d (sleep): working directory", cwd.Process.Pid),
+		"view still in use, waiting\" user=bob",
+		fmt.Sprintf("pid %d (sleep): open %s", open.Process.Pid, s.In("bob", "held")),
+		"view still in use, waiting\" user=carol",
+		"its mount namespace mounts the view at /workspace")
+	// alice lets go: her view unmounts before the deadline.
+	cwd.Process.Kill()
+	cwd.Wait()
+	waitLog("alice's view once let go", "msg=\"view unmounted\" user=alice")
+	if time.Since(start) >= timeout {
+		t.Errorf("alice's view unmounted only after the stop timeout")
+	}
+	// bob and carol hold on: detached at the deadline, and serve exits 0.
+	if !s.waitExit(timeout + 10*time.Second) {
+		t.Fatalf("serve did not exit within %v of SIGTERM\nstderr:\n%s", timeout+10*time.Second, s.Stderr())
+	}
+	if took := time.Since(start); took < timeout {
+		t.Errorf("serve exited after %v, before its stop timeout %v, with views in use", took, timeout)
+	}
+	for _, u := range []string{"bob", "carol"} {
+		if !strings.Contains(s.Stderr(), "stop timeout: detaching a view still in use; its holders get ENOTCONN\" user="+u) {
+			t.Errorf("no detach of %s's view logged\nstderr:\n%s", u, s.Stderr())
+		}
+	}
+	s.Stop() // exit status 0, nothing left mounted
 }
