@@ -355,3 +355,100 @@ func TestServeStopDrain(t *testing.T) {
 	}
 	s.Stop() // exit status 0, nothing left mounted
 }
+
+// TestUserSetOwnerLive: `shedfs user set alice --uid 1000 --gid 1000` on
+// a user made without an owner: her mounted view shows the new owner at
+// once, in entries the kernel had cached, without a remount (a process
+// working in the view keeps its directory), so that a sandbox running as
+// uid 1000 can write in it; --uid 0 --gid 0 goes back.
+func TestUserSetOwnerLive(t *testing.T) {
+	t.Parallel()
+	requireBwrap(t)
+	store := newStore(t)
+	adminOK(t, "user", "add", "alice", "--store", store)
+	s := startServe(t, store, "alice")
+	mustMkdir(t, s.In("alice", "work"), 0o755)
+	mustWrite(t, s.In("alice", "work", "f"), []byte("x"), 0o644)
+	owner := func(p string) (uint32, uint32) {
+		t.Helper()
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Uid, st.Gid
+	}
+	paths := []string{s.In("alice"), s.In("alice", "work"), s.In("alice", "work", "f"), s.In("alice", "share"), s.In("alice", "groups")}
+	for _, p := range paths {
+		if u, g := owner(p); u != 0 || g != 0 {
+			t.Fatalf("%s owned by %d:%d before, want 0:0", p, u, g)
+		}
+	}
+	// A process working in the view: a remount would pull the view from
+	// under it (or be refused).
+	cwd := exec.Command("sleep", "60")
+	cwd.Dir = s.In("alice", "work")
+	if err := cwd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cwd.Process.Kill(); cwd.Wait() })
+
+	sandboxWrite := func(name string) error {
+		cmd := exec.Command("bwrap", "--unshare-pid", "--die-with-parent",
+			"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+			"--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev",
+			"--bind", s.In("alice"), "/workspace",
+			"setpriv", "--reuid", containerUID, "--regid", containerUID, "--clear-groups", "--",
+			"sh", "-c", "echo hi > /workspace/work/"+name)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	}
+	if err := sandboxWrite("before"); err == nil {
+		t.Fatalf("uid %s wrote in a view owned by root", containerUID)
+	}
+
+	out := adminOK(t, "user", "set", "alice", "--uid", containerUID, "--gid", containerUID, "--store", store)
+	if !strings.Contains(out, "presented owner uid 1000, gid 1000") || !strings.Contains(out, "shows it now") {
+		t.Errorf("user set said %q", out)
+	}
+	// At once: the attributes the kernel cached were invalidated.
+	for _, p := range paths {
+		if u, g := owner(p); u != 1000 || g != 1000 {
+			t.Errorf("%s owned by %d:%d right after user set, want 1000:1000", p, u, g)
+		}
+	}
+	if err := sandboxWrite("after"); err != nil {
+		t.Errorf("uid %s cannot write in the view after user set: %v", containerUID, err)
+	}
+	if cwd.ProcessState != nil {
+		t.Errorf("the process working in the view ended")
+	}
+	if m, ok := findMount(s.In("alice")); !ok || m.minor != mountMinor(t, s.In("alice")) {
+		t.Errorf("the view was remounted")
+	}
+	if strings.Contains(s.Stderr(), "remount") {
+		t.Errorf("serve remounted the view:\n%s", s.Stderr())
+	}
+	if out := adminOK(t, "user", "show", "alice", "--store", store); !strings.Contains(out, "uid 1000, gid 1000") {
+		t.Errorf("user show after user set:\n%s", out)
+	}
+
+	// Back to the stored owners.
+	adminOK(t, "user", "set", "alice", "--uid", "0", "--gid", "0", "--store", store)
+	within2s(t, "owner back to 0:0", func() bool { u, g := owner(s.In("alice", "work", "f")); return u == 0 && g == 0 })
+	cwd.Process.Kill()
+	cwd.Wait()
+	s.Stop()
+}
+
+// mountMinor is the minor device number of the mount at dir.
+func mountMinor(t *testing.T, dir string) int {
+	t.Helper()
+	m, ok := findMount(dir)
+	if !ok {
+		t.Fatalf("%s not mounted", dir)
+	}
+	return m.minor
+}
