@@ -5,6 +5,7 @@
 #   make test    every test: unit tests with -race, the metadata tests again on etcd, FUSE/integration tests, a short fuzz budget
 #   make bench   native dir vs go-fuse loopback vs shedfs, medians, ratios and PASS/MISS per docs/design.md "Performance" target (cmd/shedfs-bench)
 #   make lint    gofmt, go vet, staticcheck
+#   make image   the container image (Containerfile): a static shedfs built here, FROM scratch, with podman
 #   make clean   unmount demo views, remove bin/ and demo/
 #
 # Knobs: make test FUZZTIME=30s   make bench BENCH_FLAGS=-quick   make run DEMO_MODE=mount
@@ -66,10 +67,27 @@ COMMIT     ?= $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff
 BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 LDFLAGS    := -X main.version=$(RELEASE) -X main.commit=$(COMMIT) -X main.buildDate=$(BUILD_DATE)
 
-.PHONY: build run demo-mount demo-serve test bench lint clean
+# --- image settings -----------------------------------------------------------
+
+PODMAN ?= podman
+IMAGE  ?= localhost/shedfs:$(RELEASE)
+
+.PHONY: build run demo-mount demo-serve test bench lint clean image
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(SHEDFS) ./cmd/shedfs
+
+# image builds a static shedfs (no cgo: nothing to link at run time) into
+# bin/image/, the whole build context, and the image from Containerfile on
+# it, tagged IMAGE and localhost/shedfs:latest. No registry is needed: the
+# binary is built here, and the image starts FROM scratch.
+image:
+	rm -rf $(BIN)/image && mkdir -p $(BIN)/image
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $(BIN)/image/shedfs ./cmd/shedfs
+	cp LICENSE $(BIN)/image/LICENSE
+	$(PODMAN) build --quiet -f Containerfile -t $(IMAGE) -t localhost/shedfs:latest \
+	  --label org.opencontainers.image.version=$(RELEASE) --label org.opencontainers.image.revision=$(COMMIT) \
+	  $(BIN)/image
 
 # unmount_under(dir): lazily unmount every mount at or below dir (stale views
 # of a demo that was killed), so mkdir and rm never trip over them.
