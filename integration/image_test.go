@@ -18,13 +18,15 @@ import (
 //   - the runtime runc when it is installed: crun refuses a host whose
 //     cgroups are hybrid with a controller on the v2 hierarchy ("cgroups
 //     in hybrid mode not supported"), as some sandboxes are;
+//   - no network: nothing here needs one, and a bridge needs iptables,
+//     which podman only suggests;
 //   - ulimits no higher than this process's: podman's defaults (nofile
 //     1048576, nproc the host's, after podman lowered its own to 32768)
 //     need CAP_SYS_RESOURCE to set, which a sandboxed root may lack
 //     ("setrlimit RLIMIT_NOFILE: Operation not permitted").
 func podmanArgs(t *testing.T) []string {
 	t.Helper()
-	var args []string
+	args := []string{"--network", "none"}
 	if _, err := exec.LookPath("runc"); err == nil {
 		args = append(args, "--runtime", "runc")
 	}
