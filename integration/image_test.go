@@ -175,6 +175,13 @@ func TestContainerImage(t *testing.T) {
 		t.Errorf("the host read %q of what the second container wrote", got)
 	}
 
+	// The admin socket in the store reaches the daemon in the container:
+	// a user added from the host gets a view on the host at once.
+	adminOK(t, "user", "add", "bob", "--store", store)
+	if m, ok := findMount(filepath.Join(hostRoot, "bob")); !ok || m.fstype != "fuse.shedfs" {
+		t.Errorf("no view of bob on the host after user add through the container's admin socket\nlogs:\n%s", logs())
+	}
+
 	// podman stop: SIGTERM, the drain, every view unmounted.
 	if out, err := exec.Command(podman, "stop", "-t", "30", name).CombinedOutput(); err != nil {
 		t.Fatalf("podman stop: %v\n%s", err, out)
