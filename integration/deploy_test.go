@@ -275,7 +275,7 @@ func TestServeStopDrain(t *testing.T) {
 	for _, u := range []string{"alice", "bob", "carol"} {
 		adminOK(t, "user", "add", u, "--store", store)
 	}
-	const timeout = 4 * time.Second
+	const timeout = 6 * time.Second
 	s := startServeWith(t, store, []string{"--stop-timeout", timeout.String()}, "alice", "bob", "carol")
 	mustWrite(t, s.In("bob", "held"), []byte("x"), 0o644)
 
