@@ -71,6 +71,8 @@ LDFLAGS    := -X main.version=$(RELEASE) -X main.commit=$(COMMIT) -X main.buildD
 
 PODMAN ?= podman
 IMAGE  ?= localhost/shedfs:$(RELEASE)
+# IMAGE_TAGS: every tag the image gets (a test gives only its own).
+IMAGE_TAGS ?= -t $(IMAGE) -t localhost/shedfs:latest
 
 .PHONY: build run demo-mount demo-serve test bench lint clean image
 
@@ -79,13 +81,13 @@ build:
 
 # image builds a static shedfs (no cgo: nothing to link at run time) into
 # bin/image/, the whole build context, and the image from Containerfile on
-# it, tagged IMAGE and localhost/shedfs:latest. No registry is needed: the
+# it, tagged IMAGE and localhost/shedfs:latest (IMAGE_TAGS). No registry is needed: the
 # binary is built here, and the image starts FROM scratch.
 image:
 	rm -rf $(BIN)/image && mkdir -p $(BIN)/image
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $(BIN)/image/shedfs ./cmd/shedfs
 	cp LICENSE $(BIN)/image/LICENSE
-	$(PODMAN) build --quiet -f Containerfile -t $(IMAGE) -t localhost/shedfs:latest \
+	$(PODMAN) build --quiet --layers=false -f Containerfile $(IMAGE_TAGS) \
 	  --label org.opencontainers.image.version=$(RELEASE) --label org.opencontainers.image.revision=$(COMMIT) \
 	  $(BIN)/image
 
