@@ -137,6 +137,9 @@ type Daemon struct {
 	views   map[string]*view
 	server  *Server
 	stopped bool
+	// started is set once Start (or StartAdmin) finished: every view
+	// that should be mounted was (Ready).
+	started bool
 	wg      sync.WaitGroup
 }
 
@@ -244,6 +247,7 @@ func (d *Daemon) Start(ctx context.Context) error {
 	}
 	path := d.cfg.Store.Location().SocketPath()
 	if path == "" {
+		d.markStarted()
 		return nil // a store on etcd without --admin-socket
 	}
 	srv, err := Listen(path, d.local, d.log)
@@ -253,8 +257,16 @@ func (d *Daemon) Start(ctx context.Context) error {
 	}
 	d.mu.Lock()
 	d.server = srv
+	d.started = true
 	d.mu.Unlock()
 	return nil
+}
+
+// markStarted records that Start or StartAdmin finished (Ready).
+func (d *Daemon) markStarted() {
+	d.mu.Lock()
+	d.started = true
+	d.mu.Unlock()
 }
 
 // StartAdmin finishes the session closes a previous run left under way
@@ -264,6 +276,9 @@ func (d *Daemon) StartAdmin() error {
 	if err := d.local.finishSessionCloses(); err != nil {
 		return err
 	}
+	// The view is mounted already; without the admin API it still
+	// serves (shedfs mount warns), so it is ready either way.
+	defer d.markStarted()
 	path := d.cfg.Store.Location().SocketPath()
 	if path == "" {
 		return nil
@@ -478,8 +493,10 @@ func (d *Daemon) abortUnmount(ctx context.Context, v *view) error {
 	return d.awaitStopped(ctx, v)
 }
 
-// Stop closes the admin socket, unmounts every view and waits for each to
-// stop serving (until ctx ends), then persists what is still open. The
+// Stop closes the admin socket, unmounts every view as soon as nothing
+// uses it, saying meanwhile which views are in use and by what; views
+// still in use when ctx ends are detached lazily and their connections
+// aborted (drain.go). Then it persists what is still open. The
 // store stays open for the caller to close. Stop may be called more than
 // once.
 func (d *Daemon) Stop(ctx context.Context) error {
@@ -503,11 +520,11 @@ func (d *Daemon) Stop(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	for _, v := range views {
-		if err := d.unmount(ctx, v, true); err != nil {
-			d.log.Error("unmount", "user", v.user, "err", err)
-			errs = append(errs, err)
-		}
+	// Each view unmounts once nothing uses it; until ctx ends, the stop
+	// says what it waits for, then detaches the rest (drain.go).
+	if err := d.drain(ctx, views); err != nil {
+		d.log.Error("unmount", "err", err)
+		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
 		d.wg.Wait()

@@ -18,10 +18,12 @@ import (
 
 // fakeView stands in for a FUSE view in the view manager's tests.
 type fakeView struct {
-	once   sync.Once
-	done   chan struct{}
-	busy   bool
-	mu     sync.Mutex
+	once sync.Once
+	done chan struct{}
+	busy bool
+	// mu is the fakeMounts' lock, which guards the events every view
+	// appends to (a stop unmounts views concurrently).
+	mu     *sync.Mutex
 	events *[]string
 	user   string
 }
@@ -56,7 +58,7 @@ func useFakeMounts(d *Daemon) *fakeMounts {
 			return nil, errors.New("no mountpoint directory")
 		}
 		fm.events = append(fm.events, "mount "+user+" "+mnt)
-		v := &fakeView{done: make(chan struct{}), events: &fm.events, user: user}
+		v := &fakeView{done: make(chan struct{}), mu: &fm.mu, events: &fm.events, user: user}
 		fm.views[user] = v
 		fm.opts[user] = opts
 		return v, nil

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/shedfs/shedfs"
+	"github.com/shedfs/shedfs/vfs"
 )
 
 // bothAdmins runs fn once on a Local of a fresh store and once on a
@@ -321,6 +322,9 @@ type fakeFrontend struct {
 	inodes  []uint64
 	events  []string
 	reloads int
+	// owners and ownerOpts are the OwnerChanged calls.
+	owners    []string
+	ownerOpts []vfs.ViewOptions
 }
 
 func (f *fakeFrontend) Holds(ino uint64) bool     { return false }
@@ -334,9 +338,13 @@ func (f *fakeFrontend) EntryChanged(dir uint64, name string, was *shedfs.Inode, 
 func (f *fakeFrontend) InodeChanged(ino uint64)                                   { f.inodes = append(f.inodes, ino) }
 func (f *fakeFrontend) TrashChanged()                                             {}
 func (f *fakeFrontend) TrashFreed(gone []*shedfs.Inode, why string, removed bool) {}
-func (f *fakeFrontend) SettingsChanged()                                          { f.reloads++ }
-func (f *fakeFrontend) SessionsChanged() error                                    { return nil }
-func (f *fakeFrontend) Record(e shedfs.Event)                                     { f.events = append(f.events, e.Op+" "+e.Path) }
+func (f *fakeFrontend) OwnerChanged(user string, opts vfs.ViewOptions) {
+	f.owners = append(f.owners, user)
+	f.ownerOpts = append(f.ownerOpts, opts)
+}
+func (f *fakeFrontend) SettingsChanged()       { f.reloads++ }
+func (f *fakeFrontend) SessionsChanged() error { return nil }
+func (f *fakeFrontend) Record(e shedfs.Event)  { f.events = append(f.events, e.Op+" "+e.Path) }
 
 // localWithFrontend is a Local whose core has h attached and records into h.
 func localWithFrontend(st *Store, h *fakeFrontend) *Local {

@@ -29,6 +29,8 @@ type mounter interface {
 	userRemoving(ctx context.Context, name string) error
 	// viewOf is the mountpoint of the user's view, "" if none.
 	viewOf(name string) string
+	// ownerChanged makes the user's views present its new owner.
+	ownerChanged(u *shedfs.User)
 	// fillStatus adds what only the daemon knows to a status.
 	fillStatus(st *Status)
 }

@@ -33,14 +33,16 @@ func NewRegistry() (*prometheus.Registry, error) {
 	return reg, nil
 }
 
-// MetricsServer serves /metrics over HTTP.
+// MetricsServer serves /metrics, /healthz and /readyz (health.go) over
+// HTTP.
 type MetricsServer struct {
 	srv *http.Server
 	ln  net.Listener
 }
 
 // ServeMetrics registers the gauges of d's store and daemon in reg and
-// serves reg at addr/metrics until Shutdown.
+// serves reg at addr/metrics, and the probes /healthz and /readyz, until
+// Shutdown.
 func (d *Daemon) ServeMetrics(addr string, reg *prometheus.Registry, maxHolders int, profiling bool) (*MetricsServer, error) {
 	if err := reg.Register(d.fs.StoreCollector(maxHolders)); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
@@ -56,6 +58,8 @@ func (d *Daemon) ServeMetrics(addr string, reg *prometheus.Registry, maxHolders 
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelError),
 	}))
+	mux.HandleFunc("/healthz", healthHandler)
+	mux.HandleFunc("/readyz", d.readyHandler)
 	if profiling {
 		// Go's profiler, for finding where a slow callback spends its
 		// time; only on request, as it shows the daemon's internals.

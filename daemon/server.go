@@ -194,6 +194,9 @@ func newHandler(admin Admin, log *slog.Logger) http.Handler {
 	h("GET /v1/users", route0(admin.ListUsers))
 	h("GET /v1/users/{name}", route(pathArg("name"), admin.ShowUser))
 	h("DELETE /v1/users/{name}", route2(pathArg("name"), forceParam, admin.RemoveUser))
+	if ua, ok := admin.(UserAdmin); ok {
+		h("PATCH /v1/users/{name}", route2(pathArg("name"), jsonBody[UserSetRequest], ua.SetUser))
+	}
 	h("POST /v1/groups", created(route(jsonBody[GroupAddRequest], admin.AddGroup)))
 	h("GET /v1/groups", route0(admin.ListGroups))
 	h("GET /v1/groups/{name}", route(pathArg("name"), admin.ShowGroup))

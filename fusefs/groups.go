@@ -30,8 +30,8 @@ func (g *groupsDir) fillAttr(out *fuse.Attr) {
 	out.Mode = syscall.S_IFDIR | 0o555
 	out.Nlink = 2
 	out.Blksize = 4096
-	if g.v.opts.ForceOwner {
-		out.Owner = fuse.Owner{Uid: g.v.opts.Uid, Gid: g.v.opts.Gid}
+	if o, ok := g.v.presentedOwner(); ok {
+		out.Owner = o
 	}
 	out.SetTimes(&startTime, &startTime, &startTime)
 }

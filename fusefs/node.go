@@ -73,8 +73,8 @@ func (v *View) fillAttr(rec *shedfs.Inode, out *fuse.Attr) {
 	out.Blksize = 4096
 	out.Rdev = rec.Rdev
 	out.Owner = fuse.Owner{Uid: rec.Uid, Gid: rec.Gid}
-	if v.opts.ForceOwner {
-		out.Owner = fuse.Owner{Uid: v.opts.Uid, Gid: v.opts.Gid}
+	if o, ok := v.presentedOwner(); ok {
+		out.Owner = o
 	}
 	out.SetTimes(&rec.Atime, &rec.Mtime, &rec.Ctime)
 }

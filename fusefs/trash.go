@@ -341,8 +341,8 @@ func (d *trashDir) fillAttr(out *fuse.Attr) {
 	out.Mode = syscall.S_IFDIR | 0o555
 	out.Nlink = 2
 	out.Blksize = 4096
-	if d.v.opts.ForceOwner {
-		out.Owner = fuse.Owner{Uid: d.v.opts.Uid, Gid: d.v.opts.Gid}
+	if o, ok := d.v.presentedOwner(); ok {
+		out.Owner = o
 	}
 	out.SetTimes(&startTime, &startTime, &startTime)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -21,10 +22,13 @@ import (
 type View struct {
 	fs *FS
 	// id tells this view's lock owners from other views'.
-	id     uint64
-	user   string
-	roots  shedfs.Roots
-	opts   vfs.ViewOptions
+	id    uint64
+	user  string
+	roots shedfs.Roots
+	opts  vfs.ViewOptions
+	// owner is the owner every entry shows, nil when none is forced:
+	// opts' at the mount, changed by OwnerChanged (owner.go).
+	owner  atomic.Pointer[fuse.Owner]
 	server *fuse.Server
 	root   *node
 	groups *groupsDir
@@ -71,6 +75,7 @@ func (f *FS) mount(user string, ss *metadata.Session, mountpoint string, opts vf
 		return nil, fmt.Errorf("view of %s: %w", user, err)
 	}
 	v := &View{fs: f, id: f.views.Add(1), user: user, roots: u.Roots, opts: opts}
+	v.setOwner(opts)
 	rootZone, err := v.sessionView(ss)
 	if err != nil {
 		return nil, fmt.Errorf("view of %s: %w", user, err)

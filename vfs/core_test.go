@@ -411,8 +411,9 @@ func (f *frontend) TrashFreed(gone []*shedfs.Inode, why string, removed bool) {
 		f.freed = append(f.freed, n.Ino)
 	}
 }
-func (f *frontend) SettingsChanged()       {}
-func (f *frontend) SessionsChanged() error { return nil }
+func (f *frontend) SettingsChanged()                 {}
+func (f *frontend) OwnerChanged(string, ViewOptions) {}
+func (f *frontend) SessionsChanged() error           { return nil }
 
 // TestFanOut: what a door changes reaches every attached frontend; Stat
 // lays an open file's state over the record; without a frontend, a

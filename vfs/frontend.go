@@ -31,6 +31,10 @@ type Frontend interface {
 	InodeChanged(ino uint64)
 	// MembershipChanged: user's groups changed.
 	MembershipChanged(user string)
+	// OwnerChanged: the views of user present entries as opts says from
+	// now on (shedfs user set --uid/--gid); what their kernels cached of
+	// the old owner is invalidated.
+	OwnerChanged(user string, opts ViewOptions)
 	// TrashChanged: kept files came or went.
 	TrashChanged()
 	// TrashFreed: kept files the store deleted for good, for why
@@ -119,6 +123,14 @@ func (c *Core) MembershipChanged(users ...string) {
 		for _, u := range users {
 			f.MembershipChanged(u)
 		}
+	}
+}
+
+// OwnerChanged tells the frontends that the views of user present
+// entries as opts says from now on: a user's uid/gid changed.
+func (c *Core) OwnerChanged(user string, opts ViewOptions) {
+	for _, f := range c.attached() {
+		f.OwnerChanged(user, opts)
 	}
 }
 

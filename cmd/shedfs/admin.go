@@ -83,7 +83,7 @@ func quietLogger(c *cli.Context) (*slog.Logger, error) {
 	if c.String("log-level") == "debug" {
 		level = slog.LevelDebug
 	}
-	return slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level})), nil
+	return newLogger(c, level)
 }
 
 // jsonFlag is the --json flag of commands whose output scripts read.

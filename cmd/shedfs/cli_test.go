@@ -360,6 +360,9 @@ func TestFlagsFirst(t *testing.T) {
 		{"shedfs user", "shedfs user"},
 		{"shedfs unknown a --x", "shedfs unknown a --x"},
 		{"shedfs mount /mnt --store S --user alice", "shedfs mount --store S --user alice /mnt"},
+		// Global flags after the command go before it.
+		{"shedfs serve --store S --log-format json --mount-root R", "shedfs --log-format json serve --store S --mount-root R"},
+		{"shedfs --log-level debug serve --log-format=json --store S", "shedfs --log-format=json --log-level debug serve --store S"},
 	} {
 		got := strings.Join(flagsFirst(app, strings.Fields(tc.in)), " ")
 		if got != tc.want {

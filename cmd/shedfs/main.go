@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	stdlog "log"
 	"log/slog"
 	"os"
 	"strings"
@@ -14,8 +15,16 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// The release, commit and build date, stamped by `make build` (and the
+// image) with -ldflags "-X main.version=... -X main.commit=... -X
+// main.buildDate=..."; a plain `go build` leaves "dev" and no commit or
+// date, so a binary nobody stamped says so instead of passing for a
+// release.
+var (
+	version   = "dev"
+	commit    = ""
+	buildDate = ""
+)
 
 func main() {
 	os.Exit(run(os.Args, os.Stdout, os.Stderr))
@@ -50,6 +59,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		ErrWriter: stderr,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error"},
+			&cli.StringFlag{Name: "log-format", Value: "text", Usage: "text (key=value) or json: one line per event on stderr, for the journal and log collectors"},
 		},
 		Commands: []*cli.Command{
 			initCommand(),
@@ -155,24 +165,62 @@ func storeFlag() cli.Flag {
 	}
 }
 
-// logger builds the process logger from --log-level, on stderr.
+// logger builds the process logger from --log-level and --log-format, on
+// stderr.
 func logger(c *cli.Context) (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
 	}
-	return slog.New(slog.NewTextHandler(c.App.ErrWriter, &slog.HandlerOptions{Level: level})), nil
+	return newLogger(c, level)
+}
+
+// newLogger is a logger at level in the format --log-format names: text
+// (slog's key=value) or json, one line per event either way, so that the
+// journal and a Kubernetes log collector read one event per line. What
+// libraries print through the standard log package (go-fuse's --debug
+// trace) is routed through the same handler, so that a JSON stream stays
+// JSON: that redirection is process-wide, which suits the one process
+// this command is.
+func newLogger(c *cli.Context, level slog.Level) (*slog.Logger, error) {
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler
+	switch f := c.String("log-format"); f {
+	case "text":
+		h = slog.NewTextHandler(c.App.ErrWriter, opts)
+	case "json":
+		h = slog.NewJSONHandler(c.App.ErrWriter, opts)
+	default:
+		return nil, fmt.Errorf("--log-format: %q is neither text nor json", f)
+	}
+	stdlog.SetFlags(0)
+	stdlog.SetOutput(slog.NewLogLogger(h, slog.LevelInfo).Writer())
+	return slog.New(h), nil
 }
 
 func versionCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "version",
-		Usage: "print the version",
+		Usage: "print the release, the commit and the build date",
 		Action: func(c *cli.Context) error {
-			fmt.Fprintf(c.App.Writer, "shedfs %s\n", version)
+			fmt.Fprint(c.App.Writer, versionText())
 			return nil
 		},
 	}
+}
+
+// versionText is what shedfs version prints: the release on the first
+// line, then the commit and the build date ("unknown" where the build did
+// not stamp them).
+func versionText() string {
+	return fmt.Sprintf("shedfs %s\ncommit: %s\nbuilt: %s\n", version, orUnknown(commit), orUnknown(buildDate))
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }
 
 // flagsFirst moves the flags of the command being run ahead of its
@@ -221,7 +269,7 @@ func flagsFirst(app *cli.App, args []string) []string {
 	if leaf == nil || len(leaf.Subcommands) > 0 {
 		return append(out, args[i:]...)
 	}
-	var fl, pos []string
+	var fl, pos, global []string
 	dashdash := false
 	for i < len(args) {
 		a := args[i]
@@ -232,20 +280,43 @@ func flagsFirst(app *cli.App, args []string) []string {
 			pos = append(pos, args[i:]...)
 			i = len(args)
 		case strings.HasPrefix(a, "-") && a != "-":
-			fl = append(fl, a)
-			if takesValue(flags, a) && i < len(args) {
-				fl = append(fl, args[i])
-				i++
+			// A global flag (--log-level, --log-format) after the
+			// command goes before it, where urfave reads it: a unit
+			// file's "shedfs serve ... --log-format json" works.
+			to := &fl
+			if !hasFlag(flags, a) && hasFlag(app.Flags, a) {
+				to = &global
+			}
+			*to = append(*to, a)
+			if takesValue(flags, a) || takesValue(app.Flags, a) && to == &global {
+				if i < len(args) {
+					*to = append(*to, args[i])
+					i++
+				}
 			}
 		default:
 			pos = append(pos, a)
 		}
 	}
+	out = append(append(out[:1:1], global...), out[1:]...)
 	out = append(out, fl...)
 	if dashdash {
 		out = append(out, "--")
 	}
 	return append(out, pos...)
+}
+
+// hasFlag reports whether the flag named in arg is one of flags.
+func hasFlag(flags []cli.Flag, arg string) bool {
+	name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+	for _, f := range flags {
+		for _, n := range f.Names() {
+			if n == name {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // takesValue reports whether the flag named in arg ("--store", "-store")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os/signal"
 	"syscall"
 	"time"
@@ -12,7 +13,7 @@ import (
 )
 
 // stopTimeout bounds how long a stop waits for views to finish serving and
-// for admin requests in flight.
+// for admin requests in flight: serve's --stop-timeout, mount's always.
 const stopTimeout = 30 * time.Second
 
 func serveCommand() *cli.Command {
@@ -25,7 +26,11 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "uid", Value: -1, Usage: "present entries as owned by this uid in views of users without an owner of their own"},
 			&cli.IntFlag{Name: "gid", Value: -1, Usage: "present entries as owned by this gid in views of users without an owner of their own"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
-		}, append(fsFlags(), append(auditFlags(), contentFlags()...)...)...),
+			&cli.DurationFlag{Name: "stop-timeout", Value: stopTimeout, Usage: "at SIGTERM or SIGINT, how long to wait for views still in use (saying which, and by which processes) before detaching them lazily and exiting"},
+		}, append(fsFlags(), append(auditFlags(), append(contentFlags(), configFlags()...)...)...)...),
+		// The config file is read before the action, so that a required
+		// flag it sets counts as set (config.go).
+		Before: applyConfig,
 		Action: runServe,
 	}
 }
@@ -34,6 +39,9 @@ func runServe(c *cli.Context) error {
 	if c.NArg() != 0 {
 		return errors.New("serve: takes no arguments (views go under --mount-root)")
 	}
+	if c.Bool("print-config") {
+		return printConfig(c, c.App.Writer)
+	}
 	log, err := logger(c)
 	if err != nil {
 		return err
@@ -41,10 +49,14 @@ func runServe(c *cli.Context) error {
 	if err := daemon.CheckFuse(); err != nil {
 		return err
 	}
+	if c.Duration("stop-timeout") <= 0 {
+		return errors.New("--stop-timeout must be positive")
+	}
 	s, err := openServing(c, log, daemon.Config{MountRoot: c.String("mount-root")})
 	if err != nil {
 		return err
 	}
+	s.stopTimeout = c.Duration("stop-timeout")
 	ctx, stopSignals := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stopSignals()
 	if err := s.startMetrics(c); err != nil {
@@ -59,10 +71,18 @@ func runServe(c *cli.Context) error {
 		s.close()
 		return err
 	}
-	log.Info("serving", "store", s.st.Location(), "mount_root", c.String("mount-root"), "views", len(s.d.Views()))
+	views := len(s.d.Views())
+	log.Info("serving", "store", s.st.Location(), "mount_root", c.String("mount-root"), "views", views)
+	// Every view is mounted: a Type=notify unit is started now.
+	if err := daemon.Notify(fmt.Sprintf("READY=1\nSTATUS=serving %d views", views)); err != nil {
+		log.Warn("systemd readiness not sent", "err", err)
+	}
 	<-ctx.Done()
 	stopSignals()
-	log.Info("stopping: unmounting every view")
+	if err := daemon.Notify("STOPPING=1\nSTATUS=stopping: unmounting every view"); err != nil {
+		log.Warn("systemd stop not sent", "err", err)
+	}
+	log.Info("stopping: unmounting every view once nothing uses it", "stop_timeout", s.stopTimeout.String())
 	if err := s.stop(); err != nil {
 		return err
 	}

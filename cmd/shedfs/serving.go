@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
@@ -35,6 +36,8 @@ type serving struct {
 	d    *daemon.Daemon
 	// links is the share-by-link server, nil without --http (link.go).
 	links *web.Service
+	// stopTimeout bounds the wait for views in use at the stop.
+	stopTimeout time.Duration
 }
 
 // openServing reads the shared flags, opens the store (creating it with
@@ -42,7 +45,7 @@ type serving struct {
 // Views, DefaultView, Content and Logger filled in.
 // On error everything opened is closed again.
 func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving, error) {
-	s := &serving{log: log}
+	s := &serving{log: log, stopTimeout: stopTimeout}
 	var err error
 	if s.view, err = forcedOwner(c); err != nil {
 		return nil, err
@@ -122,11 +125,12 @@ func (s *serving) startMetrics(c *cli.Context) error {
 	return nil
 }
 
-// stop unmounts every view (waiting at most stopTimeout) and closes the
+// stop unmounts every view (waiting at most s.stopTimeout for those in
+// use, then detaching them) and closes the
 // rest in order: metrics, the audit trail (after the views, which feed it)
 // and the store last, marking it clean.
 func (s *serving) stop() error {
-	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.stopTimeout)
 	defer cancel()
 	if err := s.d.Stop(ctx); err != nil {
 		return err

@@ -31,6 +31,20 @@ func userCommand() *cli.Command {
 				Action: runUserAdd,
 			},
 			{
+				Name:      "set",
+				Usage:     "change a user's presented owner or quota; its mounted views show a new owner at once",
+				ArgsUsage: "NAME",
+				Flags: []cli.Flag{
+					storeFlag(),
+					&cli.IntFlag{Name: "uid", Value: -1, Usage: "present every entry of the user's view as owned by this uid (with --gid; 0 and 0: the daemon's default again)"},
+					&cli.IntFlag{Name: "gid", Value: -1, Usage: "present every entry of the user's view as owned by this gid (with --uid)"},
+					&cli.StringFlag{Name: "quota", Usage: "byte quota, e.g. 10GiB, 500M, none"},
+					&cli.StringFlag{Name: "inodes", Usage: "inode quota, e.g. 100000, none"},
+					jsonFlag(),
+				},
+				Action: runUserSet,
+			},
+			{
 				Name:   "list",
 				Usage:  "list users",
 				Flags:  []cli.Flag{storeFlag(), jsonFlag()},
@@ -90,6 +104,64 @@ func runUserAdd(c *cli.Context) error {
 		msg := "user " + u.Name + " added"
 		if u.View != "" {
 			msg += "; view mounted at " + u.View
+		}
+		fmt.Fprintln(c.App.Writer, msg)
+		return nil
+	})
+}
+
+func runUserSet(c *cli.Context) error {
+	if err := nargs(c, "one NAME", 1); err != nil {
+		return err
+	}
+	name := c.Args().First()
+	if err := daemon.ValidPrincipalName("user", name); err != nil {
+		return err
+	}
+	var req daemon.UserSetRequest
+	owner, err := forcedOwner(c)
+	if err != nil {
+		return err
+	}
+	if owner.ForceOwner {
+		req.Uid, req.Gid = &owner.Uid, &owner.Gid
+	}
+	b, ok, err := parseSizeFlag(c, "quota")
+	if err != nil {
+		return err
+	}
+	if ok {
+		req.Bytes = &b
+	}
+	n, ok, err := parseCountFlag(c, "inodes")
+	if err != nil {
+		return err
+	}
+	if ok {
+		req.Inodes = &n
+	}
+	if req.Uid == nil && req.Bytes == nil && req.Inodes == nil {
+		return fmt.Errorf("user set: give --uid and --gid, --quota, --inodes, or several")
+	}
+	return withAdmin(c, func(ctx context.Context, a daemon.Admin) error {
+		ua, ok := a.(daemon.UserAdmin)
+		if !ok {
+			return fmt.Errorf("this daemon cannot change users; upgrade it")
+		}
+		u, err := ua.SetUser(ctx, name, req)
+		if err != nil {
+			return err
+		}
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, u)
+		}
+		owner := "as stored"
+		if u.Uid != 0 || u.Gid != 0 {
+			owner = fmt.Sprintf("uid %d, gid %d", u.Uid, u.Gid)
+		}
+		msg := fmt.Sprintf("user %s: presented owner %s; quota %s, inode quota %s", u.Name, owner, sizeOrNone(u.Limit.Bytes), countOrNone(u.Limit.Inodes))
+		if u.View != "" {
+			msg += "; view at " + u.View + " shows it now"
 		}
 		fmt.Fprintln(c.App.Writer, msg)
 		return nil
