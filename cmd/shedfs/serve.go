@@ -25,7 +25,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "uid", Value: -1, Usage: "present entries as owned by this uid in views of users without an owner of their own"},
 			&cli.IntFlag{Name: "gid", Value: -1, Usage: "present entries as owned by this gid in views of users without an owner of their own"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
-		}, append(fsFlags(), append(auditFlags(), contentFlags()...)...)...),
+		}, append(append(csiFlags(), fsFlags()...), append(auditFlags(), contentFlags()...)...)...),
 		Action: runServe,
 	}
 }
@@ -59,9 +59,15 @@ func runServe(c *cli.Context) error {
 		s.close()
 		return err
 	}
+	driver, err := startCSI(c, s, log)
+	if err != nil {
+		s.stop()
+		return err
+	}
 	log.Info("serving", "store", s.st.Location(), "mount_root", c.String("mount-root"), "views", len(s.d.Views()))
 	<-ctx.Done()
 	stopSignals()
+	stopCSI(driver)
 	log.Info("stopping: unmounting every view")
 	if err := s.stop(); err != nil {
 		return err
