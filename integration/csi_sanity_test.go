@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,12 +33,14 @@ func startCSI(t *testing.T, store string, users ...string) (*serveDaemon, string
 	return s, "unix://" + sock
 }
 
-// waitSocketFile waits until the CSI socket exists.
+// waitSocketFile waits until the CSI socket answers (its file appears
+// at bind(2), before listen(2)).
 func waitSocketFile(t *testing.T, s *serveDaemon, sock string) {
 	t.Helper()
 	deadline := time.Now().Add(mountTimeout)
 	for {
-		if _, err := os.Stat(sock); err == nil {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
 			return
 		}
 		if s.exited() {
