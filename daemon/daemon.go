@@ -463,7 +463,26 @@ func (d *Daemon) abortUnmount(ctx context.Context, v *view) error {
 		conn, found = fuseConnection(v.mountpoint)
 	}
 	v.closing.Store(true)
-	if err := v.mv.Unmount(); err != nil {
+	// The view's Unmount returns once the view stops serving, which a
+	// mount of the same file system elsewhere (a bind into a container,
+	// a pod's volume) holds off: it runs apart, and a view still serving
+	// after boundGrace is aborted.
+	unmounted := make(chan error, 1)
+	go func() { unmounted <- v.mv.Unmount() }()
+	var err error
+	select {
+	case err = <-unmounted:
+	case <-time.After(boundGrace):
+		if !found {
+			return fmt.Errorf("view of %s at %s still serving through another mount, and no FUSE connection known to abort", v.user, v.mountpoint)
+		}
+		d.log.Warn("view still serving through another mount (a bind); aborting its connection", "user", v.user, "mountpoint", v.mountpoint)
+		if err := abortConnection(conn); err != nil {
+			return fmt.Errorf("view of %s: %w", v.user, err)
+		}
+		return d.awaitStopped(ctx, v)
+	}
+	if err != nil {
 		d.log.Warn("view busy; detaching it and aborting its connection", "user", v.user, "mountpoint", v.mountpoint, "err", err)
 		if err := unix.Unmount(v.mountpoint, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
 			return fmt.Errorf("detach view of %s: %w", v.user, err)
@@ -477,6 +496,13 @@ func (d *Daemon) abortUnmount(ctx context.Context, v *view) error {
 	}
 	return d.awaitStopped(ctx, v)
 }
+
+// boundGrace is how long a forced unmount waits for a view to stop
+// before it takes the view for mounted elsewhere and aborts its
+// connection: a view mounted only at its mountpoint stops in
+// milliseconds, and a busy one is refused (after go-fuse's retries,
+// under 300 ms) well within it.
+const boundGrace = 2 * time.Second
 
 // Stop closes the admin socket, unmounts every view and waits for each to
 // stop serving (until ctx ends), then persists what is still open. The
