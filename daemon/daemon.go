@@ -414,7 +414,25 @@ func (d *Daemon) watchLocked(user, mnt string, mv mountedView, managed bool) *vi
 // it from the namespace and lets it die with its last user.
 func (d *Daemon) unmount(ctx context.Context, v *view, lazy bool) error {
 	v.closing.Store(true)
-	err := v.mv.Unmount()
+	// The view's Unmount returns only once the view stops serving, which
+	// a mount of the same file system elsewhere (a bind into a container
+	// or a pod) holds off for as long as it lasts: it runs apart, and is
+	// waited for until ctx ends (a stop), or boundGrace (a refusal).
+	unmounted := make(chan error, 1)
+	go func() { unmounted <- v.mv.Unmount() }()
+	wait := ctx
+	if !lazy {
+		var cancel context.CancelFunc
+		wait, cancel = context.WithTimeout(ctx, boundGrace)
+		defer cancel()
+	}
+	var err error
+	select {
+	case err = <-unmounted:
+	case <-wait.Done():
+		d.log.Warn("view unmounted but still serving: it is mounted elsewhere too", "user", v.user, "mountpoint", v.mountpoint)
+		return errorf(CodeBusy, "view of %s at %s is still mounted elsewhere (a bind into a container or a pod); unmount that, or close with --force", v.user, v.mountpoint)
+	}
 	if err != nil {
 		v.closing.Store(false)
 		if !lazy {

@@ -277,6 +277,32 @@ echo done
 	if !strings.Contains(trash, "sessions/"+id+"/before-restart.txt") {
 		t.Errorf("the session's files are not in alice's trash after a restart:\n%s", trash)
 	}
+
+	// A mount of the volume that outlives the pod (a copy in a mount
+	// namespace kubelet does not know of): the unpublish still closes
+	// the session, forced after a grace, and that mount goes dead.
+	vol, target = "csi-lingering", podTarget(t, "pod-uid-4")
+	k2.mustPublish(vol, target, inline)
+	linger := filepath.Join(t.TempDir(), "linger")
+	mustMkdir(t, linger, 0o755)
+	if err := syscall.Mount(target, linger, "", syscall.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lazyUnmount(linger) })
+	start := time.Now()
+	k2.mustUnpublish(vol, target)
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("unpublish with a lingering mount took %v", took)
+	}
+	if got := sessionList(t, store); len(got) != 0 {
+		t.Errorf("sessions after unpublish with a lingering mount: %+v", got)
+	}
+	_, err = os.Stat(filepath.Join(linger, "x"))
+	if !errors.Is(err, syscall.ENOTCONN) {
+		t.Errorf("the lingering mount after unpublish: %v, want ENOTCONN", err)
+	}
+	lazyUnmount(linger)
+
 	s2.Stop()
 	fsckClean(t, store)
 }
