@@ -233,6 +233,47 @@ echo done
 	}
 	k.mustUnpublish("alice-home", ro)
 
+	// A static PV naming an open session: its view, left open at
+	// unpublish.
+	adminOK(t, "session", "open", "--store", store, "--user", "alice", "--id", "s1")
+	st := podTarget(t, "pod-uid-5")
+	k.mustPublish("alice@s1", st, map[string]string{"user": "alice", "session": "s1"})
+	mustWrite(t, filepath.Join(st, "from-pod.txt"), []byte("pod\n"), 0o644)
+	within2s(t, "from-pod.txt in alice@s1's view", func() bool {
+		_, err := os.Stat(s.In("alice@s1", "from-pod.txt"))
+		return err == nil
+	})
+	k.mustUnpublish("alice@s1", st)
+	if got := sessionList(t, store); len(got) != 1 || got[0].ID != "s1" {
+		t.Errorf("sessions after unpublishing a session it did not open: %+v", got)
+	}
+	adminOK(t, "session", "close", "--store", store, "--user", "alice", "s1")
+
+	// A claim's volume (CreateVolume) whose session was closed since:
+	// FailedPrecondition at publish; DeleteVolume still succeeds.
+	ctrl := csipb.NewControllerClient(k.conn)
+	cv, err := ctrl.CreateVolume(context.Background(), &csipb.CreateVolumeRequest{
+		Name:               "pvc-closed",
+		CapacityRange:      &csipb.CapacityRange{RequiredBytes: 16 << 20},
+		VolumeCapabilities: []*csipb.VolumeCapability{mountCap(csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)},
+		Parameters:         map[string]string{"user": "alice"},
+	})
+	if err != nil {
+		t.Fatalf("CreateVolume: %v", err)
+	}
+	if got := cv.GetVolume().GetVolumeId(); got != "alice@pvc-closed" {
+		t.Errorf("volume id %q, want alice@pvc-closed", got)
+	}
+	adminOK(t, "session", "close", "--store", store, "--user", "alice", "pvc-closed")
+	err = k.publish(cv.GetVolume().GetVolumeId(), podTarget(t, "pod-uid-6"), cv.GetVolume().GetVolumeContext())
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("publish of a volume whose session was closed: %v, want FailedPrecondition", err)
+	}
+	if _, err := ctrl.DeleteVolume(context.Background(), &csipb.DeleteVolumeRequest{VolumeId: cv.GetVolume().GetVolumeId()}); err != nil {
+		t.Errorf("DeleteVolume of a volume whose session was closed: %v", err)
+	}
+	adminOK(t, "trash", "purge", "--store", store, "--holder", "user:alice", "--all")
+
 	// Clear refusals.
 	for _, tc := range []struct {
 		attrs map[string]string
@@ -265,7 +306,7 @@ echo done
 		t.Fatalf("sessions after the restart: %+v", got)
 	}
 	// The pod's mount died with the old daemon: its stats say so.
-	_, err := k2.node.NodeGetVolumeStats(context.Background(), &csipb.NodeGetVolumeStatsRequest{VolumeId: vol, VolumePath: target})
+	_, err = k2.node.NodeGetVolumeStats(context.Background(), &csipb.NodeGetVolumeStatsRequest{VolumeId: vol, VolumePath: target})
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("stats of a volume whose daemon died: %v, want FailedPrecondition", err)
 	}
