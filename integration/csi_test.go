@@ -273,6 +273,20 @@ echo done
 		t.Errorf("DeleteVolume of a volume whose session was closed: %v", err)
 	}
 	adminOK(t, "trash", "purge", "--store", store, "--holder", "user:alice", "--all")
+	// Snapshots are not offered: not advertised, and Unimplemented.
+	caps, err := ctrl.ControllerGetCapabilities(context.Background(), &csipb.ControllerGetCapabilitiesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range caps.GetCapabilities() {
+		if tp := c.GetRpc().GetType(); tp == csipb.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT || tp == csipb.ControllerServiceCapability_RPC_CLONE_VOLUME {
+			t.Errorf("controller advertises %s", tp)
+		}
+	}
+	_, err = ctrl.CreateSnapshot(context.Background(), &csipb.CreateSnapshotRequest{Name: "snap", SourceVolumeId: "alice@x"})
+	if status.Code(err) != codes.Unimplemented {
+		t.Errorf("CreateSnapshot: %v, want Unimplemented", err)
+	}
 
 	// Clear refusals.
 	for _, tc := range []struct {

@@ -44,7 +44,7 @@ func startCSI(c *cli.Context, s *serving, log *slog.Logger) (*csi.Driver, error)
 	}
 	loc := s.st.Location()
 	d, err := csi.New(csi.Config{
-		Name: c.String("csi-name"), Version: buildVersion(), NodeID: node,
+		Name: c.String("csi-name"), Version: csiVersion(), NodeID: node,
 		StateDir: filepath.Join(loc.StateDir(), "csi"), StoreDir: loc.BlobDir(),
 		Admin: admin, Logger: log,
 	})
@@ -67,9 +67,9 @@ func stopCSI(d *csi.Driver) {
 	d.Stop(ctx)
 }
 
-// buildVersion is the module version the binary was built from, "dev"
+// csiVersion is the module version the binary was built from, "dev"
 // for a plain go build.
-func buildVersion() string {
+func csiVersion() string {
 	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version
 	}
