@@ -273,6 +273,35 @@ echo done
 		t.Errorf("DeleteVolume of a volume whose session was closed: %v", err)
 	}
 	adminOK(t, "trash", "purge", "--store", store, "--holder", "user:alice", "--all")
+
+	// A claim with onDelete: keep: listed while it lives, and its files
+	// stay in alice's home/sessions/ when it is deleted. The capacity of
+	// the class's user is what her view has left of her 1 GiB.
+	kv, err := ctrl.CreateVolume(context.Background(), &csipb.CreateVolumeRequest{
+		Name:               "pvc-keep",
+		CapacityRange:      &csipb.CapacityRange{RequiredBytes: 16 << 20},
+		VolumeCapabilities: []*csipb.VolumeCapability{mountCap(csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)},
+		Parameters:         map[string]string{"user": "alice", "onDelete": "keep"},
+	})
+	if err != nil {
+		t.Fatalf("CreateVolume: %v", err)
+	}
+	mustWrite(t, s.In("alice@pvc-keep", "result.txt"), []byte("42\n"), 0o644)
+	lv, err := ctrl.ListVolumes(context.Background(), &csipb.ListVolumesRequest{})
+	if err != nil || len(lv.GetEntries()) != 1 || lv.GetEntries()[0].GetVolume().GetVolumeId() != "alice@pvc-keep" || lv.GetEntries()[0].GetVolume().GetCapacityBytes() != 16<<20 {
+		t.Errorf("ListVolumes: %v, %v", lv, err)
+	}
+	gc, err := ctrl.GetCapacity(context.Background(), &csipb.GetCapacityRequest{Parameters: map[string]string{"user": "alice"}})
+	if err != nil || gc.GetAvailableCapacity() <= 0 || gc.GetAvailableCapacity() > 1<<30 {
+		t.Errorf("GetCapacity of alice (1 GiB quota): %v, %v", gc, err)
+	}
+	if _, err := ctrl.DeleteVolume(context.Background(), &csipb.DeleteVolumeRequest{VolumeId: kv.GetVolume().GetVolumeId()}); err != nil {
+		t.Fatalf("DeleteVolume: %v", err)
+	}
+	if got := string(mustRead(t, s.In("alice", "sessions", "pvc-keep", "result.txt"))); got != "42\n" {
+		t.Errorf("kept result.txt: %q", got)
+	}
+
 	// Snapshots are not offered: not advertised, and Unimplemented.
 	caps, err := ctrl.ControllerGetCapabilities(context.Background(), &csipb.ControllerGetCapabilitiesRequest{})
 	if err != nil {
