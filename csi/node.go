@@ -68,9 +68,8 @@ func checkCapability(c *csipb.VolumeCapability) (uintptr, error) {
 	if m == nil {
 		return 0, status.Error(codes.InvalidArgument, "access type mount is required")
 	}
-	if fs := m.GetFsType(); fs != "" && fs != "fuse.shedfs" && fs != "shedfs" {
-		return 0, status.Errorf(codes.InvalidArgument, "fsType %q: a shedfs volume has none to choose (leave it empty)", fs)
-	}
+	// fsType is not looked at: a view is what it is, and kubelet or a
+	// provisioner may fill in a default (ext4) nobody chose.
 	var flags uintptr
 	for _, o := range m.GetMountFlags() {
 		f, ok := mountOptions[o]
