@@ -431,6 +431,9 @@ func (d *Daemon) unmount(ctx context.Context, v *view, lazy bool) error {
 	case err = <-unmounted:
 	case <-wait.Done():
 		d.log.Warn("view unmounted but still serving: it is mounted elsewhere too", "user", v.user, "mountpoint", v.mountpoint)
+		if lazy {
+			return errorf(CodeBusy, "view of %s at %s is still mounted elsewhere (a bind into a container or a pod): that mount fails (ENOTCONN) once this daemon exits", v.user, v.mountpoint)
+		}
 		return errorf(CodeBusy, "view of %s at %s is still mounted elsewhere (a bind into a container or a pod); unmount that, or close with --force", v.user, v.mountpoint)
 	}
 	if err != nil {
