@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -39,6 +40,8 @@ type decoded struct {
 	bindings  []rbacv1.ClusterRoleBinding
 	spaces    []corev1.Namespace
 	kustomize []kustomization
+	policies  []admissionv1.ValidatingAdmissionPolicy
+	pbindings []admissionv1.ValidatingAdmissionPolicyBinding
 }
 
 // strict decodes one document into v, failing on any field v's type
@@ -115,6 +118,12 @@ func decodeManifests(t *testing.T, dir string) *decoded {
 			case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
 				d.bindings = append(d.bindings, rbacv1.ClusterRoleBinding{})
 				strict(t, file, doc, &d.bindings[len(d.bindings)-1])
+			case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy":
+				d.policies = append(d.policies, admissionv1.ValidatingAdmissionPolicy{})
+				strict(t, file, doc, &d.policies[len(d.policies)-1])
+			case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding":
+				d.pbindings = append(d.pbindings, admissionv1.ValidatingAdmissionPolicyBinding{})
+				strict(t, file, doc, &d.pbindings[len(d.pbindings)-1])
 			case "kustomize.config.k8s.io/v1beta1 Kustomization":
 				var k kustomization
 				strict(t, file, doc, &k)
@@ -183,6 +192,25 @@ func TestManifests(t *testing.T) {
 		}
 		if _, err := parseVolumeAttrs(pv.Spec.CSI.VolumeHandle, pv.Spec.CSI.VolumeAttributes); err != nil {
 			t.Errorf("PersistentVolume %s: %v", pv.Name, err)
+		}
+	}
+
+	// The policy that ties an inline volume's user to the namespace
+	// names the driver, and is bound.
+	for _, p := range d.policies {
+		named := false
+		for _, v := range p.Spec.Validations {
+			named = named || strings.Contains(v.Expression, "'"+drv.Name+"'")
+		}
+		if !named {
+			t.Errorf("policy %s does not name driver %q", p.Name, drv.Name)
+		}
+		bound := false
+		for _, b := range d.pbindings {
+			bound = bound || b.Spec.PolicyName == p.Name
+		}
+		if !bound {
+			t.Errorf("policy %s has no binding", p.Name)
 		}
 	}
 
