@@ -429,7 +429,28 @@ func (d *Daemon) watchLocked(user, mnt string, mv mountedView, managed bool) *vi
 // it from the namespace and lets it die with its last user.
 func (d *Daemon) unmount(ctx context.Context, v *view, lazy bool) error {
 	v.closing.Store(true)
-	err := v.mv.Unmount()
+	// The view's Unmount returns only once the view stops serving, which
+	// a mount of the same file system elsewhere (a bind into a container
+	// or a pod) holds off for as long as it lasts: it runs apart, and is
+	// waited for until ctx ends (a stop), or boundGrace (a refusal).
+	unmounted := make(chan error, 1)
+	go func() { unmounted <- v.mv.Unmount() }()
+	wait := ctx
+	if !lazy {
+		var cancel context.CancelFunc
+		wait, cancel = context.WithTimeout(ctx, boundGrace)
+		defer cancel()
+	}
+	var err error
+	select {
+	case err = <-unmounted:
+	case <-wait.Done():
+		d.log.Warn("view unmounted but still serving: it is mounted elsewhere too", "user", v.user, "mountpoint", v.mountpoint)
+		if lazy {
+			return errorf(CodeBusy, "view of %s at %s is still mounted elsewhere (a bind into a container or a pod): that mount fails (ENOTCONN) once this daemon exits", v.user, v.mountpoint)
+		}
+		return errorf(CodeBusy, "view of %s at %s is still mounted elsewhere (a bind into a container or a pod); unmount that, or close with --force", v.user, v.mountpoint)
+	}
 	if err != nil {
 		v.closing.Store(false)
 		if !lazy {
@@ -478,7 +499,26 @@ func (d *Daemon) abortUnmount(ctx context.Context, v *view) error {
 		conn, found = fuseConnection(v.mountpoint)
 	}
 	v.closing.Store(true)
-	if err := v.mv.Unmount(); err != nil {
+	// The view's Unmount returns once the view stops serving, which a
+	// mount of the same file system elsewhere (a bind into a container,
+	// a pod's volume) holds off: it runs apart, and a view still serving
+	// after boundGrace is aborted.
+	unmounted := make(chan error, 1)
+	go func() { unmounted <- v.mv.Unmount() }()
+	var err error
+	select {
+	case err = <-unmounted:
+	case <-time.After(boundGrace):
+		if !found {
+			return fmt.Errorf("view of %s at %s still serving through another mount, and no FUSE connection known to abort", v.user, v.mountpoint)
+		}
+		d.log.Warn("view still serving through another mount (a bind); aborting its connection", "user", v.user, "mountpoint", v.mountpoint)
+		if err := abortConnection(conn); err != nil {
+			return fmt.Errorf("view of %s: %w", v.user, err)
+		}
+		return d.awaitStopped(ctx, v)
+	}
+	if err != nil {
 		d.log.Warn("view busy; detaching it and aborting its connection", "user", v.user, "mountpoint", v.mountpoint, "err", err)
 		if err := unix.Unmount(v.mountpoint, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
 			return fmt.Errorf("detach view of %s: %w", v.user, err)
@@ -492,6 +532,13 @@ func (d *Daemon) abortUnmount(ctx context.Context, v *view) error {
 	}
 	return d.awaitStopped(ctx, v)
 }
+
+// boundGrace is how long a forced unmount waits for a view to stop
+// before it takes the view for mounted elsewhere and aborts its
+// connection: a view mounted only at its mountpoint stops in
+// milliseconds, and a busy one is refused (after go-fuse's retries,
+// under 300 ms) well within it.
+const boundGrace = 2 * time.Second
 
 // Stop closes the admin socket, unmounts every view as soon as nothing
 // uses it, saying meanwhile which views are in use and by what; views

@@ -496,3 +496,55 @@ func TestSessionCloseKilled(t *testing.T) {
 	s.Stop()
 	fsckClean(t, store)
 }
+
+// TestSessionForcedCloseBound: a session whose view is also bind-mounted
+// elsewhere (into a container, or a pod's volume by the CSI driver) is
+// closed by close --force and by its --ttl at once, and the bind then
+// fails with ENOTCONN. Before, the view's own mountpoint went but the
+// bind kept its connection serving, and the close waited 30 s for the
+// view to stop, then failed with the session still open.
+func TestSessionForcedCloseBound(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	adminOK(t, "user", "add", "dave", "--store", store)
+	s := startServe(t, store, "dave")
+	s.sessionOpen(t, "dave", "b1")
+	s.sessionOpen(t, "dave", "b2", "--ttl", "2s")
+	bind := func(id string) string {
+		dir := filepath.Join(t.TempDir(), "bound")
+		mustMkdir(t, dir, 0o755)
+		if err := syscall.Mount(s.In("dave@"+id), dir, "", syscall.MS_BIND, ""); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { lazyUnmount(dir) })
+		mustWrite(t, filepath.Join(dir, "f"), []byte("f\n"), 0o644)
+		return dir
+	}
+	b1, b2 := bind("b1"), bind("b2")
+	open := func(id string) bool {
+		return strings.Contains(adminOK(t, "session", "list", "--store", store, "--user", "dave", "--json"), `"`+id+`"`)
+	}
+
+	start := time.Now()
+	adminOK(t, "session", "close", "--store", store, "--user", "dave", "--force", "b1")
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("close --force of a bound session took %v", took)
+	}
+	if open("b1") {
+		t.Error("dave@b1 still open after close --force")
+	}
+	_, err := os.Stat(filepath.Join(b1, "f"))
+	wantErrno(t, "stat in the bind of a force-closed session", err, syscall.ENOTCONN)
+
+	deadline := time.Now().Add(8 * time.Second)
+	for open("b2") {
+		if time.Now().After(deadline) {
+			t.Fatalf("dave@b2 still open 8 s after its 2 s ttl, its view bound elsewhere\nstderr:\n%s", s.Stderr())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_, err = os.Stat(filepath.Join(b2, "f"))
+	wantErrno(t, "stat in the bind of an expired session", err, syscall.ENOTCONN)
+	s.Stop()
+	fsckClean(t, store)
+}

@@ -147,6 +147,11 @@ func runDemo(c *cli.Context) error {
 		}
 		return fmt.Errorf("demo: %w", err)
 	}
+	driver, err := startCSI(c, s, log)
+	if err != nil {
+		s.stop()
+		return err
+	}
 	demoGuide(c.App.Writer, demoGuideInfo{
 		bin: os.Args[0], dir: dir, store: store, mnt: mnt, users: users, group: group,
 		members: c.StringSlice("members"), link: link, metrics: c.String("metrics"),
@@ -154,6 +159,7 @@ func runDemo(c *cli.Context) error {
 	})
 	<-ctx.Done()
 	stopSignals()
+	stopCSI(driver)
 	log.Info("stopping: unmounting every view")
 	if err := s.stop(); err != nil {
 		return err

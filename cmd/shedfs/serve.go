@@ -27,7 +27,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "gid", Value: -1, Usage: "present entries as owned by this gid in views of users without an owner of their own"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
 			&cli.DurationFlag{Name: "stop-timeout", Value: stopTimeout, Usage: "at SIGTERM or SIGINT, how long to wait for views still in use (saying which, and by which processes) before detaching them lazily and exiting"},
-		}, append(fsFlags(), append(auditFlags(), append(contentFlags(), configFlags()...)...)...)...),
+		}, append(append(csiFlags(), fsFlags()...), append(auditFlags(), append(contentFlags(), configFlags()...)...)...)...),
 		// The config file is read before the action, so that a required
 		// flag it sets counts as set (config.go).
 		Before: applyConfig,
@@ -71,6 +71,11 @@ func runServe(c *cli.Context) error {
 		s.close()
 		return err
 	}
+	driver, err := startCSI(c, s, log)
+	if err != nil {
+		s.stop()
+		return err
+	}
 	views := len(s.d.Views())
 	log.Info("serving", "store", s.st.Location(), "mount_root", c.String("mount-root"), "views", views)
 	// Every view is mounted: a Type=notify unit is started now.
@@ -82,6 +87,7 @@ func runServe(c *cli.Context) error {
 	if err := daemon.Notify("STOPPING=1\nSTATUS=stopping: unmounting every view"); err != nil {
 		log.Warn("systemd stop not sent", "err", err)
 	}
+	stopCSI(driver)
 	log.Info("stopping: unmounting every view once nothing uses it", "stop_timeout", s.stopTimeout.String())
 	if err := s.stop(); err != nil {
 		return err
