@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/shedfs/shedfs"
+	"github.com/shedfs/shedfs/vfs"
 )
 
 // bothAdmins runs fn once on a Local of a fresh store and once on a
@@ -335,7 +336,8 @@ func (f *fakeFrontend) InodeChanged(ino uint64)                                 
 func (f *fakeFrontend) TrashChanged()                                             {}
 func (f *fakeFrontend) TrashFreed(gone []*shedfs.Inode, why string, removed bool) {}
 func (f *fakeFrontend) SettingsChanged()                                          { f.reloads++ }
-func (f *fakeFrontend) SessionsChanged() error                                    { return nil }
+func (f *fakeFrontend) SessionsChanged(fresh []string)                            {}
+func (f *fakeFrontend) Changed(from *vfs.View, z shedfs.Zone, items []vfs.Change) {}
 func (f *fakeFrontend) Record(e shedfs.Event)                                     { f.events = append(f.events, e.Op+" "+e.Path) }
 
 // localWithFrontend is a Local whose core has h attached and records into h.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
+	"github.com/shedfs/shedfs/vfs"
 )
 
 // This file connects the callbacks to package content: a close after a
@@ -28,7 +29,7 @@ func (f *FS) contentChanged(n *node, ino uint64, write bool, bytes int64, known 
 	}
 	var closed func(shedfs.Content)
 	if write && f.core.Recording() {
-		ev := shedfs.Event{Time: time.Now(), User: n.v.user, Zone: n.zone, Path: n.pathOf(""), Op: "write", Bytes: bytes, Session: n.v.session}
+		ev := shedfs.Event{Time: time.Now(), User: n.v.user, Zone: n.zone, Path: n.pathOf(""), Op: "write", Bytes: bytes, Session: n.v.session, Door: vfs.DoorFUSE}
 		closed = func(c shedfs.Content) {
 			ev.SHA256 = c.SHA256
 			ev.Scan = c.ScanLabel()

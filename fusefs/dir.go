@@ -21,7 +21,7 @@ type dirHandle struct {
 }
 
 func (d *dirHandle) load(ctx context.Context) syscall.Errno {
-	list, e := d.node.v.list(ctx, d.node)
+	list, e := d.node.v.list(d.node)
 	if e != 0 {
 		return e
 	}

@@ -8,7 +8,6 @@ package fusefs
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -78,16 +77,12 @@ type FS struct {
 	notify *notifier
 	// known is which views' kernels hold each shared inode.
 	known *knownInodes
-	// sessions is what the views know of the open sessions (session.go).
-	sessions sessionTable
 	// negatives is which views' kernels hold a name as absent.
 	negatives *negativeEntries
 	// persists orders reads of records with persists of open files (hold.go).
 	persists persistClock
 	// memLimit keeps the soft memory limit in step with the views.
 	memLimit *memLimit
-	// versions numbers content changes, for FOPEN_KEEP_CACHE.
-	versions *contentVersions
 	acct     *quota.Accountant
 	// locks are the file locks of every view.
 	locks *lockTable
@@ -149,11 +144,13 @@ func New(core *vfs.Core, opts Options) *FS {
 		known:     newKnownInodes(),
 		negatives: newNegativeEntries(opts.NegativeTimeout),
 		memLimit:  &memLimit{base: opts.MemoryLimit},
-		versions:  newContentVersions(),
 		acct:      core.Accountant(),
 		locks:     newLockTable(),
 	}
 	f.locks.share(f.store, log)
+	core.SetZones(opts.Zones)
+	core.SetFiles(coreFiles{f})
+	core.CountDenials(f.countDenial)
 	f.SettingsChanged()
 	go f.sweeper(f.stopSweep)
 	go f.trashSweeper(f.stopSweep, f.trashCap)
@@ -183,27 +180,8 @@ func (f *FS) OpenFiles() int {
 }
 
 // errno turns an error from the store or the host into what the kernel
-// understands. Anything without an errno is logged and becomes EIO, so a
-// caller never sees a raw internal error and the operator sees the cause.
-func (f *FS) errno(op string, err error) syscall.Errno {
-	if err == nil {
-		return 0
-	}
-	var e syscall.Errno
-	if errors.As(err, &e) {
-		return e
-	}
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return syscall.ENOENT
-	case errors.Is(err, fs.ErrExist):
-		return syscall.EEXIST
-	case errors.Is(err, fs.ErrPermission):
-		return syscall.EACCES
-	}
-	f.log.Error("internal error", "op", op, "err", err)
-	return syscall.EIO
-}
+// understands (vfs.Core.Errno).
+func (f *FS) errno(op string, err error) syscall.Errno { return f.core.Errno(op, err) }
 
 // An inode whose last link goes away lives on while a handle holds it
 // open, in any view: reads, writes and fstat keep working, and its quota

@@ -13,6 +13,7 @@ import (
 
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
+	"github.com/shedfs/shedfs/vfs"
 )
 
 // Views share the inodes of share/ and the group zones, and the kernel of
@@ -464,7 +465,7 @@ func (f *FS) changedContent(from *node, ino uint64) {
 		// Only from's kernel holds it, and it saw the change.
 		return
 	}
-	before, after := f.versions.bump(ino)
+	before, after := f.core.BumpContent(ino)
 	if from != nil {
 		from.seen.CompareAndSwap(before, after)
 	}
@@ -516,6 +517,24 @@ func (f *FS) InodeChanged(ino uint64) {
 		oi.mu.Unlock()
 	}
 	f.tellOutside(ino, []inval{attrOf(ino)})
+}
+
+// Changed implements vfs.Frontend: an operation through view from changed
+// items in zone z; the kernels holding them are told, but from's own
+// (that view's callback updates its kernel with the operation's answer).
+// A view of another door (from.Kernel not a FUSE view) has no kernel
+// here: every holder is told.
+func (f *FS) Changed(from *vfs.View, z shedfs.Zone, items []vfs.Change) {
+	if !f.sharedIn(z) || len(items) == 0 {
+		return
+	}
+	fv, _ := from.Kernel.(*View)
+	var buf [8]inval
+	inv := buf[:0]
+	for _, c := range items {
+		inv = append(inv, inval{ino: c.Ino, name: c.Name, off: c.Off, len: c.Len, was: c.Was})
+	}
+	f.invalidate(fv, z, inv...)
 }
 
 // tellOutside delivers items about a change made outside the views: to

@@ -22,7 +22,7 @@ import (
 // Foreign applies a batch of changes other daemons made to the store.
 func (f *FS) Foreign(c metadata.Change) {
 	if c.All {
-		f.versions.bumpAll()
+		f.core.BumpAllContent()
 		for _, v := range f.notify.all() {
 			q := &v.queue
 			q.mu.Lock()
@@ -131,13 +131,4 @@ func (f *FS) unhold(ino uint64) {
 // the inode open: it reclaims it when it lets go.
 func heldElsewhere(err error) bool {
 	return errors.Is(err, metadata.ErrHeld) || errors.Is(err, syscall.ENOENT)
-}
-
-// bumpAll records a change of every inode (the feed lost track).
-func (c *contentVersions) bumpAll() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	clear(c.m)
-	c.clock++
-	c.floor = c.clock
 }

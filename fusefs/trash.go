@@ -18,6 +18,7 @@ import (
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/vfs"
 	"github.com/shedfs/shedfs/zones"
 )
 
@@ -43,50 +44,8 @@ func (f *FS) trashSettings(st metadata.Settings) {
 // trashChanged tells the views' trash/ listings to rebuild.
 func (f *FS) trashChanged() { f.trash.gen.Add(1) }
 
-// trashNote is what the store records with a file of n's that goes to the
-// trash, or nil when the trash is off. name is the entry in n ("" for n
-// itself).
-func (n *node) trashNote(why, name string) *metadata.TrashNote {
-	if n.v.fs.trash.retention.Load() <= 0 {
-		return nil
-	}
-	return n.trashNoteAt(why, n.pathOf(name))
-}
-
-// trashNoteAt is trashNote of the entry at path p in the view (pathOf),
-// for a caller that needs the path for its audit record too.
-func (n *node) trashNoteAt(why, p string) *metadata.TrashNote {
-	if n.v.fs.trash.retention.Load() <= 0 {
-		return nil
-	}
-	p = strings.TrimPrefix(p, "/")
-	_, rel, ok := n.v.zonePath(p)
-	if !ok || rel == "" {
-		rel = path.Base(p)
-	}
-	return &metadata.TrashNote{By: n.v.user, Why: why, Path: rel}
-}
-
 // kept notes that something went to the trash.
 func (f *FS) kept() { f.trashChanged() }
-
-// inTrash reports whether rec is a kept file: one without links that the
-// trash holds (an O_TMPFILE file or an orphan kept for open handles also
-// has none, and is not).
-func (f *FS) inTrash(rec *shedfs.Inode) bool {
-	return rec.Nlink == 0 && metadata.Keepable(rec)
-}
-
-// refuseKept denies a change to a kept file (opening it for writing,
-// truncating or chmod by name, linking it back): trash/ is read-only but
-// for mv and rm. A handle opened before the file went on working on it,
-// as on any unlinked open file.
-func (n *node) refuseKept(op acl.Op, rec *shedfs.Inode) syscall.Errno {
-	if !n.v.fs.inTrash(rec) || !n.v.fs.store.InTrash(rec.Ino) {
-		return 0
-	}
-	return n.deny(op, "", acl.TrashChange())
-}
 
 // keepVersion truncates regular file rec to zero after moving its content
 // to a new inode in the trash: the blob is renamed to the new number (no
@@ -100,7 +59,7 @@ func (n *node) keepVersion(rec *shedfs.Inode) bool {
 	if rec.Size == 0 || !rec.IsRegular() {
 		return false
 	}
-	note := n.trashNote(metadata.TrashTruncate, "")
+	note := n.v.vv.TrashNote(n.at(), metadata.TrashTruncate, "")
 	if note == nil || !acl.Truncate(n.v.actor(), acl.EntryOf(rec), acl.Quota{}, rec.Size, 0).Allowed() {
 		return false
 	}
@@ -238,7 +197,7 @@ func (v *View) trashTree() (*trashTree, syscall.Errno) {
 		return t, 0
 	}
 	a := v.actor()
-	list, err := f.store.ListTrash(v.trashHolders(a.Groups))
+	list, err := f.store.ListTrash(v.vv.TrashHolders(a.Groups))
 	if err != nil {
 		return nil, f.errno("list trash", err)
 	}
@@ -247,7 +206,7 @@ func (v *View) trashTree() (*trashTree, syscall.Errno) {
 		if !acl.TrashRead(a, trashEntryACL(e)).Allowed() {
 			continue
 		}
-		vp := v.viewPath(e.Zone, e.Path)
+		vp := v.vv.ViewPath(e.Zone, e.Path)
 		if vp == "" {
 			continue
 		}
@@ -518,7 +477,7 @@ func (d *trashDir) Rename(ctx context.Context, name string, newParent fs.InodeEm
 		return e
 	}
 	var dst *acl.Entry
-	switch rec, e := np.child(newName); {
+	switch rec, e := d.v.vv.Child(np.at(), newName); {
 	case e == 0:
 		if flags&metadata.RenameNoReplace != 0 {
 			return syscall.EEXIST
@@ -531,7 +490,7 @@ func (d *trashDir) Rename(ctx context.Context, name string, newParent fs.InodeEm
 	if dec := acl.TrashRestore(d.v.actor(), trashEntryACL(it.entry), acl.EntryOf(dstDir), newName, dst); !dec.Allowed() {
 		return d.v.deny(acl.OpRename, d.path(name), it.entry.Zone, dec)
 	}
-	_, replaced, kept, err := f.store.RestoreTrash(it.entry.Ino, np.ino, newName, np.trashNote(metadata.TrashRenameOver, newName))
+	_, replaced, kept, err := f.store.RestoreTrash(it.entry.Ino, np.ino, newName, d.v.vv.TrashNote(np.at(), metadata.TrashRenameOver, newName))
 	if err != nil {
 		return f.errno("restore", err)
 	}
@@ -555,7 +514,7 @@ func (d *trashDir) Rename(ctx context.Context, name string, newParent fs.InodeEm
 
 // recordTrash puts a change in trash/ into the audit trail.
 func (v *View) recordTrash(op string, z shedfs.Zone, p string) {
-	v.fs.record(shedfs.Event{Time: time.Now(), User: v.user, Zone: z, Path: p, Op: op, Session: v.session})
+	v.fs.record(shedfs.Event{Time: time.Now(), User: v.user, Zone: z, Path: p, Op: op, Session: v.session, Door: vfs.DoorFUSE})
 }
 
 // trashSweeper expires old kept files every minute (or every half
@@ -589,18 +548,6 @@ func (n *node) truncated(size int64) {
 	n.v.fs.invalidate(n.v, n.zone, dataOf(n.ino, size, 0))
 }
 
-// withoutTrash is u less what the trash of zone z's holder holds: what df
-// shows, since kept files are evicted before anything is refused.
-func (f *FS) withoutTrash(z shedfs.Zone, u shedfs.Usage) shedfs.Usage {
-	t, err := f.store.TrashUsage(shedfs.HolderOf(z))
-	if err != nil {
-		return u
-	}
-	u.Bytes -= t.Bytes
-	u.Inodes -= t.Inodes
-	return u
-}
-
 // trashCapShare is the part of the store's disk that the trash of holders
 // without a byte limit may take in all.
 const trashCapShare = 10
@@ -632,30 +579,4 @@ func newTrashFreed() *prometheus.CounterVec {
 		c.WithLabelValues(w)
 	}
 	return c
-}
-
-// zonePath is the path of name in n within n's zone, as this view named
-// it ("" for the zone root).
-func (n *node) zonePath(name string) string {
-	_, rel, _ := n.v.zonePath(strings.TrimPrefix(n.pathOf(name), "/"))
-	return rel
-}
-
-// renameNote is what the rename journal keeps of moving name in n to
-// newName in np, for restores to a point in time; nil when the trash is
-// off (nothing can be restored then).
-func (n *node) renameNote(name string, np *node, newName string) *metadata.RenameNote {
-	if n.v.fs.trash.retention.Load() <= 0 {
-		return nil
-	}
-	return &metadata.RenameNote{From: n.zonePath(name), To: np.zonePath(newName)}
-}
-
-// linkNote is what the journal keeps of a new link name in n, for
-// restores to a point in time; nil when the trash is off.
-func (n *node) linkNote(name string) *metadata.RenameNote {
-	if n.v.fs.trash.retention.Load() <= 0 {
-		return nil
-	}
-	return &metadata.RenameNote{Kind: metadata.JournalAdd, To: n.zonePath(name)}
 }

@@ -76,7 +76,7 @@ func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uin
 	if e != 0 {
 		return e
 	}
-	if e := n.refuseKept(acl.OpSetattr, rec); e != 0 {
+	if e := n.v.vv.RefuseKept(n.at(), acl.OpSetattr, rec); e != 0 {
 		return e
 	}
 	d := acl.SetXattr(n.v.actor(), acl.EntryOf(rec), attr, string(data), n.v.memberOf(rec.Zone))
@@ -187,7 +187,7 @@ func (n *node) Removexattr(ctx context.Context, attr string) (errno syscall.Errn
 	if e != 0 {
 		return e
 	}
-	if e := n.refuseKept(acl.OpSetattr, rec); e != 0 {
+	if e := n.v.vv.RefuseKept(n.at(), acl.OpSetattr, rec); e != 0 {
 		return e
 	}
 	if d := acl.RemoveXattr(n.v.actor(), acl.EntryOf(rec), attr); !d.Allowed() {

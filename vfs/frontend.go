@@ -1,7 +1,6 @@
 package vfs
 
 import (
-	"errors"
 	"time"
 
 	"github.com/shedfs/shedfs"
@@ -40,8 +39,56 @@ type Frontend interface {
 	TrashFreed(gone []*shedfs.Inode, why string, removed bool)
 	// SettingsChanged: the store-wide settings changed.
 	SettingsChanged()
-	// SessionsChanged: a session opened or closed.
-	SessionsChanged() error
+	// SessionsChanged: a session opened or closed; fresh are the users
+	// who have a session for the first time since the daemon started.
+	SessionsChanged(fresh []string)
+	// Changed: an operation through view from changed what items name,
+	// in zone z. The frontend tells the kernels that hold them, but
+	// from's own (its door updates that itself, with what the operation
+	// answered).
+	Changed(from *View, z shedfs.Zone, items []Change)
+}
+
+// Change is one thing a view's kernel may cache that an operation
+// changed: an inode's attributes or data, a directory's listing, or a
+// name in a directory.
+type Change struct {
+	// Ino is the inode, or the directory holding Name.
+	Ino  uint64
+	Name string
+	// Off and Len are the data range of an inode from Off (Len 0: to
+	// the end); Off < 0 means its attributes only.
+	Off, Len int64
+	// Was is, for a name, the inode it named before the change
+	// (NoneBefore for a new name), so that only the kernels holding
+	// that inode or the name as absent are told; 0: every kernel
+	// holding the directory.
+	Was uint64
+}
+
+// NoneBefore is Change.Was of a name that did not exist.
+const NoneBefore = ^uint64(0)
+
+// AttrOf changes an inode's attributes only.
+func AttrOf(ino uint64) Change { return Change{Ino: ino, Off: -1} }
+
+// DataOf changes an inode's attributes and data from off.
+func DataOf(ino uint64, off, n int64) Change { return Change{Ino: ino, Off: off, Len: n} }
+
+// DirOf changes a directory's attributes and listing.
+func DirOf(dir uint64) Change { return Change{Ino: dir} }
+
+// NameWas changes a name in a directory that named inode was before
+// (NoneBefore if it did not exist).
+func NameWas(dir uint64, name string, was uint64) Change {
+	return Change{Ino: dir, Name: name, Was: was}
+}
+
+// fanOut tells every frontend of a change made through view from.
+func (c *Core) fanOut(from *View, z shedfs.Zone, items ...Change) {
+	for _, f := range c.attached() {
+		f.Changed(from, z, items)
+	}
 }
 
 // Attach adds a frontend that is told of every change from now on.
@@ -136,15 +183,6 @@ func (c *Core) SettingsChanged() {
 	for _, f := range c.attached() {
 		f.SettingsChanged()
 	}
-}
-
-// SessionsChanged tells the frontends that a session opened or closed.
-func (c *Core) SessionsChanged() error {
-	var errs []error
-	for _, f := range c.attached() {
-		errs = append(errs, f.SessionsChanged())
-	}
-	return errors.Join(errs...)
 }
 
 // Freed takes kept files the store deleted for good (a purge, an
