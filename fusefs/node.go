@@ -388,7 +388,7 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (_ fs.FileHandle
 	if e := n.visible(acl.OpRead); e != 0 {
 		return nil, 0, e
 	}
-	n.v.fs.core.DirOpened(n.ino)
+	n.v.vv.DirOpened(n.ino)
 	// The kernel keeps the listing across opens: a change made in
 	// another view or by the admin invalidates it (dirOf).
 	dh := &dirHandle{node: n}

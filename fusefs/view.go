@@ -117,6 +117,9 @@ func (f *FS) mount(user string, ss *metadata.Session, mountpoint string, opts vf
 		server.Wait()
 		f.memLimit.mounted(-1)
 		f.locks.dropView(v.id)
+		// Its kernel will release no handle any more: what they
+		// hold open goes now, not at a restart.
+		v.vv.Close()
 		f.notify.remove(v)
 		f.known.dropView(v)
 		f.negatives.dropView(v)

@@ -69,7 +69,11 @@ func (v *View) Open(ctx context.Context, at At, flags uint32) (*Handle, []Versio
 	if e != 0 {
 		return nil, nil, e
 	}
-	return &Handle{v: v, at: at, of: oi, flags: flags}, vs, 0
+	h := &Handle{v: v, at: at, of: oi, flags: flags}
+	if e := v.keep(h); e != 0 {
+		return nil, nil, e
+	}
+	return h, vs, 0
 }
 
 // OpenNew opens the first handle of rec, a file Create just made as name
@@ -87,6 +91,9 @@ func (v *View) OpenNew(dir At, name string, rec *shedfs.Inode, flags uint32) (*H
 		vs = v.Created(dir, acl.OpCreate, name)
 	}
 	h := &Handle{v: v, at: At{Ino: rec.Ino, Zone: rec.Zone}, of: oi, flags: flags}
+	if e := v.keep(h); e != 0 {
+		return nil, nil, e
+	}
 	return h, vs, 0
 }
 
@@ -256,5 +263,90 @@ func (h *Handle) Fsync() syscall.Errno {
 }
 
 // Release ends the handle; the file's last handle persists it, closes
-// its blob and reclaims it if it lost its last link.
-func (h *Handle) Release() { h.v.c.release(h.of) }
+// its blob and reclaims it if it lost its last link. It may be called
+// more than once (the view's Close may have released it).
+func (h *Handle) Release() {
+	if h.v.forget(h) {
+		h.v.c.release(h.of)
+	}
+}
+
+// keep counts h among the view's handles; a view closed meanwhile (its
+// connection aborted) gets none: ENOTCONN, and h is released.
+func (v *View) keep(h *Handle) syscall.Errno {
+	o := &v.open
+	o.mu.Lock()
+	if o.closed {
+		o.mu.Unlock()
+		v.c.release(h.of)
+		return syscall.ENOTCONN
+	}
+	if o.files == nil {
+		o.files = make(map[*Handle]struct{})
+	}
+	o.files[h] = struct{}{}
+	o.mu.Unlock()
+	return 0
+}
+
+// forget takes h out of the view's handles, reporting whether it was
+// there (not released yet).
+func (v *View) forget(h *Handle) bool {
+	o := &v.open
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.files[h]; !ok {
+		return false
+	}
+	delete(o.files, h)
+	return true
+}
+
+// DirOpened counts an open directory handle of the view, which holds a
+// removed directory like an open file holds a file.
+func (v *View) DirOpened(ino uint64) {
+	o := &v.open
+	o.mu.Lock()
+	if o.dirs == nil {
+		o.dirs = make(map[uint64]int)
+	}
+	o.dirs[ino]++
+	o.mu.Unlock()
+	v.c.DirOpened(ino)
+}
+
+// DirClosed is DirOpened's end.
+func (v *View) DirClosed(ino uint64) {
+	o := &v.open
+	o.mu.Lock()
+	if o.dirs[ino] <= 0 {
+		o.mu.Unlock()
+		return // released by Close
+	}
+	if o.dirs[ino]--; o.dirs[ino] == 0 {
+		delete(o.dirs, ino)
+	}
+	o.mu.Unlock()
+	v.c.DirClosed(ino)
+}
+
+// Close ends the view: whatever its handles still hold is released, as
+// their door will release nothing any more (a FUSE view whose connection
+// was aborted by a forced session close gets no RELEASE from its
+// kernel). Files and directories unlinked meanwhile go then.
+func (v *View) Close() {
+	o := &v.open
+	o.mu.Lock()
+	o.closed = true
+	files, dirs := o.files, o.dirs
+	o.files, o.dirs = nil, nil
+	o.mu.Unlock()
+	for h := range files {
+		v.c.release(h.of)
+	}
+	for ino, n := range dirs {
+		for range n {
+			v.c.DirClosed(ino)
+		}
+	}
+}

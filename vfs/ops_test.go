@@ -228,3 +228,45 @@ func TestHandleWithoutKernel(t *testing.T) {
 		t.Fatalf("truncated content not kept: %+v %v", kept, err)
 	}
 }
+
+// TestViewCloseReleases: a view that ends with handles still open (a FUSE
+// view whose connection was aborted gets no RELEASE) lets go of them at
+// Close, once; a handle released after that releases nothing twice.
+func TestViewCloseReleases(t *testing.T) {
+	f := newFixture(t, nil)
+	v, err := f.core.NewView(DoorFUSE, "alice", nil, ViewOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := At{Ino: v.Root(), Zone: v.RootZone()}
+	rec, e := v.Create(Caller{}, root, "f", 0o644)
+	if e != 0 {
+		t.Fatal(e)
+	}
+	h1, _, e := v.OpenNew(root, "f", rec, syscall.O_RDWR)
+	if e != 0 {
+		t.Fatal(e)
+	}
+	at := At{Ino: rec.Ino, Zone: rec.Zone}
+	h2, _, e := v.Open(context.Background(), at, syscall.O_RDONLY)
+	if e != 0 {
+		t.Fatal(e)
+	}
+	if _, _, e := h1.Write([]byte("data"), 0); e != 0 {
+		t.Fatal(e)
+	}
+	v.DirOpened(root.Ino)
+	v.Close()
+	if n := f.core.OpenFiles(); n != 0 {
+		t.Fatalf("%d files open after the view closed", n)
+	}
+	if stored, _ := f.store.GetInode(rec.Ino); stored.Size != 4 {
+		t.Fatalf("what the closed view wrote was not persisted: size %d", stored.Size)
+	}
+	h1.Release()
+	h2.Release()
+	v.DirClosed(root.Ino)
+	if _, _, e := v.Open(context.Background(), at, syscall.O_RDONLY); e != syscall.ENOTCONN {
+		t.Fatalf("open through a closed view: %v", e)
+	}
+}

@@ -41,6 +41,18 @@ type View struct {
 
 	mu     sync.Mutex
 	groups []string // the user's groups, reloaded on membership changes
+
+	// open is what the view holds open, released by Close.
+	open viewOpen
+}
+
+// viewOpen is what one view holds open: its file handles and its open
+// directories (counted per inode).
+type viewOpen struct {
+	mu     sync.Mutex
+	files  map[*Handle]struct{}
+	dirs   map[uint64]int
+	closed bool
 }
 
 // NewView returns the view of user for a door, or of session ss when ss
