@@ -1,8 +1,8 @@
-// Package fusefs is the kernel callback path of shedfs: go-fuse nodes and
-// file handles for every view, the data path to blobs, and the bookkeeping
-// that keeps several views of one store coherent. It asks zones and acl for
-// every decision and never re-implements a rule; it returns errnos and never
-// panics on what a caller sends.
+// Package fusefs is the FUSE door of shedfs: go-fuse nodes and file
+// handles for every view, which convert a request, call the core (vfs)
+// and convert its answer, and the bookkeeping that keeps several views'
+// kernels coherent. It never re-implements a rule; it returns errnos and
+// never panics on what a caller sends.
 package fusefs
 
 import (
@@ -59,12 +59,12 @@ const (
 	defaultNegativeTimeout = time.Hour
 )
 
-// FS is the state every view of one store shares: the metadata store, the
-// blob store, and the table of open inodes whose size and times may be
-// ahead of what is persisted.
+// FS is the state every FUSE view of one store shares beside the core:
+// the invalidation of their kernels, who holds what, file locks, request
+// metrics.
 type FS struct {
-	// core admits every growth and fans changes made through other
-	// doors out to the views (vfs).
+	// core holds the rules, the operations and the open files, and fans
+	// changes made through other doors out to the views (vfs).
 	core  *vfs.Core
 	store *metadata.Store
 	blobs *blobs.Dir

@@ -211,7 +211,7 @@ func (c *Core) ReclaimIfUnused(n *shedfs.Inode) {
 // dropped, so an open that slips in before the reclaim commits can only
 // read (Open refuses to write a ghost) and keeps the content until it
 // closes. The store is never written under c.ft.mu: its write transactions
-// run one at a time and may take c.ft.mu themselves (unused).
+// run one at a time and may take c.ft.mu themselves (Unused).
 func (c *Core) reclaimIfIdle(ino uint64) {
 	c.ft.mu.Lock()
 	if !c.ft.orphans[ino] || c.ft.open[ino] != nil || c.ft.dirsOpen[ino] > 0 {

@@ -8,7 +8,7 @@ import (
 
 // Frontend is a door that keeps state the core's changes must reach: the
 // FUSE views of fusefs implement it, with kernels caching names,
-// attributes and pages, and handles holding inodes open. Whatever changes
+// attributes and pages. Whatever changes
 // the store outside a frontend (the admin API, another frontend) tells
 // every attached frontend through the core, so that a change made through
 // any door reaches every view's kernel the same way. The methods must not

@@ -13,7 +13,7 @@ import (
 // sends after it; so a FLUSH whose file needs nothing more from the store
 // (its digest was computed by its writes, no scan applies) keeps the size,
 // times and digest in the open inode, which every view already sees
-// through FS.overlay, and the last release persists them in one commit
+// through Core.Overlay, and the last release persists them in one commit
 // (docs/design.md, "The callback path"; docs/performance.md, "One commit per file"). A SETATTR of times
 // or mode on such a file waits in the same state. Pending bytes stay
 // admitted in the accountant until that commit, so quotas stay exact; a

@@ -67,7 +67,7 @@ func (c *Core) setSizeLocked(oi *openFile, size uint64) {
 // The blob is opened outside c.ft.mu, so that opens of different files run
 // in parallel; of two first opens of one file, the second closes its
 // descriptor and shares the first's. create says n was just made by
-// newChild for openNew (a new blob; marked open in a shared store).
+// Create for OpenNew (a new blob; marked open in a shared store).
 func (c *Core) acquire(n *shedfs.Inode, create bool) (*openFile, syscall.Errno) {
 	c.ft.mu.Lock()
 	if oi := c.ft.open[n.Ino]; oi != nil {
@@ -81,7 +81,7 @@ func (c *Core) acquire(n *shedfs.Inode, create bool) (*openFile, syscall.Errno) 
 	blob, err := c.blobs.OpenFile(n.Ino, !isGhost)
 	if err != nil {
 		if create {
-			// Its create marked it open (newChild): take that back
+			// Its create marked it open (Create): take that back
 			// before uncreate frees it.
 			c.unhold(n.Ino)
 		}
