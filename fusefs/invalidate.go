@@ -518,16 +518,24 @@ func (f *FS) InodeChanged(ino uint64) {
 // items in zone z; the kernels holding them are told, but from's own
 // (that view's callback updates its kernel with the operation's answer).
 // A view of another door (from.Kernel not a FUSE view) has no kernel
-// here: every holder is told.
+// here: every view holding them is told, and for a per-user zone every
+// view of its user, as for a change made outside the views.
 func (f *FS) Changed(from *vfs.View, z shedfs.Zone, items []vfs.Change) {
-	if !f.sharedIn(z) || len(items) == 0 {
+	fv, _ := from.Kernel.(*View)
+	if len(items) == 0 || fv != nil && !f.sharedIn(z) {
 		return
 	}
-	fv, _ := from.Kernel.(*View)
-	var buf [8]inval
-	inv := buf[:0]
+	inv := make([]inval, 0, len(items))
 	for _, c := range items {
 		inv = append(inv, inval{ino: c.Ino, name: c.Name, off: c.Off, len: c.Len, was: c.Was})
+	}
+	if fv == nil && !shared(z) {
+		byView := make(map[*View][]inval)
+		for _, v := range f.notify.viewsOf(vfs.ZoneUser(z)) {
+			byView[v] = inv
+		}
+		f.notify.post(nil, byView)
+		return
 	}
 	f.invalidate(fv, z, inv...)
 }

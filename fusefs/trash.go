@@ -114,7 +114,7 @@ func (v *View) trashTree() (*trashTree, syscall.Errno) {
 	}
 	t = &trashTree{gen: gen, dirs: map[string]map[string]trashItem{"": {}}}
 	for _, e := range list {
-		if !acl.TrashRead(a, trashEntryACL(e)).Allowed() {
+		if !acl.TrashRead(a, vfs.KeptEntry(e)).Allowed() {
 			continue
 		}
 		vp := v.vv.ViewPath(e.Zone, e.Path)
@@ -147,11 +147,6 @@ func (t *trashTree) addDirs(dir string) {
 		t.dirs[parent][base] = trashItem{dir: true}
 		dir = parent
 	}
-}
-
-// trashEntryACL is what acl needs to know of a kept file.
-func trashEntryACL(e metadata.TrashEntry) acl.Entry {
-	return acl.Entry{Zone: e.Zone, Owner: e.Owner, Mode: e.OwnMode}
 }
 
 // forgetTrashTree drops the view's trash/ tree, so that the next look
@@ -329,11 +324,10 @@ func (d *trashDir) Rmdir(ctx context.Context, name string) syscall.Errno {
 	return syscall.ENOTEMPTY
 }
 
-// Unlink implements fs.NodeUnlinker: rm of a kept file purges it, decided
-// as deleting it in its zone.
+// Unlink implements fs.NodeUnlinker: rm of a kept file purges it
+// (vfs.View.PurgeKept).
 func (d *trashDir) Unlink(ctx context.Context, name string) (errno syscall.Errno) {
-	f := d.v.fs
-	defer f.track("unlink", shedfs.Zone{}, time.Now(), &errno)
+	defer d.v.fs.track("unlink", shedfs.Zone{}, time.Now(), &errno)
 	it, e := d.child(name)
 	if e != 0 {
 		return e
@@ -341,35 +335,13 @@ func (d *trashDir) Unlink(ctx context.Context, name string) (errno syscall.Errno
 	if it.dir {
 		return syscall.EISDIR
 	}
-	if dec := acl.TrashPurge(d.v.actor(), trashEntryACL(it.entry)); !dec.Allowed() {
-		return d.v.deny(acl.OpUnlink, d.path(name), it.entry.Zone, dec)
-	}
-	rec, err := f.store.GetInode(it.entry.Ino)
-	if err != nil {
-		return f.errno("purge", err)
-	}
-	f.core.AddGhost(rec)
-	_, freed, err := f.store.PurgeTrash(it.entry.Ino, f.core.Unused)
-	if err != nil {
-		f.core.DropGhost(rec.Ino)
-		return f.errno("purge", err)
-	}
-	if !freed {
-		f.core.DropGhost(rec.Ino)
-		f.core.Orphan(rec.Ino)
-	}
-	f.trashChanged()
-	f.countTrashFreed("purge", 1)
-	d.v.recordTrash("trash_purge", it.entry.Zone, d.path(name))
-	return 0
+	return d.v.vv.PurgeKept(it.entry, d.path(name))
 }
 
 // Rename implements fs.NodeRenamer: mv of a kept file out of trash/
-// restores it, decided as deleting it in its zone and creating the target
-// name; anything else in trash/ is refused.
+// restores it (vfs.View.RestoreKept); anything else in trash/ is refused.
 func (d *trashDir) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) (errno syscall.Errno) {
-	f := d.v.fs
-	defer f.track("rename", shedfs.Zone{}, time.Now(), &errno)
+	defer d.v.fs.track("rename", shedfs.Zone{}, time.Now(), &errno)
 	np, ok := newParent.(*node)
 	if !ok || flags&metadata.RenameExchange != 0 {
 		return d.refuse(acl.OpRename, name)
@@ -381,49 +353,9 @@ func (d *trashDir) Rename(ctx context.Context, name string, newParent fs.InodeEm
 	if it.dir {
 		return d.refuse(acl.OpRename, name)
 	}
-	dstDir, e := np.load()
-	if e != 0 {
-		return e
-	}
-	var dst *acl.Entry
-	switch rec, e := d.v.vv.Child(np.at(), newName); {
-	case e == 0:
-		if flags&metadata.RenameNoReplace != 0 {
-			return syscall.EEXIST
-		}
-		de := acl.EntryOf(rec)
-		dst = &de
-	case e != syscall.ENOENT:
-		return e
-	}
-	if dec := acl.TrashRestore(d.v.actor(), trashEntryACL(it.entry), acl.EntryOf(dstDir), newName, dst); !dec.Allowed() {
-		return d.v.deny(acl.OpRename, d.path(name), it.entry.Zone, dec)
-	}
-	_, replaced, kept, err := f.store.RestoreTrash(it.entry.Ino, np.ino, newName, d.v.vv.TrashNote(np.at(), metadata.TrashRenameOver, newName))
-	if err != nil {
-		return f.errno("restore", err)
-	}
-	f.trashChanged()
-	np.changedPath("trash_restore", d.path(name)+" -> "+np.pathOf(newName), 0)
-	f.changedContent(np, np.ino)
-	was := uint64(noneBefore)
-	if replaced != nil {
-		was = replaced.Ino
-	}
-	items := []inval{nameWas(np.ino, newName, was), dirOf(np.ino), attrOf(it.entry.Ino)}
-	if replaced != nil {
-		items = append(items, attrOf(replaced.Ino))
-	}
-	f.invalidate(d.v, np.zone, items...)
-	if !kept {
-		f.core.ReclaimIfUnused(replaced)
-	}
-	return 0
-}
-
-// recordTrash puts a change in trash/ into the audit trail.
-func (v *View) recordTrash(op string, z shedfs.Zone, p string) {
-	v.fs.record(shedfs.Event{Time: time.Now(), User: v.user, Zone: z, Path: p, Op: op, Session: v.session, Door: vfs.DoorFUSE})
+	vs, e := d.v.vv.RestoreKept(it.entry, d.path(name), np.at(), newName, flags)
+	own(vs, np)
+	return e
 }
 
 // trashSweeper expires old kept files every minute (or every half

@@ -119,6 +119,34 @@ func TestViewOperations(t *testing.T) {
 		t.Fatal("frontends not told of the trash")
 	}
 
+	// mv out of trash/ restores it; rm in trash/ purges.
+	kept, err := f.store.ListTrash(v.TrashHolders(nil))
+	if err != nil || len(kept) != 1 || kept[0].Ino != file.Ino {
+		t.Fatalf("trash: %+v %v", kept, err)
+	}
+	if _, e := v.RestoreKept(kept[0], "/trash/f2", root, "back", 0); e != 0 {
+		t.Fatalf("restore: %v", e)
+	}
+	if back, _, e := v.Resolve(root, "back", nil, v.Clock()); e != 0 || back.Ino != file.Ino {
+		t.Fatalf("restored file: %v", e)
+	}
+	if _, e := v.Remove(root, acl.OpUnlink, "back"); e != 0 {
+		t.Fatal(e)
+	}
+	kept, _ = f.store.ListTrash(v.TrashHolders(nil))
+	if len(kept) != 1 {
+		t.Fatalf("trash: %+v", kept)
+	}
+	if e := v.PurgeKept(kept[0], "/trash/back"); e != 0 {
+		t.Fatalf("purge: %v", e)
+	}
+	if _, err := f.store.GetInode(file.Ino); err == nil {
+		t.Fatal("purged file still stored")
+	}
+	if ev := f.events.last(); ev.Op != "trash_purge" || ev.Door != DoorFUSE {
+		t.Fatalf("purge recorded as %+v", ev)
+	}
+
 	// Every change went out to the frontends as made through v.
 	fr.mu.Lock()
 	got := fr.changes[v]
