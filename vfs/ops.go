@@ -821,3 +821,38 @@ func (v *View) linkNote(dir At, name string) *metadata.RenameNote {
 	}
 	return &metadata.RenameNote{Kind: metadata.JournalAdd, To: v.zonePath(dir, name)}
 }
+
+// MayWrite reports whether acl lets the view write at's content.
+func (v *View) MayWrite(at At) bool {
+	rec, e := v.Load(at)
+	return e == 0 && acl.Write(v.Actor(), acl.EntryOf(rec), acl.Quota{}, rec.Size, rec.Size).Allowed()
+}
+
+// KillSetID clears at's set-ID bits where acl.SetIDKilled says so (a
+// write or a chown by a caller without CAP_FSETID), as a mode change of
+// its own: committed, recorded as a chmod and told to the other views. It
+// reports whether the mode changed.
+func (v *View) KillSetID(at At) (bool, syscall.Errno) {
+	c := v.c
+	rec, e := v.Load(at)
+	if e != 0 {
+		return false, e
+	}
+	if acl.SetIDKilled(rec.Mode) == rec.Mode {
+		return false, 0
+	}
+	now := time.Now()
+	// Held: a mode an open file holds (a chmod since its last persist)
+	// is the one to clear, not the stored one.
+	_, err := c.UpdateHeld(at.Ino, func(rec *shedfs.Inode) error {
+		rec.Mode = acl.SetIDKilled(rec.Mode)
+		rec.Ctime = now
+		return nil
+	})
+	if err != nil {
+		return false, c.Errno("setattr", err)
+	}
+	v.changed("chmod", at, "", 0)
+	c.fanOut(v, at.Zone, AttrOf(at.Ino))
+	return true, 0
+}
