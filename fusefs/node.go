@@ -109,7 +109,7 @@ func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *
 // resolve answers for name in n: a LOOKUP, or one entry of a READDIRPLUS
 // reply. known, when not nil, is name's record as a batch just read it
 // (readdirplus.go); otherwise the store is asked. since is the persist
-// clock before either was read (hold.go).
+// clock before either was read (vfs/hold.go).
 func (n *node) resolve(ctx context.Context, name string, known *shedfs.Inode, since uint64, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if ch := n.v.lookupReserved(ctx, n, name, out); ch != nil {
 		return ch, 0

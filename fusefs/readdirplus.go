@@ -40,7 +40,7 @@ type entryBatch struct {
 	used int
 	// last is how many the previous request handed out.
 	last int
-	// clock is the persist clock before recs were read (hold.go).
+	// clock is the persist clock before recs were read (vfs/hold.go).
 	clock uint64
 }
 
