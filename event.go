@@ -28,6 +28,9 @@ type Event struct {
 	Scan   string
 	// Session is the session whose view acted, "" for a main view.
 	Session string
+	// Door is the way the change or refusal came in ("fuse" for a
+	// view), "" for what no door caused (the admin API, the daemon).
+	Door string
 }
 
 // NoUser is the User of an event no user caused: the daemon's own (trash

@@ -451,6 +451,7 @@ func recordOf(e shedfs.Event) metadata.AuditRecord {
 		Scan:   e.Scan,
 
 		Session: e.Session,
+		Door:    e.Door,
 	}
 }
 

@@ -342,9 +342,10 @@ func (f *fakeFrontend) OwnerChanged(user string, opts vfs.ViewOptions) {
 	f.owners = append(f.owners, user)
 	f.ownerOpts = append(f.ownerOpts, opts)
 }
-func (f *fakeFrontend) SettingsChanged()       { f.reloads++ }
-func (f *fakeFrontend) SessionsChanged() error { return nil }
-func (f *fakeFrontend) Record(e shedfs.Event)  { f.events = append(f.events, e.Op+" "+e.Path) }
+func (f *fakeFrontend) SettingsChanged()                                          { f.reloads++ }
+func (f *fakeFrontend) SessionsChanged(fresh []string)                            {}
+func (f *fakeFrontend) Changed(from *vfs.View, z shedfs.Zone, items []vfs.Change) {}
+func (f *fakeFrontend) Record(e shedfs.Event)                                     { f.events = append(f.events, e.Op+" "+e.Path) }
 
 // localWithFrontend is a Local whose core has h attached and records into h.
 func localWithFrontend(st *Store, h *fakeFrontend) *Local {

@@ -21,7 +21,7 @@ type dirHandle struct {
 }
 
 func (d *dirHandle) load(ctx context.Context) syscall.Errno {
-	list, e := d.node.v.list(ctx, d.node)
+	list, e := d.node.v.list(d.node)
 	if e != 0 {
 		return e
 	}
@@ -76,5 +76,5 @@ func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
 
 // Releasedir implements fs.FileReleasedirer.
 func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
-	d.node.v.fs.dirClosed(d.node.ino)
+	d.node.v.vv.DirClosed(d.node.ino)
 }

@@ -2,7 +2,6 @@ package fusefs
 
 import (
 	"context"
-	"path"
 	"syscall"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
-	"github.com/shedfs/shedfs/zones"
 )
 
 // groupsDir is the view's groups/ folder. It has no record in the store:
@@ -38,16 +36,9 @@ func (g *groupsDir) fillAttr(out *fuse.Attr) {
 
 // Lookup implements fs.NodeLookuper: only the user's current groups.
 func (g *groupsDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	if !g.v.inGroup(name) {
-		return nil, syscall.ENOENT
-	}
-	grp, err := g.v.fs.store.GetGroup(name)
-	if err != nil {
-		return nil, g.v.fs.errno("lookup group", err)
-	}
-	rec, err := g.v.fs.store.GetInode(grp.Root)
-	if err != nil {
-		return nil, g.v.fs.errno("lookup group", err)
+	rec, e := g.v.vv.Group(name)
+	if e != 0 {
+		return nil, e
 	}
 	return g.v.entryUnder(ctx, &g.Inode, rec, out), 0
 }
@@ -61,17 +52,12 @@ func (g *groupsDir) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.Att
 
 // Readdir implements fs.NodeReaddirer.
 func (g *groupsDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	groups := g.v.actor().Groups
 	list := []fuse.DirEntry{
 		{Name: ".", Ino: groupsIno, Mode: syscall.S_IFDIR},
 		{Name: "..", Ino: g.v.rootIno, Mode: syscall.S_IFDIR},
 	}
-	for _, name := range groups {
-		grp, err := g.v.fs.store.GetGroup(name)
-		if err != nil {
-			continue
-		}
-		list = append(list, fuse.DirEntry{Name: name, Ino: grp.Root, Mode: syscall.S_IFDIR})
+	for _, de := range g.v.vv.Groups() {
+		list = append(list, fuse.DirEntry{Name: de.Name, Ino: de.Ino, Mode: de.Mode})
 	}
 	return fs.NewListDirStream(list), 0
 }
@@ -82,11 +68,9 @@ func (g *groupsDir) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Err
 }
 
 // groups/ is read-only itself: acl refuses every change in it, and the
-// refusal is recorded like any other.
-// groups/ belongs to no zone; its denials are recorded in the zone of the
-// view root that holds it.
+// core records the refusal like any other (vfs.View.RefuseGroups).
 func (g *groupsDir) deny(op acl.Op, name string) syscall.Errno {
-	return g.v.deny(op, path.Join("/", zones.NameGroups, name), g.v.root.zone, acl.CheckDir(g.v.actor(), op, acl.GroupsDir(), name))
+	return g.v.vv.RefuseGroups(op, name)
 }
 
 // Unlink implements fs.NodeUnlinker.
@@ -106,10 +90,10 @@ func (g *groupsDir) Rename(ctx context.Context, name string, newParent fs.InodeE
 
 // Setattr implements fs.NodeSetattrer.
 func (g *groupsDir) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	return g.v.deny(acl.OpSetattr, "/"+zones.NameGroups, g.v.root.zone, acl.Setattr(g.v.actor(), acl.GroupsDir(), false))
+	return g.deny(acl.OpSetattr, "")
 }
 
 // Setxattr implements fs.NodeSetxattrer.
 func (g *groupsDir) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
-	return g.v.deny(acl.OpSetattr, "/"+zones.NameGroups, g.v.root.zone, acl.Setattr(g.v.actor(), acl.GroupsDir(), false))
+	return g.deny(acl.OpSetattr, "")
 }

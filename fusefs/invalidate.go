@@ -12,7 +12,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/shedfs/shedfs"
-	"github.com/shedfs/shedfs/acl"
+	"github.com/shedfs/shedfs/vfs"
 )
 
 // Views share the inodes of share/ and the group zones, and the kernel of
@@ -464,7 +464,7 @@ func (f *FS) changedContent(from *node, ino uint64) {
 		// Only from's kernel holds it, and it saw the change.
 		return
 	}
-	before, after := f.versions.bump(ino)
+	before, after := f.core.BumpContent(ino)
 	if from != nil {
 		from.seen.CompareAndSwap(before, after)
 	}
@@ -497,7 +497,7 @@ func (f *FS) EntryChanged(dir uint64, name string, was *shedfs.Inode, reclaim bo
 	}
 	f.tellOutside(dir, items)
 	if reclaim {
-		f.reclaimIfUnused(was)
+		f.core.ReclaimIfUnused(was)
 	}
 }
 
@@ -510,12 +510,34 @@ func (f *FS) InodeChanged(ino uint64) {
 		f.log.Error("reload changed inode", "ino", ino, "err", err)
 		return
 	}
-	if oi := f.lookupOpen(ino); oi != nil {
-		oi.mu.Lock()
-		oi.entry = acl.EntryOf(rec)
-		oi.mu.Unlock()
-	}
+	f.core.Reentry(ino, rec)
 	f.tellOutside(ino, []inval{attrOf(ino)})
+}
+
+// Changed implements vfs.Frontend: an operation through view from changed
+// items in zone z; the kernels holding them are told, but from's own
+// (that view's callback updates its kernel with the operation's answer).
+// A view of another door (from.Kernel not a FUSE view) has no kernel
+// here: every view holding them is told, and for a per-user zone every
+// view of its user, as for a change made outside the views.
+func (f *FS) Changed(from *vfs.View, z shedfs.Zone, items []vfs.Change) {
+	fv, _ := from.Kernel.(*View)
+	if len(items) == 0 || fv != nil && !f.sharedIn(z) {
+		return
+	}
+	inv := make([]inval, 0, len(items))
+	for _, c := range items {
+		inv = append(inv, inval{ino: c.Ino, name: c.Name, off: c.Off, len: c.Len, was: c.Was})
+	}
+	if fv == nil && !shared(z) {
+		byView := make(map[*View][]inval)
+		for _, v := range f.notify.viewsOf(vfs.ZoneUser(z)) {
+			byView[v] = inv
+		}
+		f.notify.post(nil, byView)
+		return
+	}
+	f.invalidate(fv, z, inv...)
 }
 
 // tellOutside delivers items about a change made outside the views: to

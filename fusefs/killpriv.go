@@ -5,12 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
-
-	"github.com/shedfs/shedfs"
-	"github.com/shedfs/shedfs/acl"
 )
 
 // Views negotiate FUSE_HANDLE_KILLPRIV_V2: the daemon clears set-user-ID
@@ -138,35 +134,7 @@ func (n *node) killSetIDAfter(in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Err
 }
 
 // mayWrite reports whether acl lets the view write n's content.
-func (n *node) mayWrite() bool {
-	rec, e := n.load()
-	return e == 0 && acl.Write(n.v.actor(), acl.EntryOf(rec), acl.Quota{}, rec.Size, rec.Size).Allowed()
-}
+func (n *node) mayWrite() bool { return n.v.vv.MayWrite(n.at()) }
 
-// killSetID clears n's set-ID bits where acl.SetIDKilled says so, as a
-// mode change of its own: committed, audited as a chmod and told to the
-// other views. It reports whether the mode changed.
-func (n *node) killSetID() (bool, syscall.Errno) {
-	f := n.v.fs
-	rec, e := n.load()
-	if e != 0 {
-		return false, e
-	}
-	if acl.SetIDKilled(rec.Mode) == rec.Mode {
-		return false, 0
-	}
-	now := time.Now()
-	// Through updateHeld: a mode an open file holds (a chmod since its
-	// last persist) is the one to clear, not the stored one.
-	_, err := f.updateHeld(n.ino, func(rec *shedfs.Inode) error {
-		rec.Mode = acl.SetIDKilled(rec.Mode)
-		rec.Ctime = now
-		return nil
-	}, nil)
-	if err != nil {
-		return false, f.errno("setattr", err)
-	}
-	n.changed("chmod", "", 0)
-	f.invalidate(n.v, n.zone, attrOf(n.ino))
-	return true, 0
-}
+// killSetID clears n's set-ID bits (vfs.View.KillSetID).
+func (n *node) killSetID() (bool, syscall.Errno) { return n.v.vv.KillSetID(n.at()) }

@@ -14,7 +14,7 @@ import (
 // drops the inode. knownInodes keeps that count per view for the inodes of
 // shared zones, the only ones more than one view can hold; a view's
 // private inodes are in its own kernel alone (one view per user), until
-// the user has a session (FS.sharedIn, session.go).
+// the user has a session (vfs.Core.SharedIn).
 //
 // A count is taken in the callback, before the reply leaves and before
 // the record it carries is read, so a change committed after that read

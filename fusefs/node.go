@@ -2,7 +2,6 @@ package fusefs
 
 import (
 	"context"
-	"errors"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -12,9 +11,7 @@ import (
 
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
-	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/vfs"
-	"github.com/shedfs/shedfs/zones"
 )
 
 // node is one stored inode as one view sees it. It holds the inode number
@@ -31,33 +28,23 @@ type node struct {
 }
 
 // load reads the node's record with the not yet persisted state of an open
-// file laid over it.
-func (n *node) load() (*shedfs.Inode, syscall.Errno) {
-	f := n.v.fs
-	since := f.persists.now()
-	rec, err := f.store.GetInode(n.ino)
-	if errors.Is(err, syscall.ENOENT) {
-		if g := f.ghostOf(n.ino); g != nil {
-			return g, 0
+// file laid over it (vfs.View.Load).
+func (n *node) load() (*shedfs.Inode, syscall.Errno) { return n.v.vv.Load(n.at()) }
+
+// visible checks that the view may still reach this node
+// (vfs.View.Visible).
+func (n *node) visible(op acl.Op) syscall.Errno { return n.v.vv.Visible(n.at(), op) }
+
+// own moves this view's content versions of the nodes an operation
+// through it changed: its kernel saw the change and may keep its cache.
+func own(vs []vfs.Version, nodes ...*node) {
+	for _, v := range vs {
+		for _, n := range nodes {
+			if n.ino == v.Ino {
+				n.seen.CompareAndSwap(v.Before, v.After)
+			}
 		}
 	}
-	if err != nil {
-		return nil, f.errno("getattr", err)
-	}
-	return f.overlaid(rec, since), 0
-}
-
-// visible checks that the view may still reach this node: a user removed
-// from a group loses the group's inodes even where the kernel still holds
-// them.
-func (n *node) visible(op acl.Op) syscall.Errno {
-	if n.zone.Kind != shedfs.ZoneGroup {
-		return 0
-	}
-	if d := acl.Read(n.v.actor(), acl.Entry{Zone: n.zone, Dir: true}); !d.Allowed() {
-		return n.deny(op, "", d)
-	}
-	return 0
 }
 
 // fillAttr copies a record into the kernel's attribute struct, presenting
@@ -105,53 +92,44 @@ func (v *View) learn(rec *shedfs.Inode) *shedfs.Inode {
 		return rec
 	}
 	v.fs.known.learn(v, rec.Ino)
-	since := v.fs.persists.now()
+	since := v.fs.core.Clock()
 	fresh, err := v.fs.store.GetInode(rec.Ino)
 	if err != nil {
 		return rec
 	}
-	return v.fs.overlaid(fresh, since)
+	return v.vv.Overlaid(fresh, since)
 }
 
 // Lookup implements fs.NodeLookuper.
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
 	defer n.v.fs.track("lookup", n.zone, time.Now(), &errno)
-	return n.resolve(ctx, name, nil, n.v.fs.persists.now(), out)
+	return n.resolve(ctx, name, nil, n.v.fs.core.Clock(), out)
 }
 
 // resolve answers for name in n: a LOOKUP, or one entry of a READDIRPLUS
 // reply. known, when not nil, is name's record as a batch just read it
 // (readdirplus.go); otherwise the store is asked. since is the persist
-// clock before either was read (hold.go).
+// clock before either was read (vfs/hold.go).
 func (n *node) resolve(ctx context.Context, name string, known *shedfs.Inode, since uint64, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if ch := n.v.lookupReserved(ctx, n, name, out); ch != nil {
 		return ch, 0
 	}
-	if e := n.visible(acl.OpRead); e != 0 {
+	vv := n.v.vv
+	if e := vv.CheckLookup(n.at(), name); e != 0 {
 		return nil, e
 	}
-	if d := acl.CheckName(name); !d.Allowed() {
-		return nil, n.deny(acl.OpLookup, name, d)
-	}
-	f := n.v.fs
 	neg := n.expectAbsent(name)
-	rec, err := known, error(nil)
-	if rec == nil {
-		rec, err = f.store.Lookup(n.ino, name)
-	}
-	if err != nil {
-		e := f.errno("lookup", err)
+	rec, stored, e := vv.Resolve(n.at(), name, known, since)
+	if !stored {
 		n.missed(name, neg, e, out)
 		return nil, e
 	}
 	if neg {
-		f.negatives.found(n.v, n.ino, name)
+		n.v.fs.negatives.found(n.v, n.ino, name)
 	}
-	rec, errno := n.v.sessionOverlay(rec)
-	if errno != 0 {
-		return nil, errno
+	if e != 0 {
+		return nil, e
 	}
-	rec = f.overlaid(rec, since)
 	return n.entry(ctx, rec, out), 0
 }
 
@@ -188,237 +166,66 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 
 // setattr is a SETATTR but for the set-ID bits it clears.
 func (n *node) setattr(fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
-	f := n.v.fs
+	vv := n.v.vv
 	rec, e := n.load()
 	if e != 0 {
 		return e
 	}
 	if fh == nil {
-		if e := n.refuseKept(acl.OpSetattr, rec); e != 0 {
+		if e := vv.RefuseKept(n.at(), acl.OpSetattr, rec); e != 0 {
 			return e
 		}
 	}
 	if size, ok := in.GetSize(); ok {
-		if rec.IsDir() {
-			return syscall.EISDIR
+		vs, e := vv.Truncate(n.at(), rec, size)
+		if e != 0 {
+			return e
 		}
-		if !rec.IsRegular() {
-			return syscall.EINVAL
-		}
-		if size != 0 || !n.keepVersion(rec) {
-			if e := n.truncate(rec, size); e != 0 {
-				return e
-			}
-		} else {
-			n.truncated(0)
-		}
+		own(vs, n)
 	}
-	mode, setMode := in.GetMode()
-	uid, setUID := in.GetUID()
-	gid, setGID := in.GetGID()
-	atime, setAtime := in.GetATime()
-	mtime, setMtime := in.GetMTime()
-	if setMode || setUID || setGID || setAtime || setMtime {
-		timesOnly := !setMode && !setUID && !setGID
-		if d := acl.Setattr(n.v.actor(), acl.EntryOf(rec), timesOnly); !d.Allowed() {
-			return n.deny(acl.OpSetattr, "", d)
-		}
-		if !setAtime && !setMtime && attrsUnchanged(rec, mode, setMode, uid, setUID, gid, setGID) {
-			return n.attr(out)
-		}
-		now := time.Now()
-		update := f.store.Update
-		if !setUID && !setGID {
-			update = f.updateHeld // times and mode of a dirty open file (hold.go)
-		}
-		_, err := update(n.ino, func(rec *shedfs.Inode) error {
-			if setMode {
-				rec.Mode = rec.Mode&syscall.S_IFMT | mode&07777
-			}
-			if setUID {
-				rec.Uid = uid
-			}
-			if setGID {
-				rec.Gid = gid
-			}
-			if setAtime {
-				rec.Atime = atime
-			}
-			if setMtime {
-				rec.Mtime = mtime
-				// A file being written keeps the time set here, not
-				// the time of its last write.
-				if oi := f.lookupOpen(rec.Ino); oi != nil {
-					oi.mu.Lock()
-					oi.mtime = mtime
-					oi.mu.Unlock()
-				}
-			}
-			rec.Ctime = now
-			return nil
-		}, nil)
-		if err != nil {
-			return f.errno("setattr", err)
-		}
-		// Times alone (touch, tar, cp -a) are not worth a record each;
-		// permission and ownership changes are.
-		switch {
-		case setUID || setGID:
-			n.changed("chown", "", 0)
-		case setMode:
-			n.changed("chmod", "", 0)
-		}
-		f.invalidate(n.v, n.zone, attrOf(n.ino))
+	var s vfs.SetAttr
+	s.Mode, s.SetMode = in.GetMode()
+	s.Uid, s.SetUID = in.GetUID()
+	s.Gid, s.SetGID = in.GetGID()
+	s.Atime, s.SetAtime = in.GetATime()
+	s.Mtime, s.SetMtime = in.GetMTime()
+	if e := vv.Setattr(n.at(), rec, s); e != 0 {
+		return e
 	}
 	return n.attr(out)
 }
 
-// caller returns the uid and gid new entries record: the calling process's.
-func caller(ctx context.Context) (uint32, uint32) {
+// caller is who calls, for the core: the calling process's uid and gid,
+// which new entries record.
+func caller(ctx context.Context) vfs.Caller {
 	if c, ok := fuse.FromContext(ctx); ok {
-		return c.Uid, c.Gid
+		return vfs.Caller{Uid: c.Uid, Gid: c.Gid}
 	}
-	return 0, 0
-}
-
-// newChild creates an entry of any type below n with the zone, owner and
-// default ownership mode a new entry gets, after acl admitted it. An empty
-// name makes an O_TMPFILE file, which no directory names yet. open says
-// the caller opens it at once (openNew), which marks it open in a shared
-// store from its create on.
-func (n *node) newChild(ctx context.Context, op acl.Op, name string, mode, rdev uint32, target string, open bool) (*shedfs.Inode, syscall.Errno) {
-	f := n.v.fs
-	parent, e := n.load()
-	if e != 0 {
-		return nil, e
-	}
-	a := n.v.actor()
-	decide := func(q acl.Quota) acl.Decision {
-		switch {
-		case op == acl.OpSymlink:
-			return acl.Symlink(a, acl.EntryOf(parent), name, target, n.v.depth(parent), f.opts.Zones.Symlinks, q)
-		case name == "":
-			return acl.Tmpfile(a, acl.EntryOf(parent), q)
-		default:
-			return acl.Mknod(a, acl.EntryOf(parent), name, mode, q)
-		}
-	}
-	h := shedfs.HolderOf(parent.Zone)
-	adm, d, err := f.core.Admit(vfs.Growth{Holder: h, Inodes: 1, Disk: entryBytes + int64(len(target)), DiskInodes: 1, Decide: decide})
-	if err != nil {
-		return nil, f.errno("quota", err)
-	}
-	if !d.Allowed() {
-		return nil, n.deny(op, name, d)
-	}
-	// The store's transaction admits the inode again, exactly.
-	adm.Done()
-	uid, gid := caller(ctx)
-	if parent.Mode&syscall.S_ISGID != 0 {
-		// BSD group semantics, as ext4 does for setgid directories.
-		gid = parent.Gid
-		if mode&syscall.S_IFMT == syscall.S_IFDIR {
-			mode |= syscall.S_ISGID
-		}
-	}
-	tmpl := &shedfs.Inode{
-		Mode:    mode,
-		Uid:     uid,
-		Gid:     gid,
-		Rdev:    rdev,
-		Target:  target,
-		Zone:    parent.Zone,
-		Owner:   n.v.user,
-		OwnMode: f.opts.Zones.Policy(parent.Zone.Kind).DefaultMode,
-	}
-	// Admitted again inside the transaction, so concurrent creates never
-	// pass the limit; a refusal there is acl's decision like any other.
-	var rec *shedfs.Inode
-	refused, err := f.core.InTxn(h, 0, 1, func() (d acl.Decision, err error) {
-		if open {
-			// Opened at once (openNew; every O_TMPFILE file is):
-			// marked open by its create.
-			rec, err = f.store.CreateOpen(n.ino, name, tmpl, vfs.AdmitInodes(&d, 1))
-		} else {
-			rec, err = f.store.Create(n.ino, name, tmpl, vfs.AdmitInodes(&d, 1))
-		}
-		return d, err
-	})
-	if !refused.Allowed() {
-		return nil, n.deny(op, name, refused)
-	}
-	if err != nil {
-		return nil, f.errno("create", err)
-	}
-	if name == "" {
-		// Nothing names it: it goes with its last handle unless
-		// linkat gives it a name first.
-		f.mu.Lock()
-		f.orphans[rec.Ino] = true
-		f.mu.Unlock()
-	}
-	return rec, 0
-}
-
-// created records and announces a new entry name in n, once it is whole.
-func (n *node) created(op acl.Op, name string) {
-	n.changed(op.String(), name, 0)
-	n.v.fs.changedContent(n, n.ino)
-	n.v.fs.invalidate(n.v, n.zone, nameWas(n.ino, name, noneBefore), dirOf(n.ino))
-}
-
-// uncreate takes back a file newChild made whose blob could not be
-// created (a full disk): a failed create leaves no entry behind.
-func (n *node) uncreate(name string, rec *shedfs.Inode) {
-	f := n.v.fs
-	if name == "" {
-		f.reclaimIfIdle(rec.Ino)
-		return
-	}
-	if _, _, err := f.store.UnlinkFree(n.ino, name, false, f.unused); err != nil {
-		f.log.Error("undo a failed create", "ino", rec.Ino, "err", err)
-	}
+	return vfs.Caller{}
 }
 
 // openNew opens the first handle of a file just created below n as name
 // ("" for O_TMPFILE), creating its blob; if that fails, the file goes.
 func (n *node) openNew(ctx context.Context, name string, rec *shedfs.Inode, flags uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	oi, e := n.v.fs.acquire(rec, true)
+	vh, vs, e := n.v.vv.OpenNew(n.at(), name, rec, flags)
 	if e != 0 {
-		n.uncreate(name, rec)
 		return nil, nil, 0, e
 	}
-	if name != "" {
-		n.created(acl.OpCreate, name)
-	}
+	own(vs, n)
 	ch := n.entry(ctx, rec, out)
 	cn := ch.Operations().(*node)
-	fh, fuseFlags, e := cn.newHandle(oi, flags)
+	fh, fuseFlags, e := cn.newHandle(vh, flags)
 	if e != 0 {
-		n.v.fs.release(oi)
+		vh.Release()
 		return nil, nil, 0, e
 	}
 	return ch, fh, fuseFlags | cn.keepCache(fh), 0
 }
 
-// depth counts the directories between dir and its zone root, for the
-// symlink policy.
-func (v *View) depth(dir *shedfs.Inode) int {
-	d := 0
-	for p := dir.Parent; p != 0 && d < 4096; d++ {
-		rec, err := v.fs.store.GetInode(p)
-		if err != nil {
-			break
-		}
-		p = rec.Parent
-	}
-	return d
-}
-
 // Create implements fs.NodeCreater.
 func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (_ *fs.Inode, _ fs.FileHandle, _ uint32, errno syscall.Errno) {
 	defer n.v.fs.track("create", n.zone, time.Now(), &errno)
-	rec, e := n.newChild(ctx, acl.OpCreate, name, syscall.S_IFREG|mode&07777, 0, "", true)
+	rec, e := n.v.vv.Create(caller(ctx), n.at(), name, mode)
 	if e != 0 {
 		return nil, nil, 0, e
 	}
@@ -430,57 +237,26 @@ func (n *node) Create(ctx context.Context, name string, flags uint32, mode uint3
 // and charged like a create.
 func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse.EntryOut) (_ *fs.Inode, _ fs.FileHandle, _ uint32, errno syscall.Errno) {
 	defer n.v.fs.track("tmpfile", n.zone, time.Now(), &errno)
-	rec, e := n.newChild(ctx, acl.OpCreate, "", syscall.S_IFREG|mode&07777, 0, "", true)
+	rec, e := n.v.vv.Create(caller(ctx), n.at(), "", mode)
 	if e != 0 {
 		return nil, nil, 0, e
 	}
 	return n.openNew(ctx, "", rec, flags, out)
 }
 
-// Open implements fs.NodeOpener. Opening for writing is decided like a
-// write, so a file its mode forbids fails at open as on a local disk.
+// Open implements fs.NodeOpener (vfs.View.Open): opening for writing is
+// decided like a write, so a file its mode forbids fails at open as on a
+// local disk.
 func (n *node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, _ uint32, errno syscall.Errno) {
 	defer n.v.fs.track("open", n.zone, time.Now(), &errno)
-	if e := n.visible(acl.OpRead); e != 0 {
-		return nil, 0, e
-	}
-	rec, e := n.load()
+	vh, vs, e := n.v.vv.Open(ctx, n.at(), flags)
 	if e != 0 {
 		return nil, 0, e
 	}
-	if !rec.IsRegular() {
-		return nil, 0, syscall.EINVAL
-	}
-	if e := n.admitContent(ctx, acl.OpRead); e != 0 {
-		return nil, 0, e
-	}
-	if rec.Nlink == 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY && n.v.fs.ghostOf(n.ino) != nil {
-		// Reclaimed, with its charge freed: nothing may grow it again.
-		return nil, 0, syscall.ENOENT
-	}
-	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
-		if e := n.refuseKept(acl.OpWrite, rec); e != 0 {
-			return nil, 0, e
-		}
-		if d := acl.Write(n.v.actor(), acl.EntryOf(rec), acl.Quota{}, rec.Size, rec.Size); !d.Allowed() {
-			return nil, 0, n.deny(acl.OpWrite, "", d)
-		}
-		if flags&syscall.O_TRUNC != 0 && rec.Size > 0 && n.keepVersion(rec) {
-			n.truncated(0)
-			rec.Size = 0
-		} else if flags&syscall.O_TRUNC != 0 && rec.Size > 0 {
-			if e := n.truncate(rec, 0); e != 0 {
-				return nil, 0, e
-			}
-		}
-	}
-	oi, e := n.v.fs.acquire(rec, false)
+	own(vs, n)
+	fh, fuseFlags, e := n.newHandle(vh, flags)
 	if e != 0 {
-		return nil, 0, e
-	}
-	fh, fuseFlags, e := n.newHandle(oi, flags)
-	if e != 0 {
-		n.v.fs.release(oi)
+		vh.Release()
 		return nil, 0, e
 	}
 	return fh, fuseFlags | n.keepCache(fh), 0
@@ -498,22 +274,27 @@ func (n *node) keepCache(fh fs.FileHandle) uint32 {
 			return 0
 		}
 	}
-	cur := n.v.fs.versions.current(n.ino)
+	cur := n.v.fs.core.ContentVersion(n.ino)
 	if n.seen.Swap(cur) == cur {
 		return fuse.FOPEN_KEEP_CACHE
 	}
 	return 0
 }
 
-// Mkdir implements fs.NodeMkdirer.
-func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
-	defer n.v.fs.track("mkdir", n.zone, time.Now(), &errno)
-	rec, e := n.newChild(ctx, acl.OpCreate, name, syscall.S_IFDIR|mode&07777, 0, "", false)
+// made answers for an entry the core made below n.
+func (n *node) made(ctx context.Context, rec *shedfs.Inode, vs []vfs.Version, e syscall.Errno, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	if e != 0 {
 		return nil, e
 	}
-	n.created(acl.OpCreate, name)
+	own(vs, n)
 	return n.entry(ctx, rec, out), 0
+}
+
+// Mkdir implements fs.NodeMkdirer.
+func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
+	defer n.v.fs.track("mkdir", n.zone, time.Now(), &errno)
+	rec, vs, e := n.v.vv.Mkdir(caller(ctx), n.at(), name, mode)
+	return n.made(ctx, rec, vs, e, out)
 }
 
 // Mknod implements fs.NodeMknoder: fifos, sockets and empty regular files.
@@ -521,51 +302,25 @@ func (n *node) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.En
 // device number is ever stored.
 func (n *node) Mknod(ctx context.Context, name string, mode uint32, dev uint32, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
 	defer n.v.fs.track("mknod", n.zone, time.Now(), &errno)
-	rec, e := n.newChild(ctx, acl.OpCreate, name, mode, 0, "", false)
-	if e != 0 {
-		return nil, e
-	}
-	n.created(acl.OpCreate, name)
-	return n.entry(ctx, rec, out), 0
+	rec, vs, e := n.v.vv.Mknod(caller(ctx), n.at(), vfs.Make{Op: acl.OpCreate, Name: name, Mode: mode})
+	return n.made(ctx, rec, vs, e, out)
 }
 
 // Symlink implements fs.NodeSymlinker.
 func (n *node) Symlink(ctx context.Context, target, name string, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
 	defer n.v.fs.track("symlink", n.zone, time.Now(), &errno)
-	rec, e := n.newChild(ctx, acl.OpSymlink, name, syscall.S_IFLNK|0o777, 0, target, false)
-	if e != 0 {
-		return nil, e
-	}
-	n.created(acl.OpSymlink, name)
-	return n.entry(ctx, rec, out), 0
+	rec, vs, e := n.v.vv.Symlink(caller(ctx), n.at(), name, target)
+	return n.made(ctx, rec, vs, e, out)
 }
 
-// Readlink implements fs.NodeReadlinker. The target is checked again
-// against the symlink policy at the link's current depth: a directory
-// moved closer to the zone root must not let an old link climb out.
+// Readlink implements fs.NodeReadlinker (vfs.View.Readlink).
 func (n *node) Readlink(ctx context.Context) (_ []byte, errno syscall.Errno) {
 	defer n.v.fs.track("readlink", n.zone, time.Now(), &errno)
-	if e := n.visible(acl.OpRead); e != 0 {
-		return nil, e
-	}
-	rec, e := n.load()
+	target, e := n.v.vv.Readlink(n.at(), n.parentIno())
 	if e != 0 {
 		return nil, e
 	}
-	if rec.Mode&syscall.S_IFMT != syscall.S_IFLNK {
-		return nil, syscall.EINVAL
-	}
-	if up, ok := zones.SymlinkClimb(rec.Target); !ok || up > 0 {
-		parent, err := n.v.fs.store.GetInode(n.parentIno())
-		depth := 0
-		if err == nil {
-			depth = n.v.depth(parent)
-		}
-		if d := acl.SymlinkTarget(n.v.fs.opts.Zones.Symlinks, rec.Zone.Kind, rec.Target, depth); !d.Allowed() {
-			return nil, n.deny(acl.OpRead, "", d)
-		}
-	}
-	return []byte(rec.Target), 0
+	return []byte(target), 0
 }
 
 // parentIno is the store inode of the directory the kernel found n in.
@@ -583,198 +338,48 @@ func (n *node) parentIno() uint64 {
 // Link implements fs.NodeLinker.
 func (n *node) Link(ctx context.Context, target fs.InodeEmbedder, name string, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
 	defer n.v.fs.track("link", n.zone, time.Now(), &errno)
-	f := n.v.fs
-	dir, e := n.load()
-	if e != 0 {
-		return nil, e
-	}
-	t, ok := target.(*node)
-	if !ok {
-		// groups/ is the only other kind of inode.
-		return nil, n.deny(acl.OpLink, name, acl.Link(n.v.actor(), acl.GroupsDir(), acl.EntryOf(dir), name))
-	}
-	src, e := t.load()
-	if e != 0 {
-		return nil, e
-	}
-	if e := t.refuseKept(acl.OpLink, src); e != 0 {
-		return nil, e
-	}
-	// A link charges no quota (the inode is charged once), but its
-	// entry takes room on the store's disk.
-	decide := func(acl.Quota) acl.Decision { return acl.Link(n.v.actor(), acl.EntryOf(src), acl.EntryOf(dir), name) }
-	adm, d, err := f.core.Admit(vfs.Growth{Disk: entryBytes, Decide: decide})
-	if err != nil {
-		return nil, f.errno("link", err)
-	}
-	if !d.Allowed() {
-		return nil, n.deny(acl.OpLink, name, d)
-	}
-	adm.Done()
-	since := f.persists.now()
-	rec, err := f.store.LinkTrash(t.ino, n.ino, name, n.linkNote(name))
-	if err != nil {
-		return nil, f.errno("link", err)
-	}
-	f.mu.Lock()
-	delete(f.orphans, rec.Ino)
-	f.mu.Unlock()
-	rec = f.overlaid(rec, since)
-	n.changed("link", name, 0)
-	f.changedContent(n, n.ino)
-	f.invalidate(n.v, n.zone, nameWas(n.ino, name, noneBefore), dirOf(n.ino), attrOf(t.ino))
-	return n.entry(ctx, rec, out), 0
+	var src *vfs.At
+	if t, ok := target.(*node); ok {
+		at := t.at()
+		src = &at
+	} // else groups/, the only other kind of inode
+	rec, vs, e := n.v.vv.Link(n.at(), src, name)
+	return n.made(ctx, rec, vs, e, out)
 }
 
 // Unlink implements fs.NodeUnlinker.
 func (n *node) Unlink(ctx context.Context, name string) (errno syscall.Errno) {
 	defer n.v.fs.track("unlink", n.zone, time.Now(), &errno)
-	return n.remove(acl.OpUnlink, name)
+	vs, e := n.v.vv.Remove(n.at(), acl.OpUnlink, name)
+	own(vs, n)
+	return e
 }
 
 // Rmdir implements fs.NodeRmdirer.
 func (n *node) Rmdir(ctx context.Context, name string) (errno syscall.Errno) {
 	defer n.v.fs.track("rmdir", n.zone, time.Now(), &errno)
-	return n.remove(acl.OpRmdir, name)
-}
-
-// child returns the record of name in n, and the reserved zone roots of
-// the view root as what they are.
-func (n *node) child(name string) (*shedfs.Inode, syscall.Errno) {
-	f := n.v.fs
-	if ino, ok := n.v.reservedIno(n, name); ok {
-		rec, err := f.store.GetInode(ino)
-		if err != nil {
-			return nil, f.errno("lookup", err)
-		}
-		return rec, 0
-	}
-	rec, err := f.store.Lookup(n.ino, name)
-	if err != nil {
-		return nil, f.errno("lookup", err)
-	}
-	return n.v.sessionTarget(rec), 0
-}
-
-func (n *node) remove(op acl.Op, name string) syscall.Errno {
-	f := n.v.fs
-	dir, e := n.load()
-	if e != 0 {
-		return e
-	}
-	var d acl.Decision
-	rec, e := n.child(name)
-	switch {
-	case e == syscall.ENOENT && n.v.isGroupsName(n, name):
-		d = acl.CheckDir(n.v.actor(), op, acl.EntryOf(dir), name)
-	case e != 0:
-		return e
-	case op == acl.OpRmdir:
-		d = acl.Rmdir(n.v.actor(), acl.EntryOf(dir), name, acl.EntryOf(rec))
-	default:
-		d = acl.Unlink(n.v.actor(), acl.EntryOf(dir), name, acl.EntryOf(rec))
-	}
-	if !d.Allowed() {
-		return n.deny(op, name, d)
-	}
-	// The ghost is in place before the record can go, so a request of a
-	// kernel that resolved the name just before finds it either way.
-	f.settle(rec.Ino)
-	f.addGhost(rec)
-	p := n.pathOf(name) // for the trash and the audit trail
-	out, freed, kept, err := f.store.UnlinkTrash(n.ino, name, op == acl.OpRmdir, f.unused, n.trashNoteAt(metadata.TrashUnlink, p))
-	if !freed {
-		f.dropGhost(rec.Ino)
-	}
-	if err != nil {
-		return f.errno(op.String(), err)
-	}
-	if kept {
-		f.kept()
-	}
-	n.changedPath(op.String(), p, 0)
-	f.changedContent(n, n.ino)
-	f.invalidate(n.v, n.zone, nameWas(n.ino, name, rec.Ino), dirOf(n.ino), attrOf(out.Ino))
-	if !freed && !kept {
-		f.reclaimIfUnused(out)
-	}
-	return 0
+	vs, e := n.v.vv.Remove(n.at(), acl.OpRmdir, name)
+	own(vs, n)
+	return e
 }
 
 // Rename implements fs.NodeRenamer (rename, RENAME_NOREPLACE,
 // RENAME_EXCHANGE).
 func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) (errno syscall.Errno) {
 	defer n.v.fs.track("rename", n.zone, time.Now(), &errno)
-	f := n.v.fs
-	a := n.v.actor()
-	np, ok := newParent.(*node)
+	vv := n.v.vv
 	if _, toTrash := newParent.(*trashDir); toTrash {
-		return n.deny(acl.OpRename, name, acl.TrashChange())
+		return vv.RefuseTrash(acl.OpRename, n.at(), name)
 	}
+	np, ok := newParent.(*node)
 	if !ok {
 		// groups/ is the only other kind of directory.
-		return n.deny(acl.OpRename, name, acl.CheckDir(a, acl.OpRename, acl.GroupsDir(), newName))
-	}
-	srcDir, e := n.load()
-	if e != 0 {
+		_, e := vv.Rename(n.at(), name, vfs.At{Ino: vfs.GroupsIno}, newName, flags)
 		return e
 	}
-	dstDir, e := np.load()
-	if e != 0 {
-		return e
-	}
-	src, e := n.child(name)
-	if e != 0 {
-		if e == syscall.ENOENT && n.v.isGroupsName(n, name) {
-			return n.deny(acl.OpRename, name, acl.CheckDir(a, acl.OpRename, acl.EntryOf(srcDir), name))
-		}
-		return e
-	}
-	var dst *acl.Entry
-	dstRec, e := np.child(newName)
-	switch {
-	case e == 0:
-		de := acl.EntryOf(dstRec)
-		dst = &de
-	case e == syscall.ENOENT && np.v.isGroupsName(np, newName):
-		return n.deny(acl.OpRename, newName, acl.CheckDir(a, acl.OpRename, acl.EntryOf(dstDir), newName))
-	case e != syscall.ENOENT:
-		return e
-	}
-	se := acl.EntryOf(src)
-	d := acl.Rename(a, acl.EntryOf(srcDir), name, se, acl.EntryOf(dstDir), newName, dst)
-	if d.Allowed() && flags&metadata.RenameExchange != 0 && dst != nil {
-		d = acl.Rename(a, acl.EntryOf(dstDir), newName, *dst, acl.EntryOf(srcDir), name, &se)
-	}
-	if !d.Allowed() {
-		return n.deny(acl.OpRename, name, d)
-	}
-	if dst != nil {
-		f.settle(dstRec.Ino)
-	}
-	replaced, kept, err := f.store.RenameTrash(n.ino, name, np.ino, newName, flags, np.trashNote(metadata.TrashRenameOver, newName), n.renameNote(name, np, newName))
-	if err != nil {
-		return f.errno("rename", err)
-	}
-	if kept {
-		f.kept()
-	}
-	n.changedPath("rename", n.pathOf(name)+" -> "+np.pathOf(newName), 0)
-	f.changedContent(n, n.ino)
-	f.changedContent(np, np.ino)
-	dstWas := uint64(noneBefore)
-	if dst != nil {
-		dstWas = dstRec.Ino
-	}
-	items := []inval{nameWas(n.ino, name, src.Ino), nameWas(np.ino, newName, dstWas), dirOf(n.ino), dirOf(np.ino), attrOf(src.Ino)}
-	if replaced != nil {
-		items = append(items, attrOf(replaced.Ino))
-	}
-	f.invalidate(n.v, n.zone, items...)
-	if !kept {
-		f.reclaimIfUnused(replaced)
-	}
-	return 0
+	vs, e := vv.Rename(n.at(), name, np.at(), newName, flags)
+	own(vs, n, np)
+	return e
 }
 
 // OpendirHandle implements fs.NodeOpendirHandler.
@@ -783,7 +388,7 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (_ fs.FileHandle
 	if e := n.visible(acl.OpRead); e != 0 {
 		return nil, 0, e
 	}
-	n.v.fs.dirOpened(n.ino)
+	n.v.vv.DirOpened(n.ino)
 	// The kernel keeps the listing across opens: a change made in
 	// another view or by the admin invalidates it (dirOf).
 	dh := &dirHandle{node: n}

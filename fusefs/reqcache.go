@@ -13,7 +13,7 @@ import "github.com/hanwen/go-fuse/v2/fuse"
 // daemon is pushed as an invalidation of the pages (invalidate.go,
 // remote.go; every write's range to every view holding the inode, since
 // the kernel reads its other pages without asking) and bumps the content
-// version that decides FOPEN_KEEP_CACHE at the next open (versions.go),
+// version that decides FOPEN_KEEP_CACHE at the next open (vfs/versions.go),
 // and a change of size still drops the pages past it as before. So the
 // mtime check only dropped pages that were current (docs/performance.md,
 // "Requests per operation").

@@ -2,7 +2,6 @@ package fusefs
 
 import (
 	"context"
-	"errors"
 	"path"
 	"slices"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/vfs"
 	"github.com/shedfs/shedfs/zones"
 )
 
@@ -43,143 +43,12 @@ func (f *FS) trashSettings(st metadata.Settings) {
 // trashChanged tells the views' trash/ listings to rebuild.
 func (f *FS) trashChanged() { f.trash.gen.Add(1) }
 
-// trashNote is what the store records with a file of n's that goes to the
-// trash, or nil when the trash is off. name is the entry in n ("" for n
-// itself).
-func (n *node) trashNote(why, name string) *metadata.TrashNote {
-	if n.v.fs.trash.retention.Load() <= 0 {
-		return nil
-	}
-	return n.trashNoteAt(why, n.pathOf(name))
-}
-
-// trashNoteAt is trashNote of the entry at path p in the view (pathOf),
-// for a caller that needs the path for its audit record too.
-func (n *node) trashNoteAt(why, p string) *metadata.TrashNote {
-	if n.v.fs.trash.retention.Load() <= 0 {
-		return nil
-	}
-	p = strings.TrimPrefix(p, "/")
-	_, rel, ok := n.v.zonePath(p)
-	if !ok || rel == "" {
-		rel = path.Base(p)
-	}
-	return &metadata.TrashNote{By: n.v.user, Why: why, Path: rel}
-}
-
-// kept notes that something went to the trash.
-func (f *FS) kept() { f.trashChanged() }
-
-// inTrash reports whether rec is a kept file: one without links that the
-// trash holds (an O_TMPFILE file or an orphan kept for open handles also
-// has none, and is not).
-func (f *FS) inTrash(rec *shedfs.Inode) bool {
-	return rec.Nlink == 0 && metadata.Keepable(rec)
-}
-
-// refuseKept denies a change to a kept file (opening it for writing,
-// truncating or chmod by name, linking it back): trash/ is read-only but
-// for mv and rm. A handle opened before the file went on working on it,
-// as on any unlinked open file.
-func (n *node) refuseKept(op acl.Op, rec *shedfs.Inode) syscall.Errno {
-	if !n.v.fs.inTrash(rec) || !n.v.fs.store.InTrash(rec.Ino) {
-		return 0
-	}
-	return n.deny(op, "", acl.TrashChange())
-}
-
-// keepVersion truncates regular file rec to zero after moving its content
-// to a new inode in the trash: the blob is renamed to the new number (no
-// copy) and the live file gets a fresh, empty one, which every handle
-// open on it uses from now on. It reports false, having done nothing,
-// when the trash is off, the file is empty or may not be truncated by
-// this view, or the holder has no inode to spare even after eviction; the
-// caller then truncates as usual.
-func (n *node) keepVersion(rec *shedfs.Inode) bool {
-	f := n.v.fs
-	if rec.Size == 0 || !rec.IsRegular() {
-		return false
-	}
-	note := n.trashNote(metadata.TrashTruncate, "")
-	if note == nil || !acl.Truncate(n.v.actor(), acl.EntryOf(rec), acl.Quota{}, rec.Size, 0).Allowed() {
-		return false
-	}
-	oi, e := f.acquire(rec, false)
-	if e != 0 {
-		return false
-	}
-	defer f.release(oi)
-	oi.mu.Lock()
-	defer oi.mu.Unlock()
-	if oi.size == 0 || f.persistLocked(oi) != 0 {
-		return false
-	}
-	unlock := f.acct.Lock(oi.holder)
-	defer unlock()
-	version, err := f.store.AllocIno()
-	if err != nil {
-		return false
-	}
-	if err := f.blobs.Move(oi.ino, version); err != nil {
-		f.log.Error("keep version", "ino", oi.ino, "err", err)
-		return false
-	}
-	blob, err := f.blobs.OpenFile(oi.ino, true)
-	if err != nil {
-		f.undoMove(oi.ino, version)
-		return false
-	}
-	_, err = f.store.KeepVersion(oi.ino, version, note)
-	if err == syscall.EDQUOT && f.core.MakeRoom(oi.holder, 0, 1, acl.Decision{Errno: syscall.EDQUOT}) {
-		_, err = f.store.KeepVersion(oi.ino, version, note)
-	}
-	if err != nil {
-		blob.Close()
-		f.undoMove(oi.ino, version)
-		if errors.Is(err, syscall.EDQUOT) {
-			// No inode for the version even with the holder's trash
-			// evicted: the truncate goes on unversioned, and the
-			// trail says so (README, "Trash and restore").
-			n.changed(opVersionNotKept, "", int64(oi.size))
-		}
-		return false
-	}
-	// Handles may still be splicing from the old descriptor: it stays
-	// open, holding the version's content, until the last release.
-	oi.retired = append(oi.retired, oi.blob)
-	oi.blob = blob
-	oi.newBlob = true
-	oi.size, oi.persisted, oi.mtime = 0, 0, time.Now()
-	f.kept()
-	return true
-}
-
-// opVersionNotKept is the audit operation of a truncate whose previous
-// content could not be kept for the holder's inode limit.
-const opVersionNotKept = "version_not_kept"
-
-// undoMove puts a blob moved by keepVersion back.
-func (f *FS) undoMove(ino, version uint64) {
-	if err := f.blobs.Move(version, ino); err != nil {
-		f.log.Error("undo keep version", "ino", ino, "err", err)
-	}
-}
-
-// TrashFreed implements vfs.Frontend: kept files the store deleted stay
-// reachable as ghosts for requests already under way, whose grace over
-// their blobs go (unless the core removed them already), and are counted.
+// TrashFreed implements vfs.Frontend: kept files the store deleted (the
+// core keeps them as ghosts for requests under way) are counted, and the
+// views' trash/ listings rebuild.
 func (f *FS) TrashFreed(gone []*shedfs.Inode, why string, removed bool) {
 	if len(gone) == 0 {
 		return
-	}
-	if !removed {
-		now := time.Now()
-		f.mu.Lock()
-		for _, n := range gone {
-			g := *n
-			f.ghosts[n.Ino] = &ghost{rec: &g, until: now.Add(ghostGrace)}
-		}
-		f.mu.Unlock()
 	}
 	f.trashChanged()
 	f.countTrashFreed(why, len(gone))
@@ -189,11 +58,12 @@ func (f *FS) TrashFreed(gone []*shedfs.Inode, why string, removed bool) {
 // rebuild their trash/ listings.
 func (f *FS) TrashChanged() { f.trashChanged() }
 
-// Holds implements vfs.Frontend: whether a view holds ino open.
-func (f *FS) Holds(ino uint64) bool { return !f.unused(ino) }
+// Holds implements vfs.Frontend: the views hold their files open in the
+// core's open-file table, not here.
+func (f *FS) Holds(ino uint64) bool { return false }
 
-// Overlay implements vfs.Frontend (overlay).
-func (f *FS) Overlay(rec *shedfs.Inode) { f.overlay(rec) }
+// Overlay implements vfs.Frontend: the core lays the open state over.
+func (f *FS) Overlay(rec *shedfs.Inode) {}
 
 // trashItem is one name in a view's trash/ tree.
 type trashItem struct {
@@ -238,16 +108,16 @@ func (v *View) trashTree() (*trashTree, syscall.Errno) {
 		return t, 0
 	}
 	a := v.actor()
-	list, err := f.store.ListTrash(v.trashHolders(a.Groups))
+	list, err := f.store.ListTrash(v.vv.TrashHolders(a.Groups))
 	if err != nil {
 		return nil, f.errno("list trash", err)
 	}
 	t = &trashTree{gen: gen, dirs: map[string]map[string]trashItem{"": {}}}
 	for _, e := range list {
-		if !acl.TrashRead(a, trashEntryACL(e)).Allowed() {
+		if !acl.TrashRead(a, vfs.KeptEntry(e)).Allowed() {
 			continue
 		}
-		vp := v.viewPath(e.Zone, e.Path)
+		vp := v.vv.ViewPath(e.Zone, e.Path)
 		if vp == "" {
 			continue
 		}
@@ -277,11 +147,6 @@ func (t *trashTree) addDirs(dir string) {
 		t.dirs[parent][base] = trashItem{dir: true}
 		dir = parent
 	}
-}
-
-// trashEntryACL is what acl needs to know of a kept file.
-func trashEntryACL(e metadata.TrashEntry) acl.Entry {
-	return acl.Entry{Zone: e.Zone, Owner: e.Owner, Mode: e.OwnMode}
 }
 
 // forgetTrashTree drops the view's trash/ tree, so that the next look
@@ -379,7 +244,7 @@ func (d *trashDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if err != nil {
 		return nil, d.v.fs.errno("lookup trash", err)
 	}
-	d.v.fs.overlay(rec)
+	d.v.fs.core.Overlay(rec)
 	d.v.fillAttr(rec, &out.Attr)
 	out.SetEntryTimeout(uncached)
 	out.SetAttrTimeout(uncached)
@@ -459,11 +324,10 @@ func (d *trashDir) Rmdir(ctx context.Context, name string) syscall.Errno {
 	return syscall.ENOTEMPTY
 }
 
-// Unlink implements fs.NodeUnlinker: rm of a kept file purges it, decided
-// as deleting it in its zone.
+// Unlink implements fs.NodeUnlinker: rm of a kept file purges it
+// (vfs.View.PurgeKept).
 func (d *trashDir) Unlink(ctx context.Context, name string) (errno syscall.Errno) {
-	f := d.v.fs
-	defer f.track("unlink", shedfs.Zone{}, time.Now(), &errno)
+	defer d.v.fs.track("unlink", shedfs.Zone{}, time.Now(), &errno)
 	it, e := d.child(name)
 	if e != 0 {
 		return e
@@ -471,37 +335,13 @@ func (d *trashDir) Unlink(ctx context.Context, name string) (errno syscall.Errno
 	if it.dir {
 		return syscall.EISDIR
 	}
-	if dec := acl.TrashPurge(d.v.actor(), trashEntryACL(it.entry)); !dec.Allowed() {
-		return d.v.deny(acl.OpUnlink, d.path(name), it.entry.Zone, dec)
-	}
-	rec, err := f.store.GetInode(it.entry.Ino)
-	if err != nil {
-		return f.errno("purge", err)
-	}
-	f.addGhost(rec)
-	_, freed, err := f.store.PurgeTrash(it.entry.Ino, f.unused)
-	if err != nil {
-		f.dropGhost(rec.Ino)
-		return f.errno("purge", err)
-	}
-	if !freed {
-		f.dropGhost(rec.Ino)
-		f.mu.Lock()
-		f.orphans[rec.Ino] = true
-		f.mu.Unlock()
-	}
-	f.trashChanged()
-	f.countTrashFreed("purge", 1)
-	d.v.recordTrash("trash_purge", it.entry.Zone, d.path(name))
-	return 0
+	return d.v.vv.PurgeKept(it.entry, d.path(name))
 }
 
 // Rename implements fs.NodeRenamer: mv of a kept file out of trash/
-// restores it, decided as deleting it in its zone and creating the target
-// name; anything else in trash/ is refused.
+// restores it (vfs.View.RestoreKept); anything else in trash/ is refused.
 func (d *trashDir) Rename(ctx context.Context, name string, newParent fs.InodeEmbedder, newName string, flags uint32) (errno syscall.Errno) {
-	f := d.v.fs
-	defer f.track("rename", shedfs.Zone{}, time.Now(), &errno)
+	defer d.v.fs.track("rename", shedfs.Zone{}, time.Now(), &errno)
 	np, ok := newParent.(*node)
 	if !ok || flags&metadata.RenameExchange != 0 {
 		return d.refuse(acl.OpRename, name)
@@ -513,49 +353,9 @@ func (d *trashDir) Rename(ctx context.Context, name string, newParent fs.InodeEm
 	if it.dir {
 		return d.refuse(acl.OpRename, name)
 	}
-	dstDir, e := np.load()
-	if e != 0 {
-		return e
-	}
-	var dst *acl.Entry
-	switch rec, e := np.child(newName); {
-	case e == 0:
-		if flags&metadata.RenameNoReplace != 0 {
-			return syscall.EEXIST
-		}
-		de := acl.EntryOf(rec)
-		dst = &de
-	case e != syscall.ENOENT:
-		return e
-	}
-	if dec := acl.TrashRestore(d.v.actor(), trashEntryACL(it.entry), acl.EntryOf(dstDir), newName, dst); !dec.Allowed() {
-		return d.v.deny(acl.OpRename, d.path(name), it.entry.Zone, dec)
-	}
-	_, replaced, kept, err := f.store.RestoreTrash(it.entry.Ino, np.ino, newName, np.trashNote(metadata.TrashRenameOver, newName))
-	if err != nil {
-		return f.errno("restore", err)
-	}
-	f.trashChanged()
-	np.changedPath("trash_restore", d.path(name)+" -> "+np.pathOf(newName), 0)
-	f.changedContent(np, np.ino)
-	was := uint64(noneBefore)
-	if replaced != nil {
-		was = replaced.Ino
-	}
-	items := []inval{nameWas(np.ino, newName, was), dirOf(np.ino), attrOf(it.entry.Ino)}
-	if replaced != nil {
-		items = append(items, attrOf(replaced.Ino))
-	}
-	f.invalidate(d.v, np.zone, items...)
-	if !kept {
-		f.reclaimIfUnused(replaced)
-	}
-	return 0
-}
-
-// recordTrash puts a change in trash/ into the audit trail.
-func (v *View) recordTrash(op string, z shedfs.Zone, p string) {
-	v.fs.record(shedfs.Event{Time: time.Now(), User: v.user, Zone: z, Path: p, Op: op, Session: v.session})
+	vs, e := d.v.vv.RestoreKept(it.entry, d.path(name), np.at(), newName, flags)
+	own(vs, np)
+	return e
 }
 
 // trashSweeper expires old kept files every minute (or every half
@@ -580,25 +380,6 @@ func (f *FS) trashSweeper(stop <-chan struct{}, capBytes func() int64) {
 			last = time.Now()
 		}
 	}
-}
-
-// truncated records and announces that n's content was cut to size.
-func (n *node) truncated(size int64) {
-	n.changed("truncate", "", size)
-	n.v.fs.changedContent(n, n.ino)
-	n.v.fs.invalidate(n.v, n.zone, dataOf(n.ino, size, 0))
-}
-
-// withoutTrash is u less what the trash of zone z's holder holds: what df
-// shows, since kept files are evicted before anything is refused.
-func (f *FS) withoutTrash(z shedfs.Zone, u shedfs.Usage) shedfs.Usage {
-	t, err := f.store.TrashUsage(shedfs.HolderOf(z))
-	if err != nil {
-		return u
-	}
-	u.Bytes -= t.Bytes
-	u.Inodes -= t.Inodes
-	return u
 }
 
 // trashCapShare is the part of the store's disk that the trash of holders
@@ -632,30 +413,4 @@ func newTrashFreed() *prometheus.CounterVec {
 		c.WithLabelValues(w)
 	}
 	return c
-}
-
-// zonePath is the path of name in n within n's zone, as this view named
-// it ("" for the zone root).
-func (n *node) zonePath(name string) string {
-	_, rel, _ := n.v.zonePath(strings.TrimPrefix(n.pathOf(name), "/"))
-	return rel
-}
-
-// renameNote is what the rename journal keeps of moving name in n to
-// newName in np, for restores to a point in time; nil when the trash is
-// off (nothing can be restored then).
-func (n *node) renameNote(name string, np *node, newName string) *metadata.RenameNote {
-	if n.v.fs.trash.retention.Load() <= 0 {
-		return nil
-	}
-	return &metadata.RenameNote{From: n.zonePath(name), To: np.zonePath(newName)}
-}
-
-// linkNote is what the journal keeps of a new link name in n, for
-// restores to a point in time; nil when the trash is off.
-func (n *node) linkNote(name string) *metadata.RenameNote {
-	if n.v.fs.trash.retention.Load() <= 0 {
-		return nil
-	}
-	return &metadata.RenameNote{Kind: metadata.JournalAdd, To: n.zonePath(name)}
 }

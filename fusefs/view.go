@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -12,15 +11,16 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/shedfs/shedfs"
-	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/vfs"
-	"github.com/shedfs/shedfs/zones"
 )
 
 // View is one mounted view of one user's world.
 type View struct {
 	fs *FS
+	// vv is the view as the core serves it: who it is for, its
+	// namespace and its operations (vfs.View).
+	vv *vfs.View
 	// id tells this view's lock owners from other views'.
 	id    uint64
 	user  string
@@ -42,9 +42,6 @@ type View struct {
 	// trash is what the view keeps of its trash/ (trash.go).
 	trash trashView
 
-	mu        sync.Mutex
-	groupList []string // the user's groups, reloaded on membership changes
-
 	// queue holds the invalidations still to be told to this view's
 	// kernel; waiting counts its requests waiting for deliveries to
 	// other views (guarded by notifier.waitMu).
@@ -57,6 +54,9 @@ type View struct {
 	// setIDWrites are its writes in flight that clear set-ID bits
 	// (killpriv.go).
 	setIDWrites setIDWrites
+
+	// io counts its open handles by kernel I/O mode, per inode (file.go).
+	io ioModes
 }
 
 // groupsIno is the synthetic inode number of groups/, which has no record
@@ -70,20 +70,15 @@ func (f *FS) Mount(user, mountpoint string, opts vfs.ViewOptions) (*View, error)
 
 // mount mounts the main view of user, or the view of session ss.
 func (f *FS) mount(user string, ss *metadata.Session, mountpoint string, opts vfs.ViewOptions) (*View, error) {
-	u, err := f.store.GetUser(user)
+	vv, err := f.core.NewView(vfs.DoorFUSE, user, ss, opts)
 	if err != nil {
-		return nil, fmt.Errorf("view of %s: %w", user, err)
+		return nil, err
 	}
-	v := &View{fs: f, id: f.views.Add(1), user: user, roots: u.Roots, opts: opts}
+	v := &View{fs: f, vv: vv, id: f.views.Add(1), user: user, roots: vv.Roots(), opts: opts,
+		session: vv.Session(), rootIno: vv.Root(), uploadsIno: vv.Uploads()}
+	vv.Kernel = v
 	v.setOwner(opts)
-	rootZone, err := v.sessionView(ss)
-	if err != nil {
-		return nil, fmt.Errorf("view of %s: %w", user, err)
-	}
-	v.root = &node{v: v, ino: v.rootIno, zone: rootZone}
-	if err := v.loadGroups(); err != nil {
-		return nil, fmt.Errorf("view of %s: %w", user, err)
-	}
+	v.root = &node{v: v, ino: v.rootIno, zone: vv.RootZone()}
 	v.groups = &groupsDir{v: v}
 	v.groups.refuseCreates = refuseCreates{v.groups.deny}
 	entry, attr, negative := f.opts.EntryTimeout, f.opts.AttrTimeout, f.opts.NegativeTimeout
@@ -127,6 +122,9 @@ func (f *FS) mount(user string, ss *metadata.Session, mountpoint string, opts vf
 		server.Wait()
 		f.memLimit.mounted(-1)
 		f.locks.dropView(v.id)
+		// Its kernel will release no handle any more: what they
+		// hold open goes now, not at a restart.
+		v.vv.Close()
 		f.notify.remove(v)
 		f.known.dropView(v)
 		f.negatives.dropView(v)
@@ -186,152 +184,53 @@ func (v *View) User() string { return v.user }
 
 // name is the view as logs and the mount table name it: the user, or
 // user@session.
-func (v *View) name() string {
-	if v.session != "" {
-		return v.user + "@" + v.session
-	}
-	return v.user
-}
+func (v *View) name() string { return v.vv.Name() }
 
 // lookupReserved resolves the reserved names of the view root. It returns
 // nil for every other name or directory.
 func (v *View) lookupReserved(ctx context.Context, parent *node, name string, out *fuse.EntryOut) *fs.Inode {
-	if ch := v.lookupTrash(ctx, parent, name, out); ch != nil {
-		return ch
-	}
-	if v.isGroupsName(parent, name) {
+	ino, r := v.vv.Reserve(parent.ino, name)
+	switch r {
+	case vfs.ReservedTrash:
+		return v.lookupTrash(ctx, parent, name, out)
+	case vfs.ReservedGroups:
 		v.groups.fillAttr(&out.Attr)
 		out.SetEntryTimeout(v.fs.opts.EntryTimeout)
 		out.SetAttrTimeout(v.fs.opts.AttrTimeout)
 		return parent.NewInode(ctx, v.groups, fs.StableAttr{Mode: syscall.S_IFDIR, Ino: groupsIno})
+	case vfs.ReservedRoot:
+		if rec, ok := v.vv.ReservedRoot(ino, name); ok {
+			return parent.entry(ctx, rec, out)
+		}
 	}
-	ino, ok := v.reservedIno(parent, name)
-	if !ok {
-		return nil
-	}
-	rec, err := v.fs.store.GetInode(ino)
-	if err != nil {
-		v.fs.log.Error("zone root missing", "user", v.user, "name", name, "err", err)
-		return nil
-	}
-	return parent.entry(ctx, rec, out)
+	return nil
 }
 
 // list returns the entries of a directory as this view shows them,
 // including the reserved names in the view root.
-func (v *View) list(ctx context.Context, n *node) ([]fuse.DirEntry, syscall.Errno) {
-	if e := n.visible(acl.OpRead); e != 0 {
-		return nil, e
+func (v *View) list(n *node) ([]fuse.DirEntry, syscall.Errno) {
+	trashIno := uint64(0)
+	if n.ino == v.rootIno {
+		trashIno = v.trashDirIno("")
 	}
-	rec, e := n.load()
+	list, e := v.vv.List(n.at(), trashIno)
 	if e != 0 {
 		return nil, e
 	}
-	parentIno := rec.Parent
-	if parentIno == 0 {
-		parentIno = rec.Ino
-	}
-	out := []fuse.DirEntry{
-		{Name: ".", Ino: rec.Ino, Mode: syscall.S_IFDIR},
-		{Name: "..", Ino: parentIno, Mode: syscall.S_IFDIR},
-	}
-	if n.ino == v.rootIno {
-		if v.session != "" {
-			out = append(out, fuse.DirEntry{Name: zones.NameHome, Ino: v.roots.Private, Mode: syscall.S_IFDIR})
-		}
-		out = append(out,
-			fuse.DirEntry{Name: zones.NameOutput, Ino: v.roots.Output, Mode: syscall.S_IFDIR},
-			fuse.DirEntry{Name: zones.NameUploads, Ino: v.uploadsIno, Mode: syscall.S_IFDIR},
-			fuse.DirEntry{Name: zones.NameShare, Ino: v.fs.store.ShareRoot(), Mode: syscall.S_IFDIR},
-			fuse.DirEntry{Name: zones.NameGroups, Ino: groupsIno, Mode: syscall.S_IFDIR},
-			fuse.DirEntry{Name: zones.NameTrash, Ino: v.trashDirIno(""), Mode: syscall.S_IFDIR},
-		)
-	}
-	entries, err := v.fs.store.ReadDir(n.ino)
-	if err != nil {
-		return nil, v.fs.errno("readdir", err)
-	}
-	for _, de := range entries {
-		if ss, ok := v.fs.sessions.placeholder(de.Ino); ok && ss.User == v.user {
-			if v.session != "" {
-				continue
-			}
-			de.Ino = ss.Root
-		}
-		out = append(out, fuse.DirEntry{Name: de.Name, Ino: de.Ino, Mode: de.Mode})
+	out := make([]fuse.DirEntry, len(list))
+	for i, de := range list {
+		out[i] = fuse.DirEntry{Name: de.Name, Ino: de.Ino, Mode: de.Mode}
 	}
 	return out, 0
 }
 
-// reservedIno resolves the zone roots that stand under reserved names in
-// the view root. groups/ has no inode and is not among them.
-func (v *View) reservedIno(parent *node, name string) (uint64, bool) {
-	if parent.ino != v.rootIno {
-		return 0, false
-	}
-	switch name {
-	case zones.NameHome:
-		return v.roots.Private, v.session != ""
-	case zones.NameOutput:
-		return v.roots.Output, true
-	case zones.NameUploads:
-		return v.uploadsIno, true
-	case zones.NameShare:
-		return v.fs.store.ShareRoot(), true
-	}
-	return 0, false
-}
-
-// isGroupsName reports whether name is groups/ (or trash/, the other
-// directory without a store record) in the view root.
-func (v *View) isGroupsName(parent *node, name string) bool {
-	return parent.ino == v.rootIno && (name == zones.NameGroups || name == zones.NameTrash)
-}
-
-// statfs reports the figures df shows in zone z: the quota of the zone's
-// holder where it has a limit, the backing disk otherwise (and for what
-// the limit leaves unset).
+// statfs reports the figures df shows in zone z (vfs.View.Statfs).
 func (v *View) statfs(z shedfs.Zone, out *fuse.StatfsOut) syscall.Errno {
-	f := v.fs
-	var st syscall.Statfs_t
-	if err := statfsDisk(f.blobs.Root(), &st); err != nil {
-		return f.errno("statfs", err)
+	st, e := v.vv.Statfs(z)
+	if e != 0 {
+		return e
 	}
-	out.FromStatfsT(&st)
-	out.NameLen = shedfs.MaxNameLen
-	out.Frsize = uint32(st.Bsize)
-	if z.Kind == shedfs.ZoneNone {
-		return 0
-	}
-	q, err := f.quota(z)
-	if err != nil {
-		return f.errno("statfs", err)
-	}
-	q.Usage = f.withoutTrash(z, q.Usage)
-	bsize := uint64(out.Bsize)
-	if bsize == 0 {
-		bsize = 4096
-		out.Bsize = 4096
-		out.Frsize = 4096
-	}
-	if l := q.Limit.Bytes; l > 0 {
-		used := uint64(max(q.Usage.Bytes, 0))
-		out.Blocks = uint64(l) / bsize
-		free := uint64(0)
-		if uint64(l) > used {
-			free = (uint64(l) - used) / bsize
-		}
-		out.Bfree = min(free, st.Bfree)
-		out.Bavail = min(free, st.Bavail)
-	}
-	if l := q.Limit.Inodes; l > 0 {
-		used := uint64(max(q.Usage.Inodes, 0))
-		out.Files = uint64(l)
-		out.Ffree = 0
-		if uint64(l) > used {
-			out.Ffree = uint64(l) - used
-		}
-	}
+	out.FromStatfsT(st)
 	return 0
 }
 
@@ -343,7 +242,7 @@ func (v *View) statfs(z shedfs.Zone, out *fuse.StatfsOut) syscall.Errno {
 func (f *FS) MembershipChanged(user string) {
 	for _, v := range f.notify.viewsOf(user) {
 		before := v.actor().Groups
-		if err := v.loadGroups(); err != nil {
+		if err := v.vv.LoadGroups(); err != nil {
 			f.log.Error("reload groups", "user", user, "err", err)
 			continue
 		}

@@ -368,6 +368,27 @@ func TestSessionForcedCloseHeldOpen(t *testing.T) {
 	}
 	_, err = held2.ReadAt(buf, 0)
 	wantErrno(t, "read a file of a force-closed session held open", err, syscall.ENOTCONN)
+	// The handles of the aborted views went with them: their kernels
+	// will never release them, and nothing else is open.
+	openFiles := func() int {
+		out, errOut, code := runCLI(t, "status", "--json", "--store", store)
+		if code != 0 {
+			t.Fatalf("status: exit %d: %s", code, errOut)
+		}
+		var st struct {
+			OpenFiles int `json:"open_files"`
+		}
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("status --json: %v\n%s", err, out)
+		}
+		return st.OpenFiles
+	}
+	for deadline := time.Now().Add(2 * time.Second); openFiles() != 0; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("%d files still open in the daemon after their views were aborted", openFiles())
+			break
+		}
+	}
 	timed("session close of bob@b1", func() {
 		adminOK(t, "session", "close", "--store", store, "--user", "bob", "b1")
 	})

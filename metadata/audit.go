@@ -73,6 +73,9 @@ type AuditRecord struct {
 	// Session is the session whose view acted (docs/design.md,
 	// "Sessions"), empty for a main view.
 	Session string `json:"session,omitempty"`
+	// Door is the way in the event came through ("fuse" for a view),
+	// empty for the admin API and the daemon's own.
+	Door string `json:"door,omitempty"`
 	// Host is the daemon that wrote the record ("host pid N") when
 	// several daemons share the store, so that one trail read on any
 	// host tells them apart; empty on an embedded store.
@@ -104,6 +107,7 @@ type auditValue struct {
 	SHA256  string `json:"h,omitempty"`
 	Scan    string `json:"s,omitempty"`
 	Session string `json:"e,omitempty"`
+	Door    string `json:"g,omitempty"`
 	Host    string `json:"d,omitempty"`
 }
 
@@ -199,6 +203,7 @@ func decodeAudit(k, v []byte) (AuditRecord, error) {
 		SHA256:  av.SHA256,
 		Scan:    av.Scan,
 		Session: av.Session,
+		Door:    av.Door,
 		Host:    av.Host,
 	}, nil
 }
@@ -257,7 +262,7 @@ func (s *Store) appendAudit(records []AuditRecord) error {
 				User: r.User, Zone: r.Zone, Path: r.Path, Op: r.Op,
 				Result: r.Result, Rule: r.Rule, Bytes: r.Bytes, Dropped: r.Dropped,
 				Link: r.Link, Client: r.Client,
-				SHA256: r.SHA256, Scan: r.Scan, Session: r.Session,
+				SHA256: r.SHA256, Scan: r.Scan, Session: r.Session, Door: r.Door,
 				Host: s.host,
 			}
 			if r.View != r.User {

@@ -1,15 +1,20 @@
 package vfs
 
 import (
+	"errors"
+	"io/fs"
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/blobs"
+	"github.com/shedfs/shedfs/content"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/quota"
+	"github.com/shedfs/shedfs/zones"
 )
 
 // Space is what the core needs of the store's disk guard (space.Guard):
@@ -49,6 +54,25 @@ type Core struct {
 	// maxFileSize is the store's setting, reloaded by SettingsChanged.
 	maxFileSize atomic.Uint64
 
+	// trashRetention is the store's trash retention in nanoseconds (0:
+	// the trash is off), reloaded by SettingsChanged.
+	trashRetention atomic.Int64
+
+	// sessions is what the views know of the open sessions (sessions.go).
+	sessions sessionTable
+	// versions numbers content changes, for the kernels' page caches.
+	versions *contentVersions
+	// ft is the open-file table (files.go).
+	ft openTable
+	// content takes files whose content changed for their digest and
+	// scan, and decides opens by the scan verdict; nil: neither
+	// (SetContent).
+	content *content.Service
+	// zoneCfg is the configurable zone policy (SetZones).
+	zoneCfg zones.Config
+	// countDenial counts a refusal by its reason (CountDenials).
+	countDenial func(reason string)
+
 	mu        sync.Mutex
 	frontends []Frontend
 
@@ -62,7 +86,8 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *Core {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Core{store: store, blobs: blobDir, acct: quota.New(store), opts: opts, log: opts.Logger}
+	c := &Core{store: store, blobs: blobDir, acct: quota.New(store), opts: opts, log: opts.Logger, versions: newContentVersions()}
+	c.ft = newOpenTable()
 	c.acct.SetEvictor(c.evictTrash)
 	c.loadSettings()
 	return c
@@ -119,4 +144,65 @@ func (c *Core) loadSettings() {
 		return
 	}
 	c.maxFileSize.Store(st.MaxFileSize)
+	c.trashRetention.Store(int64(st.TrashRetention()))
+}
+
+// SetContent sets the content service (digests, scans, the open's
+// wait); set before any view is served.
+func (c *Core) SetContent(svc *content.Service) { c.content = svc }
+
+// SetZones sets the configurable zone policy (default ownership modes,
+// the symlink policy); set before any view is served.
+func (c *Core) SetZones(z zones.Config) { c.zoneCfg = z }
+
+func (c *Core) zones() zones.Config { return c.zoneCfg }
+
+func (c *Core) symlinks() zones.SymlinkPolicy { return c.zoneCfg.Symlinks }
+
+// trashOn reports whether the trash keeps what loses its last link.
+func (c *Core) trashOn() bool { return c.trashRetention.Load() > 0 }
+
+// Errno turns an error from the store or the host into an errno for a
+// door. Anything without one is logged and becomes EIO, so a caller never
+// sees a raw internal error and the operator sees the cause.
+func (c *Core) Errno(op string, err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	var e syscall.Errno
+	if errors.As(err, &e) {
+		return e
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return syscall.ENOENT
+	case errors.Is(err, fs.ErrExist):
+		return syscall.EEXIST
+	case errors.Is(err, fs.ErrPermission):
+		return syscall.EACCES
+	}
+	c.log.Error("internal error", "op", op, "err", err)
+	return syscall.EIO
+}
+
+// ContentVersion is ino's content version now (versions.go).
+func (c *Core) ContentVersion(ino uint64) uint64 { return c.versions.current(ino) }
+
+// BumpContent records a change of ino's content (data, or the entries of
+// a directory) and returns its version before and after.
+func (c *Core) BumpContent(ino uint64) (before, after uint64) { return c.versions.bump(ino) }
+
+// Version is a content version an operation moved: the caller's own
+// cache of Ino, if it was at Before, saw the change and is at After.
+type Version struct{ Ino, Before, After uint64 }
+
+// contentChanged records a change of ino's content made through a view in
+// zone z: nothing when no other view may hold it (the caller's kernel saw
+// the change).
+func (c *Core) contentChanged(z shedfs.Zone, ino uint64, into []Version) []Version {
+	if !c.SharedIn(z) {
+		return into
+	}
+	b, a := c.versions.bump(ino)
+	return append(into, Version{Ino: ino, Before: b, After: a})
 }

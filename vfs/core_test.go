@@ -26,12 +26,24 @@ type fixture struct {
 type events struct {
 	mu  sync.Mutex
 	ops []string
+	all []shedfs.Event
 }
 
 func (e *events) Record(ev shedfs.Event) {
 	e.mu.Lock()
 	e.ops = append(e.ops, ev.Op)
+	e.all = append(e.all, ev)
 	e.mu.Unlock()
+}
+
+// last is the last event recorded.
+func (e *events) last() shedfs.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.all) == 0 {
+		return shedfs.Event{}
+	}
+	return e.all[len(e.all)-1]
 }
 
 func (e *events) count(op string) int {
@@ -388,6 +400,8 @@ type frontend struct {
 	inodes  []uint64
 	members []string
 	trash   int
+	// changes are what operations through views changed, by view.
+	changes map[*View][]Change
 }
 
 func (f *frontend) Holds(ino uint64) bool {
@@ -411,9 +425,17 @@ func (f *frontend) TrashFreed(gone []*shedfs.Inode, why string, removed bool) {
 		f.freed = append(f.freed, n.Ino)
 	}
 }
-func (f *frontend) SettingsChanged()                 {}
 func (f *frontend) OwnerChanged(string, ViewOptions) {}
-func (f *frontend) SessionsChanged() error           { return nil }
+func (f *frontend) SettingsChanged()                 {}
+func (f *frontend) SessionsChanged([]string)         {}
+func (f *frontend) Changed(from *View, z shedfs.Zone, items []Change) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.changes == nil {
+		f.changes = make(map[*View][]Change)
+	}
+	f.changes[from] = append(f.changes[from], items...)
+}
 
 // TestFanOut: what a door changes reaches every attached frontend; Stat
 // lays an open file's state over the record; without a frontend, a

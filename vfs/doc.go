@@ -1,8 +1,17 @@
 // Package vfs is the core of shedfs: the one place in a process that
-// admits growth of the store and fans changes out to the doors that show
-// it. The FUSE views (fusefs), the admin API (daemon), the link server
-// (web) and the command line without a daemon all call it, so that a rule
-// spelled once holds whichever door a change comes through.
+// changes the namespace, admits growth of the store and fans changes out
+// to the doors that show it. The FUSE views (fusefs), the admin API
+// (daemon), the link server (web) and the command line without a daemon
+// all call it, so that a rule spelled once holds whichever door a change
+// comes through.
+//
+// A View is one user's world as a door serves it; its methods are the
+// namespace operations by inode number (lookup, getattr, readlink, list,
+// create, mkdir, mknod, symlink, link, unlink, rmdir, rename, setattr,
+// truncate, statfs) and Open, whose Handle reads, writes, allocates,
+// flushes, syncs and releases through the one open-file table of the
+// process. Each decides by acl, records a refusal once with the door,
+// and tells the other doors what changed (Frontend.Changed).
 //
 // It knows no protocol: it imports no go-fuse package, and a door attaches
 // itself as a Frontend to be told what its caches must forget. The rules

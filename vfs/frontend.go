@@ -1,7 +1,6 @@
 package vfs
 
 import (
-	"errors"
 	"time"
 
 	"github.com/shedfs/shedfs"
@@ -9,7 +8,7 @@ import (
 
 // Frontend is a door that keeps state the core's changes must reach: the
 // FUSE views of fusefs implement it, with kernels caching names,
-// attributes and pages, and handles holding inodes open. Whatever changes
+// attributes and pages. Whatever changes
 // the store outside a frontend (the admin API, another frontend) tells
 // every attached frontend through the core, so that a change made through
 // any door reaches every view's kernel the same way. The methods must not
@@ -44,8 +43,56 @@ type Frontend interface {
 	TrashFreed(gone []*shedfs.Inode, why string, removed bool)
 	// SettingsChanged: the store-wide settings changed.
 	SettingsChanged()
-	// SessionsChanged: a session opened or closed.
-	SessionsChanged() error
+	// SessionsChanged: a session opened or closed; fresh are the users
+	// who have a session for the first time since the daemon started.
+	SessionsChanged(fresh []string)
+	// Changed: an operation through view from changed what items name,
+	// in zone z. The frontend tells the kernels that hold them, but
+	// from's own (its door updates that itself, with what the operation
+	// answered).
+	Changed(from *View, z shedfs.Zone, items []Change)
+}
+
+// Change is one thing a view's kernel may cache that an operation
+// changed: an inode's attributes or data, a directory's listing, or a
+// name in a directory.
+type Change struct {
+	// Ino is the inode, or the directory holding Name.
+	Ino  uint64
+	Name string
+	// Off and Len are the data range of an inode from Off (Len 0: to
+	// the end); Off < 0 means its attributes only.
+	Off, Len int64
+	// Was is, for a name, the inode it named before the change
+	// (NoneBefore for a new name), so that only the kernels holding
+	// that inode or the name as absent are told; 0: every kernel
+	// holding the directory.
+	Was uint64
+}
+
+// NoneBefore is Change.Was of a name that did not exist.
+const NoneBefore = ^uint64(0)
+
+// AttrOf changes an inode's attributes only.
+func AttrOf(ino uint64) Change { return Change{Ino: ino, Off: -1} }
+
+// DataOf changes an inode's attributes and data from off.
+func DataOf(ino uint64, off, n int64) Change { return Change{Ino: ino, Off: off, Len: n} }
+
+// DirOf changes a directory's attributes and listing.
+func DirOf(dir uint64) Change { return Change{Ino: dir} }
+
+// NameWas changes a name in a directory that named inode was before
+// (NoneBefore if it did not exist).
+func NameWas(dir uint64, name string, was uint64) Change {
+	return Change{Ino: dir, Name: name, Was: was}
+}
+
+// fanOut tells every frontend of a change made through view from.
+func (c *Core) fanOut(from *View, z shedfs.Zone, items ...Change) {
+	for _, f := range c.attached() {
+		f.Changed(from, z, items)
+	}
 }
 
 // Attach adds a frontend that is told of every change from now on.
@@ -65,6 +112,9 @@ func (c *Core) attached() []Frontend {
 // Unused reports whether no frontend holds ino open. The store asks it
 // inside its transactions that free inodes (unlink, trash eviction).
 func (c *Core) Unused(ino uint64) bool {
+	if !c.unusedHere(ino) {
+		return false
+	}
 	for _, f := range c.attached() {
 		if f.Holds(ino) {
 			return false
@@ -88,6 +138,7 @@ func (c *Core) Stat(ino uint64) (*shedfs.Inode, error) {
 // and times of an open file not yet persisted. For a door that reads many
 // records in one transaction (a folder page of the link server).
 func (c *Core) Overlay(rec *shedfs.Inode) {
+	c.overlay(rec)
 	for _, f := range c.attached() {
 		f.Overlay(rec)
 	}
@@ -150,15 +201,6 @@ func (c *Core) SettingsChanged() {
 	}
 }
 
-// SessionsChanged tells the frontends that a session opened or closed.
-func (c *Core) SessionsChanged() error {
-	var errs []error
-	for _, f := range c.attached() {
-		errs = append(errs, f.SessionsChanged())
-	}
-	return errors.Join(errs...)
-}
-
 // Freed takes kept files the store deleted for good (a purge, an
 // eviction, an expiry): the frontends keep them for requests under way
 // and remove their blobs after; without a frontend, or when removed is
@@ -176,6 +218,9 @@ func (c *Core) Freed(gone []*shedfs.Inode, why string, removed bool) {
 			}
 		}
 		removed = true
+	}
+	if !removed {
+		c.ghostFreed(gone)
 	}
 	for _, f := range fs {
 		f.TrashFreed(gone, why, removed)

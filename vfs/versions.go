@@ -1,4 +1,4 @@
-package fusefs
+package vfs
 
 import "sync"
 
@@ -59,3 +59,16 @@ func (c *contentVersions) bump(ino uint64) (before, after uint64) {
 	c.m[ino] = c.clock
 	return before, c.clock
 }
+
+// bumpAll records a change of every inode (the feed lost track).
+func (c *contentVersions) bumpAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	clear(c.m)
+	c.clock++
+	c.floor = c.clock
+}
+
+// BumpAllContent records a change of every inode's content, for a door
+// that lost track of the changes (a shared store's change feed).
+func (c *Core) BumpAllContent() { c.versions.bumpAll() }
