@@ -69,16 +69,16 @@ func strKey(prefix byte, s string) []byte {
 	return append(k, s...)
 }
 
-func xattrKey(ino uint64, name string) []byte    { return inoNameKey(pXattr, ino, name) }
-func xattrPrefix(ino uint64) []byte              { return inoKey(pXattr, ino) }
-func orphanKey(ino uint64) []byte                { return inoKey(pOrphan, ino) }
-func userKey(name string) []byte                 { return strKey(pUser, name) }
-func groupKey(name string) []byte                { return strKey(pGroup, name) }
-func limitKey(h shedfs.Holder) []byte            { return strKey(pLimit, string(h)) }
-func usageKey(h shedfs.Holder) []byte            { return strKey(pUsage, string(h)) }
-func stateKey(name string) []byte                { return strKey(pState, name) }
-func versionKey() []byte                         { return []byte{pVersion} }
-func nextInoKey() []byte                         { return []byte{pNextIno} }
+func xattrKey(ino uint64, name string) []byte { return inoNameKey(pXattr, ino, name) }
+func xattrPrefix(ino uint64) []byte           { return inoKey(pXattr, ino) }
+func orphanKey(ino uint64) []byte             { return inoKey(pOrphan, ino) }
+func userKey(name string) []byte              { return strKey(pUser, name) }
+func groupKey(name string) []byte             { return strKey(pGroup, name) }
+func limitKey(h shedfs.Holder) []byte         { return strKey(pLimit, string(h)) }
+func usageKey(h shedfs.Holder) []byte         { return strKey(pUsage, string(h)) }
+func stateKey(name string) []byte             { return strKey(pState, name) }
+func versionKey() []byte                      { return []byte{pVersion} }
+func nextInoKey() []byte                      { return []byte{pNextIno} }
 
 // keyIno reads the inode number that follows the prefix byte of a key.
 func keyIno(k []byte) uint64 {
