@@ -128,8 +128,12 @@ const migrateBatchStart = 1024
 func migrateLayout(kv KV, codec *keyCodec) (moved int, err error) {
 	batch := migrateBatchStart
 	for _, p := range [][2]byte{{pInodeV1, pInode}, {pEntryV1, pEntry}} {
+		// Each batch starts after the last key the one before moved:
+		// from the prefix itself, it would step over the tombstones of
+		// every record moved so far, again and again.
+		var start []byte
 		for {
-			n, err := migrateBatch(kv, codec, p[0], p[1], batch)
+			n, last, err := migrateBatch(kv, codec, p[0], p[1], start, batch)
 			if err != nil && isTxnTooBig(err) && batch > 1 {
 				batch /= 2
 				continue
@@ -141,6 +145,7 @@ func migrateLayout(kv KV, codec *keyCodec) (moved int, err error) {
 			if n == 0 {
 				break
 			}
+			start = append(last, 0)
 		}
 	}
 	if err := kv.Update(func(tx Txn) error { return tx.Set(versionKey(), encodeU64(schemaVersion)) }); err != nil {
@@ -149,15 +154,17 @@ func migrateLayout(kv KV, codec *keyCodec) (moved int, err error) {
 	return moved, kv.Sync()
 }
 
-// migrateBatch moves up to max records of prefix from to prefix to, in one
-// transaction, and says how many it moved (0: none left).
-func migrateBatch(kv KV, codec *keyCodec, from, to byte, max int) (int, error) {
+// migrateBatch moves up to max records of prefix from, from start on (nil:
+// the first), to prefix to, in one transaction, and says how many it
+// moved (0: none left) and the last key it moved.
+func migrateBatch(kv KV, codec *keyCodec, from, to byte, start []byte, max int) (int, []byte, error) {
 	var n int
+	var last []byte
 	err := kv.Update(func(tx Txn) error {
 		type rec struct{ k, v []byte }
 		var recs []rec
-		n = 0
-		if err := tx.Scan([]byte{from}, nil, func(k, v []byte) error {
+		n, last = 0, nil
+		if err := tx.Scan([]byte{from}, start, func(k, v []byte) error {
 			recs = append(recs, rec{bytes.Clone(k), bytes.Clone(v)})
 			if len(recs) >= max {
 				return errStopScan
@@ -175,9 +182,12 @@ func migrateBatch(kv KV, codec *keyCodec, from, to byte, max int) (int, error) {
 			}
 		}
 		n = len(recs)
+		if n > 0 {
+			last = recs[n-1].k
+		}
 		return nil
 	})
-	return n, err
+	return n, last, err
 }
 
 // migratedKey is the version 2 key of the version 1 key k: the prefix

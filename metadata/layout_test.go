@@ -220,7 +220,7 @@ func TestLayoutMigrationInterrupted(t *testing.T) {
 	downgradeToV1(t, s)
 	// What a crash after one batch of 5 leaves.
 	v2 := keyCodec{perm: s.inos, pInode: pInode, pEntry: pEntry}
-	if n, err := migrateBatch(s.kv, &v2, pInodeV1, pInode, 5); err != nil || n != 5 {
+	if n, _, err := migrateBatch(s.kv, &v2, pInodeV1, pInode, nil, 5); err != nil || n != 5 {
 		t.Fatalf("one batch: %d, %v", n, err)
 	}
 	must[error](t)(nil, s.Close())
