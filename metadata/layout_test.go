@@ -3,6 +3,7 @@ package metadata
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -297,4 +298,30 @@ func TestKeyCodecOrder(t *testing.T) {
 			t.Fatalf("number %d outside the permuted range is not keyed as itself", ino)
 		}
 	}
+}
+
+// On etcd a version 1 store is migrated only when no other daemon serves
+// it: one of an older shedfs would go on writing the old keys.
+func TestLayoutMigrationWaitsForPeers(t *testing.T) {
+	if os.Getenv("SHEDFS_TEST_META") != "etcd" {
+		t.Skip("etcd only (SHEDFS_TEST_META=etcd): an embedded store has one process")
+	}
+	cfg := testEtcd(t)
+	a := must[*Store](t)(OpenEtcd(cfg, Options{}))
+	fillLayout(t, a)
+	want := namespaceOf(t, a)
+	downgradeToV1(t, a)
+	if b, err := OpenEtcd(cfg, Options{}); err == nil {
+		b.Close()
+		t.Fatal("a version 1 store another daemon serves was opened (and migrated)")
+	} else if !errors.Is(err, ErrSchema) || !strings.Contains(err.Error(), "stop them") {
+		t.Fatalf("open beside a peer: %v", err)
+	}
+	must[error](t)(nil, a.Close())
+	b := must[*Store](t)(OpenEtcd(cfg, Options{}))
+	defer b.Close()
+	if got := namespaceOf(t, b); !slices.Equal(got, want) {
+		t.Fatalf("store migrated once alone:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	checkClean(t, b, "the migrated etcd store")
 }
