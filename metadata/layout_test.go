@@ -280,8 +280,15 @@ func TestLayoutCheckBothForms(t *testing.T) {
 // The key of an inode is its allocation order, and names it alone.
 func TestKeyCodecOrder(t *testing.T) {
 	p := must[*inoPerm](t)(newInoPerm([]byte("0123456789abcdef")))
-	k := keyCodec{perm: p, pInode: pInode, pEntry: pEntry}
-	for c := uint64(FirstIno); c < FirstIno+1000; c++ {
+	for _, k := range []keyCodec{{perm: p, pInode: pInode, pEntry: pEntry}, newKeyCodec(p)} {
+		testKeyCodecOrder(t, p, &k)
+	}
+}
+
+func testKeyCodecOrder(t *testing.T, p *inoPerm, k *keyCodec) {
+	// Three passes: the memo's slots filled, then hit, then replaced by
+	// other numbers that share them.
+	for c := uint64(FirstIno); c < FirstIno+3*orderMemoSlots; c++ {
 		ino := p.number(c)
 		if got := k.order(ino); got != c+permutedBase {
 			t.Fatalf("order of counter value %d: %d", c, got)
