@@ -4,7 +4,7 @@
 #   make run     the demo, bin/shedfs demo: alice, bob, carol and team-alpha under demo/mnt, links and metrics on loopback (Ctrl-C stops)
 #   make docs    regenerate README.md's flag reference from the command definitions
 #   make test    every test: unit tests with -race, the metadata tests again on etcd, FUSE/integration tests, a short fuzz budget
-#   make bench   native dir vs go-fuse loopback vs shedfs, medians, ratios and PASS/MISS per docs/design.md "Performance" target (cmd/shedfs-bench)
+#   make bench   native dir vs go-fuse loopback (no passthrough: the anchor) vs shedfs, medians, ratios and PASS/MISS per docs/design.md "Performance" target (cmd/shedfs-bench)
 #   make lint    gofmt, go vet, staticcheck
 #   make image   the container image (Containerfile): a static shedfs built here, FROM scratch, with podman
 #   make clean   unmount demo views, remove bin/ and demo/
@@ -137,6 +137,11 @@ test:
 
 # bench builds both binaries and runs the benchmark; BENCH_FLAGS go to
 # shedfs-bench (-quick, -reps N, -json FILE, -targets native,loopback, -workloads smallfiles,views ...).
+# Targets: native; loopback, go-fuse's loopback on /dev/fuse without FUSE
+# passthrough (the anchor of the targets); loopback-pt, the same with
+# passthrough (reads and writes bypass the daemon); memfs (the ceiling,
+# nothing stored) and memfs-writeback; shedfs and its variants (-h lists
+# all). Page, dentry and inode caches are dropped before every timed phase.
 # On a work disk whose ext4 has no journal (it skews creates) the bench runs
 # every target on a journaled ext4 it loop-mounts for the run (-scratch-fs
 # auto, the default; root); -scratch-fs off keeps it on -dir.

@@ -91,12 +91,12 @@ func TestCacheServesKnownEntries(t *testing.T) {
 	must[error](t)(nil, kv.badgerKV.Update(func(tx Txn) error {
 		n := *d
 		n.Mode = syscall.S_IFDIR | 0o700
-		return tx.Set(inodeKey(d.Ino), encodeInode(&n))
+		return tx.Set(s.keys.inode(d.Ino), encodeInode(&n))
 	}))
 	if n := must[*shedfs.Inode](t)(s.GetInode(d.Ino)); n.Mode&0o777 != 0o755 {
 		t.Fatalf("before Invalidate: mode %o, want the cached 755", n.Mode)
 	}
-	s.kv.(*cachedKV).Invalidate(inodeKey(d.Ino))
+	s.kv.(*cachedKV).Invalidate(s.keys.inode(d.Ino))
 	if n := must[*shedfs.Inode](t)(s.GetInode(d.Ino)); n.Mode&0o777 != 0o700 {
 		t.Fatalf("after Invalidate: mode %o", n.Mode)
 	}
@@ -127,12 +127,12 @@ func TestCacheViewMoved(t *testing.T) {
 	root := s.ShareRoot()
 	a := must[*shedfs.Inode](t)(s.Create(root, "a", file(0o644), nil))
 	b := must[*shedfs.Inode](t)(s.Create(root, "b", file(0o644), nil))
-	s.kv.(*cachedKV).Invalidate(inodeKey(b.Ino))
+	s.kv.(*cachedKV).Invalidate(s.keys.inode(b.Ino))
 	runs := 0
 	var sizeA, sizeB uint64
 	must[error](t)(nil, s.kv.View(func(tx Txn) error {
 		runs++
-		na, err := getInode(tx, a.Ino) // a hit
+		na, err := getInode(tx, &s.keys, a.Ino) // a hit
 		if err != nil {
 			return err
 		}
@@ -143,9 +143,9 @@ func TestCacheViewMoved(t *testing.T) {
 					return err
 				}
 			}
-			s.kv.(*cachedKV).Invalidate(inodeKey(b.Ino))
+			s.kv.(*cachedKV).Invalidate(s.keys.inode(b.Ino))
 		}
-		nb, err := getInode(tx, b.Ino) // a miss: the snapshot
+		nb, err := getInode(tx, &s.keys, b.Ino) // a miss: the snapshot
 		if err != nil {
 			return err
 		}

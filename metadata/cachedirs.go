@@ -35,10 +35,11 @@ type emptyDirNoter interface {
 }
 
 // newEmptyDir tells the metadata cache that the directory ino, created by
-// this transaction, has no entries.
+// this transaction, has no entries. The cache knows directories by the
+// number in their keys (their allocation order, layout.go).
 func (o *op) newEmptyDir(ino uint64) {
 	if e, ok := o.tx.(emptyDirNoter); ok {
-		e.emptyDir(ino)
+		e.emptyDir(o.k.order(ino))
 	}
 }
 

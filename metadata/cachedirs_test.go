@@ -52,9 +52,9 @@ func TestCacheCompleteDirLookups(t *testing.T) {
 	// Another process's entry, made known the way the change feed does.
 	ext := must[*shedfs.Inode](t)(s.Create(root, "ext", file(0o644), nil))
 	must[error](t)(nil, kv.badgerKV.Update(func(tx Txn) error {
-		return tx.Set(entryKey(d.Ino, "ext"), entryValue(ext.Ino, ext.Mode))
+		return tx.Set(s.keys.entry(d.Ino, "ext"), entryValue(ext.Ino, ext.Mode))
 	}))
-	s.kv.(*cachedKV).Invalidate(entryKey(d.Ino, "ext"))
+	s.kv.(*cachedKV).Invalidate(s.keys.entry(d.Ino, "ext"))
 	if n := must[*shedfs.Inode](t)(s.Lookup(d.Ino, "ext")); n.Ino != ext.Ino {
 		t.Fatalf("lookup ext after Invalidate: ino %d, want %d", n.Ino, ext.Ino)
 	}
@@ -66,8 +66,8 @@ func TestCacheCompleteDirLookups(t *testing.T) {
 // does not hold are asked of the engine again, never answered absent.
 func TestCacheCompleteDirEviction(t *testing.T) {
 	const dirIno = 7
-	present := string(entryKey(dirIno, "present"))
-	other := []byte(entryKey(dirIno, "other"))
+	present := string(testKeys.entry(dirIno, "present"))
+	other := []byte(testKeys.entry(dirIno, "other"))
 	setup := func() *cache {
 		c := newCache(4)
 		c.markComplete([]uint64{dirIno})
@@ -86,7 +86,7 @@ func TestCacheCompleteDirEviction(t *testing.T) {
 
 	c := setup()
 	for i := range 8 { // more keys than slots: the present entry is evicted
-		c.fill(c.generation(), inodeKey(uint64(100+i)), []byte("x"), false, 0)
+		c.fill(c.generation(), testKeys.inode(uint64(100+i)), []byte("x"), false, 0)
 	}
 	if _, ok := c.index[present]; ok {
 		t.Fatal("the present entry still has its slot; the test evicts nothing")
@@ -98,7 +98,7 @@ func TestCacheCompleteDirEviction(t *testing.T) {
 	missAfter("invalidate", c)
 
 	c = setup()
-	c.invalidate([][]byte{entryKey(dirIno, "never-cached")})
+	c.invalidate([][]byte{testKeys.entry(dirIno, "never-cached")})
 	missAfter("invalidate of a name the cache did not hold", c)
 
 	c = setup()
@@ -110,7 +110,7 @@ func TestCacheCompleteDirEviction(t *testing.T) {
 	missAfter("a failed commit", c)
 
 	c = setup()
-	c.end([]cacheWrite{{key: string(inodeKey(dirIno)), del: true}}, true, 0, 0)
+	c.end([]cacheWrite{{key: string(testKeys.inode(dirIno)), del: true}}, true, 0, 0)
 	missAfter("deletion of the directory's record", c)
 
 	c = setup()
@@ -119,10 +119,10 @@ func TestCacheCompleteDirEviction(t *testing.T) {
 
 	// An absent slot evicted changes nothing: the name is still absent.
 	c = setup()
-	c.fill(c.generation(), entryKey(dirIno, "gone"), nil, true, 0)
+	c.fill(c.generation(), testKeys.entry(dirIno, "gone"), nil, true, 0)
 	c.end([]cacheWrite{{key: present, del: true}}, true, 0, 0)
 	for i := range 8 {
-		c.fill(c.generation(), inodeKey(uint64(200+i)), []byte("x"), false, 0)
+		c.fill(c.generation(), testKeys.inode(uint64(200+i)), []byte("x"), false, 0)
 	}
 	if _, absent, ok := c.get(other); !ok || !absent {
 		t.Errorf("after evicting absent slots: get(other) = absent %v ok %v, want known absent", absent, ok)

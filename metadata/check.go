@@ -54,6 +54,11 @@ const (
 	// KindInoLease: the persisted inode counter lease lies behind a number
 	// in use. Repair raises it.
 	KindInoLease
+	// KindLayout: the store holds inode records or entries of both key
+	// layouts (layout.go): a migration to keys in allocation order was cut
+	// short. Reported only by a read-only check, which checks nothing
+	// else then; a writable open finishes the migration before any check.
+	KindLayout
 	// KindOverQuota is the Problem kind of a holder using more than its
 	// limit: found by Check, never repaired by it (that would mean deleting
 	// data), so it stays among the unrepaired problems until an operator
@@ -84,6 +89,8 @@ func (k ProblemKind) String() string {
 		return "usage"
 	case KindInoLease:
 		return "ino-lease"
+	case KindLayout:
+		return "layout"
 	case KindOverQuota:
 		return "over-quota"
 	}
@@ -253,6 +260,18 @@ func (s *Store) Check(blobs BlobIndex, repair bool, progress func(done, total in
 		return nil, fmt.Errorf("check with repair: %w", syscall.EROFS)
 	}
 	rep := &Report{Started: time.Now()}
+	if s.halfMigrated {
+		// Records of one layout are invisible to the other: every
+		// other finding would be an artefact of the migration.
+		old, new, err := countLayout(s.kv)
+		if err != nil {
+			return nil, fmt.Errorf("check: %w", err)
+		}
+		rep.Problems = []Problem{{Kind: KindLayout, Detail: fmt.Sprintf(
+			"the store is half way through its migration to keys in allocation order (%d records of the old layout, %d of the new): open it writable (shedfs fsck without --dry-run, or serve) to finish it; nothing else was checked", old, new)}}
+		rep.Duration = time.Since(rep.Started)
+		return rep, nil
+	}
 	c := NewChecker(s, blobs, progress)
 	if err := c.Load(); err != nil {
 		return nil, fmt.Errorf("check: %w", err)
@@ -342,8 +361,9 @@ func (c *Checker) Load() error {
 // read is Load's snapshot.
 func (c *Checker) read(tx Txn) error {
 	holders := map[shedfs.Zone]shedfs.Holder{}
-	if err := tx.Scan([]byte{pInode}, nil, func(k, v []byte) error {
-		ino := keyIno(k)
+	keys := &c.s.keys
+	if err := tx.Scan([]byte{keys.pInode}, nil, func(k, v []byte) error {
+		ino := keys.ino(k)
 		n, err := decodeInode(ino, v)
 		if err != nil {
 			c.nodes[ino] = &ckNode{corrupt: true}
@@ -359,9 +379,9 @@ func (c *Checker) read(tx Txn) error {
 	}); err != nil {
 		return fmt.Errorf("scan inodes: %w", err)
 	}
-	if err := tx.Scan([]byte{pEntry}, nil, func(k, v []byte) error {
+	if err := tx.Scan([]byte{keys.pEntry}, nil, func(k, v []byte) error {
 		c.entryCount++
-		parent := keyIno(k)
+		parent := keys.ino(k)
 		child, _, err := decodeEntry(v)
 		p, ch := c.nodes[parent], c.nodes[child]
 		if err != nil || p == nil || ch == nil || p.corrupt || ch.corrupt || !p.isDir() {

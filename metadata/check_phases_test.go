@@ -51,12 +51,12 @@ func (fx *ckFixture) raw(t *testing.T, fn func(tx Txn) error) {
 func (fx *ckFixture) setInode(t *testing.T, ino uint64, change func(n *shedfs.Inode)) {
 	t.Helper()
 	fx.raw(t, func(tx Txn) error {
-		n, err := getInode(tx, ino)
+		n, err := getInode(tx, &fx.s.keys, ino)
 		if err != nil {
 			return err
 		}
 		change(n)
-		return tx.Set(inodeKey(ino), encodeInode(n))
+		return tx.Set(fx.s.keys.inode(ino), encodeInode(n))
 	})
 }
 
@@ -102,7 +102,7 @@ func TestCheckerPhases(t *testing.T) {
 			name:  "entry of a missing inode",
 			phase: noErr((*Checker).Entries),
 			damage: func(t *testing.T, fx *ckFixture) uint64 {
-				fx.raw(t, func(tx Txn) error { return tx.Delete(inodeKey(fx.g.Ino)) })
+				fx.raw(t, func(tx Txn) error { return tx.Delete(fx.s.keys.inode(fx.g.Ino)) })
 				return fx.root
 			},
 			want: KindDanglingEntry, detail: `entry "g" of`,
@@ -116,18 +116,18 @@ func TestCheckerPhases(t *testing.T) {
 			phase: noErr((*Checker).Entries),
 			damage: func(t *testing.T, fx *ckFixture) uint64 {
 				fx.raw(t, func(tx Txn) error {
-					v, err := tx.Get(entryKey(fx.root, "g"))
+					v, err := tx.Get(fx.s.keys.entry(fx.root, "g"))
 					if err != nil {
 						return err
 					}
-					return tx.Set(entryKey(fx.f.Ino, "inside"), slices.Clone(v))
+					return tx.Set(fx.s.keys.entry(fx.f.Ino, "inside"), slices.Clone(v))
 				})
 				return fx.f.Ino
 			},
 			want: KindDanglingEntry, detail: `entry "inside" of`,
 			verify: func(t *testing.T, fx *ckFixture, _ uint64) {
 				fx.s.kv.View(func(tx Txn) error {
-					if _, err := tx.Get(entryKey(fx.f.Ino, "inside")); err != ErrNotFound {
+					if _, err := tx.Get(fx.s.keys.entry(fx.f.Ino, "inside")); err != ErrNotFound {
 						t.Errorf("entry in a file kept: %v", err)
 					}
 					return nil
@@ -176,7 +176,7 @@ func TestCheckerPhases(t *testing.T) {
 			name:  "unreachable file",
 			phase: noErr((*Checker).Orphans),
 			damage: func(t *testing.T, fx *ckFixture) uint64 {
-				fx.raw(t, func(tx Txn) error { return tx.Delete(entryKey(fx.root, "g")) })
+				fx.raw(t, func(tx Txn) error { return tx.Delete(fx.s.keys.entry(fx.root, "g")) })
 				return fx.g.Ino
 			},
 			want: KindOrphanInode, detail: "unreachable from any zone root",
@@ -192,7 +192,7 @@ func TestCheckerPhases(t *testing.T) {
 			name:  "undecodable inode",
 			phase: noErr((*Checker).Orphans),
 			damage: func(t *testing.T, fx *ckFixture) uint64 {
-				fx.raw(t, func(tx Txn) error { return tx.Set(inodeKey(fx.g.Ino), []byte("garbage")) })
+				fx.raw(t, func(tx Txn) error { return tx.Set(fx.s.keys.inode(fx.g.Ino), []byte("garbage")) })
 				return fx.g.Ino
 			},
 			want: KindOrphanInode, detail: "undecodable inode record",
@@ -490,7 +490,7 @@ func TestCheckReportOrder(t *testing.T) {
 // the name, and the name reads back.
 func TestProblemKindText(t *testing.T) {
 	want := []string{"dangling-entry", "orphan-inode", "trash", "parent", "nlink", "size", "missing-blob",
-		"orphan-blob", "usage", "ino-lease", "over-quota"}
+		"orphan-blob", "usage", "ino-lease", "layout", "over-quota"}
 	var got []string
 	for k := KindDanglingEntry; k.valid(); k++ {
 		got = append(got, k.String())

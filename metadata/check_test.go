@@ -70,20 +70,20 @@ func TestCheckRepairs(t *testing.T) {
 	must[error](t)(nil, blobs.Remove(missing.Ino))
 	must[error](t)(nil, blobs.Truncate(99999, 10)) // stray blob
 	err := s.kv.Update(func(tx Txn) error {
-		n, _ := getInode(tx, nlinkBad.Ino)
+		n, _ := getInode(tx, &s.keys, nlinkBad.Ino)
 		n.Nlink = 5
-		if err := tx.Set(inodeKey(n.Ino), encodeInode(n)); err != nil {
+		if err := tx.Set(s.keys.inode(n.Ino), encodeInode(n)); err != nil {
 			return err
 		}
-		dn, _ := getInode(tx, d.Ino)
+		dn, _ := getInode(tx, &s.keys, d.Ino)
 		dn.Parent = 4242
-		if err := tx.Set(inodeKey(d.Ino), encodeInode(dn)); err != nil {
+		if err := tx.Set(s.keys.inode(d.Ino), encodeInode(dn)); err != nil {
 			return err
 		}
-		if err := tx.Delete(inodeKey(victim.Ino)); err != nil { // entry now dangles
+		if err := tx.Delete(s.keys.inode(victim.Ino)); err != nil { // entry now dangles
 			return err
 		}
-		if err := tx.Delete(entryKey(root, "lost")); err != nil { // lost + child unreachable
+		if err := tx.Delete(s.keys.entry(root, "lost")); err != nil { // lost + child unreachable
 			return err
 		}
 		return tx.Set(usageKey("user:dan"), encodePair(123, 456))

@@ -355,12 +355,12 @@ func (s *Store) NamesOf(ino uint64) ([]Name, error) {
 	dirs := map[uint64]up{}
 	var out []Name
 	err := s.kv.View(func(tx Txn) error {
-		return tx.Scan([]byte{pEntry}, nil, func(k, v []byte) error {
+		return tx.Scan([]byte{s.keys.pEntry}, nil, func(k, v []byte) error {
 			child, mode, err := decodeEntry(v)
 			if err != nil || len(k) < 9 {
 				return nil
 			}
-			parent, name := keyIno(k), string(k[9:])
+			parent, name := s.keys.ino(k), string(k[9:])
 			if mode == syscall.S_IFDIR {
 				dirs[child] = up{parent, name}
 			}

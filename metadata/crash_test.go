@@ -153,8 +153,8 @@ func TestCrashRecovery(t *testing.T) {
 	// Usage equals the sum of charges.
 	var want shedfs.Usage
 	must[error](t)(nil, s.kv.View(func(tx Txn) error {
-		return tx.Scan([]byte{pInode}, nil, func(k, v []byte) error {
-			n, err := decodeInode(keyIno(k), v)
+		return tx.Scan([]byte{s.keys.pInode}, nil, func(k, v []byte) error {
+			n, err := decodeInode(s.keys.ino(k), v)
 			if err != nil {
 				return err
 			}

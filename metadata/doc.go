@@ -10,19 +10,23 @@
 // reached only through the narrow KV/Txn seam (kv.go), so a distributed KV
 // can hold the same schema later.
 //
-// # Key schema (version 1)
+// # Key schema (version 2)
 //
 // One prefix byte per record kind; inode numbers are 8-byte big-endian, so
 // one directory's entries (or one inode's xattrs) are a single prefix scan
-// in name order.
+// in name order. Inode records and directory entries are keyed by
+// allocation order ("ord" below: the inode number's counter value plus
+// 2^32, see "Inode numbers" and layout.go), so that records made together
+// lie together; every other key, and every value, holds the inode number.
 //
 //	key                          value
-//	'V'                          schema version, uint64 BE (1); Open refuses others (ErrSchema)
-//	'I' ino                      inode, binary: version byte 1, mode uid gid nlink rdev (u32),
+//	'V'                          schema version, uint64 BE (2); version 1 is migrated by a writable open, Open refuses others (ErrSchema)
+//	'i' ord                      inode, binary: version byte 1, mode uid gid nlink rdev (u32),
 //	                             size parent (u64), atime mtime ctime (i64 sec + u32 nsec),
 //	                             zone kind, own mode (u8), then uvarint-length strings
 //	                             target, zone principal, owner
-//	'D' parent name              child ino (u64 BE) + file type byte (S_IFMT >> 12)
+//	'd' ord(parent) name         child ino (u64 BE) + file type byte (S_IFMT >> 12)
+//	'I' ino, 'D' parent name     version 1's keys of the same records; none left in a version 2 store
 //	'X' ino name                 xattr value (raw bytes)
 //	'O' ino                      empty: inode has Nlink 0 and awaits Reclaim
 //	'U' name                     User, JSON
@@ -72,7 +76,10 @@
 // of every view) and math.MaxUint64. Distinct counter values give distinct
 // numbers; numbers are stored in the records, never recomputed, so they
 // are stable; and without the key, two numbers say nothing about how many
-// were allocated between them. The reserved range keeps FUSE's root node
+// were allocated between them. The keys of inode records and entries hold
+// the inverse, the order (layout.go): the permutation is a bijection, so
+// the key names the number, and only the store, which has the key, reads
+// the order. The reserved range keeps FUSE's root node
 // ID 1 (views use inode numbers as node IDs) and the numbers a view uses
 // for itself (below FirstIno) free, and holds the sequential numbers of
 // stores made before numbers were permuted (the counter itself, from

@@ -108,9 +108,9 @@ func (s *Store) startFeed() {
 		for _, k := range keys {
 			switch {
 			case len(k) == 9 && k[0] == pInode:
-				ch.Inodes = append(ch.Inodes, keyIno(k))
+				ch.Inodes = append(ch.Inodes, s.keys.ino(k))
 			case len(k) >= 9 && k[0] == pEntry:
-				ch.Entries = append(ch.Entries, EntryRef{Dir: keyIno(k), Name: string(k[9:])})
+				ch.Entries = append(ch.Entries, EntryRef{Dir: s.keys.ino(k), Name: string(k[9:])})
 			case len(k) > 1 && k[0] == pUser:
 				ch.Users = append(ch.Users, string(k[1:]))
 			case len(k) > 1 && k[0] == pGroup:

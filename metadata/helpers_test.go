@@ -102,3 +102,7 @@ func (b dirBlobs) Truncate(ino uint64, size int64) error {
 	defer f.Close()
 	return f.Truncate(size)
 }
+
+// testKeys makes keys of the current layout for tests of the engine and
+// cache layers, which never decode them: numbers as they are.
+var testKeys = keyCodec{pInode: pInode, pEntry: pEntry}

@@ -213,6 +213,7 @@ func TestInoOlderStore(t *testing.T) {
 	// and an inode with a sequential number below it.
 	legacy := uint64(FirstIno + 7)
 	rec := &shedfs.Inode{Ino: legacy, Mode: syscall.S_IFREG | 0o644, Nlink: 1, Parent: s.ShareRoot(), Zone: shedfs.Zone{Kind: shedfs.ZoneShare}}
+	downgradeToV1(t, s) // the key layout of such a store
 	err = s.kv.Update(func(tx Txn) error {
 		if err := tx.Delete(stateKey(stateInoKey)); err != nil {
 			return err
@@ -220,10 +221,10 @@ func TestInoOlderStore(t *testing.T) {
 		if err := tx.Set(nextInoKey(), encodeU64(FirstIno+10)); err != nil {
 			return err
 		}
-		if err := tx.Set(inodeKey(legacy), encodeInode(rec)); err != nil {
+		if err := tx.Set(formatV1Codec.inode(legacy), encodeInode(rec)); err != nil {
 			return err
 		}
-		return tx.Set(entryKey(s.ShareRoot(), "old"), entryValue(legacy, rec.Mode))
+		return tx.Set(formatV1Codec.entry(s.ShareRoot(), "old"), entryValue(legacy, rec.Mode))
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -9,8 +9,13 @@ import (
 // Key prefixes, one byte per record kind. doc.go documents the layout.
 const (
 	pVersion = 'V'
-	pInode   = 'I'
-	pEntry   = 'D'
+	// pInode and pEntry are keyed by allocation order (keyCodec); the
+	// stores of schema version 1 kept the same records under pInodeV1 and
+	// pEntryV1, keyed by inode number (layout.go).
+	pInode   = 'i'
+	pEntry   = 'd'
+	pInodeV1 = 'I'
+	pEntryV1 = 'D'
 	pXattr   = 'X'
 	pOrphan  = 'O'
 	pUser    = 'U'
@@ -25,8 +30,13 @@ const (
 	pQuarantine = 'F'
 )
 
-// schemaVersion is the layout this code reads and writes.
-const schemaVersion = 1
+// schemaVersion is the layout this code reads and writes. Version 1
+// stores (inode records and entries keyed by inode number) are read as
+// they are by a read-only open and migrated by a writable one (layout.go).
+const (
+	schemaVersion   = 2
+	schemaVersionV1 = 1
+)
 
 // State record names under pState.
 const (
@@ -59,19 +69,16 @@ func strKey(prefix byte, s string) []byte {
 	return append(k, s...)
 }
 
-func inodeKey(ino uint64) []byte                 { return inoKey(pInode, ino) }
-func entryKey(parent uint64, name string) []byte { return inoNameKey(pEntry, parent, name) }
-func entryPrefix(parent uint64) []byte           { return inoKey(pEntry, parent) }
-func xattrKey(ino uint64, name string) []byte    { return inoNameKey(pXattr, ino, name) }
-func xattrPrefix(ino uint64) []byte              { return inoKey(pXattr, ino) }
-func orphanKey(ino uint64) []byte                { return inoKey(pOrphan, ino) }
-func userKey(name string) []byte                 { return strKey(pUser, name) }
-func groupKey(name string) []byte                { return strKey(pGroup, name) }
-func limitKey(h shedfs.Holder) []byte            { return strKey(pLimit, string(h)) }
-func usageKey(h shedfs.Holder) []byte            { return strKey(pUsage, string(h)) }
-func stateKey(name string) []byte                { return strKey(pState, name) }
-func versionKey() []byte                         { return []byte{pVersion} }
-func nextInoKey() []byte                         { return []byte{pNextIno} }
+func xattrKey(ino uint64, name string) []byte { return inoNameKey(pXattr, ino, name) }
+func xattrPrefix(ino uint64) []byte           { return inoKey(pXattr, ino) }
+func orphanKey(ino uint64) []byte             { return inoKey(pOrphan, ino) }
+func userKey(name string) []byte              { return strKey(pUser, name) }
+func groupKey(name string) []byte             { return strKey(pGroup, name) }
+func limitKey(h shedfs.Holder) []byte         { return strKey(pLimit, string(h)) }
+func usageKey(h shedfs.Holder) []byte         { return strKey(pUsage, string(h)) }
+func stateKey(name string) []byte             { return strKey(pState, name) }
+func versionKey() []byte                      { return []byte{pVersion} }
+func nextInoKey() []byte                      { return []byte{pNextIno} }
 
 // keyIno reads the inode number that follows the prefix byte of a key.
 func keyIno(k []byte) uint64 {

@@ -300,7 +300,7 @@ func TestWriteBehindConsistentReads(t *testing.T) {
 func TestWriteBehindScanByHead(t *testing.T) {
 	w := openBehind(t, "")
 	defer w.Close()
-	dir, other := string(entryPrefix(7)), string(entryPrefix(8))
+	dir, other := string(testKeys.entryPrefix(7)), string(testKeys.entryPrefix(8))
 	set(t, w, dir+"a", "1", dir+"c", "3", other+"a", "x")
 	if err := w.flush(); err != nil {
 		t.Fatal(err)

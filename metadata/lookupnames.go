@@ -31,7 +31,7 @@ func (s *Store) LookupNames(parent uint64, names []string) ([]*shedfs.Inode, err
 			}
 			if scanned == nil && i < len(names)-1 && fromEngine(o.tx) {
 				var err error
-				if scanned, err = scanEntries(o.tx, parent, names[i:]); err != nil {
+				if scanned, err = scanEntries(o.tx, o.k, parent, names[i:]); err != nil {
 					return err
 				}
 			}
@@ -52,7 +52,7 @@ func (s *Store) LookupNames(parent uint64, names []string) ([]*shedfs.Inode, err
 				}
 				child = ino
 			}
-			n, err := getInode(o.tx, child)
+			n, err := getInode(o.tx, o.k, child)
 			if errors.Is(err, syscall.ENOENT) {
 				continue
 			}
@@ -78,7 +78,7 @@ func fromEngine(tx Txn) bool {
 
 // scanEntries reads the entries of parent from the least to the greatest
 // of names (the valid ones), by name.
-func scanEntries(tx Txn, parent uint64, names []string) (map[string]uint64, error) {
+func scanEntries(tx Txn, k *keyCodec, parent uint64, names []string) (map[string]uint64, error) {
 	var lo, hi string
 	any := false
 	for _, name := range names {
@@ -97,7 +97,7 @@ func scanEntries(tx Txn, parent uint64, names []string) (map[string]uint64, erro
 	if !any {
 		return out, nil
 	}
-	err := tx.Scan(entryPrefix(parent), entryKey(parent, lo), func(k, v []byte) error {
+	err := tx.Scan(k.entryPrefix(parent), k.entry(parent, lo), func(k, v []byte) error {
 		name := string(k[9:])
 		if name > hi {
 			return errStopScan

@@ -35,7 +35,7 @@ func (s *Store) GetInode(ino uint64) (*shedfs.Inode, error) {
 	var n *shedfs.Inode
 	err := s.kv.View(func(tx Txn) error {
 		var err error
-		n, err = getInode(tx, ino)
+		n, err = getInode(tx, &s.keys, ino)
 		return err
 	})
 	return n, err
@@ -60,7 +60,7 @@ func (s *Store) Lookup(parent uint64, name string) (*shedfs.Inode, error) {
 		if err != nil {
 			return err
 		}
-		n, err = getInode(o.tx, child)
+		n, err = getInode(o.tx, o.k, child)
 		if errors.Is(err, syscall.ENOENT) {
 			return fmt.Errorf("entry %d/%q points at missing inode %d: %w", parent, name, child, syscall.EIO)
 		}
@@ -80,7 +80,7 @@ func (s *Store) ReadDir(dir uint64) ([]shedfs.DirEntry, error) {
 		if !d.IsDir() {
 			return syscall.ENOTDIR
 		}
-		return o.tx.Scan(entryPrefix(dir), nil, func(k, v []byte) error {
+		return o.tx.Scan(o.k.entryPrefix(dir), nil, func(k, v []byte) error {
 			ino, mode, err := decodeEntry(v)
 			if err != nil {
 				return fmt.Errorf("directory %d: %w", dir, err)
@@ -498,7 +498,7 @@ func (o *op) unlink(parent uint64, name string, dir bool, unused func(ino uint64
 	} else if n.IsDir() {
 		return nil, false, false, syscall.EISDIR
 	}
-	if err := o.tx.Delete(entryKey(parent, name)); err != nil {
+	if err := o.tx.Delete(o.k.entry(parent, name)); err != nil {
 		return nil, false, false, err
 	}
 	o.touchDir(p)
@@ -627,7 +627,7 @@ func (s *Store) rename(oldParent uint64, oldName string, newParent uint64, newNa
 				}
 			}
 		}
-		if err := o.tx.Delete(entryKey(oldParent, oldName)); err != nil {
+		if err := o.tx.Delete(o.k.entry(oldParent, oldName)); err != nil {
 			return err
 		}
 		if err := o.setEntry(newParent, newName, src); err != nil {
@@ -770,14 +770,14 @@ func (o *op) deleteInode(n *shedfs.Inode) (int64, error) {
 		return 0, err
 	}
 	if n.IsDir() {
-		if err := o.tx.Scan(entryPrefix(n.Ino), nil, func(k, _ []byte) error {
+		if err := o.tx.Scan(o.k.entryPrefix(n.Ino), nil, func(k, _ []byte) error {
 			keys = append(keys, append([]byte(nil), k...))
 			return nil
 		}); err != nil {
 			return 0, err
 		}
 	}
-	keys = append(keys, inodeKey(n.Ino), orphanKey(n.Ino), birthKey(n.Ino))
+	keys = append(keys, o.k.inode(n.Ino), orphanKey(n.Ino), birthKey(n.Ino))
 	// A directory has no blob, so no content record: deleting absent
 	// keys would write three tombstones per directory of an rm -rf.
 	if !n.IsDir() {

@@ -179,7 +179,7 @@ func (s *Store) Unhold(ino uint64) (orphan bool, err error) {
 	// the orphan to us) or is in the record read here.
 	resp, err := e.cli.Txn(ctx).Then(
 		clientv3.OpDelete(etcdOpenPrefix(string(e.prefix), ino)+e.id),
-		clientv3.OpGet(string(e.prefix)+string(inodeKey(ino))),
+		clientv3.OpGet(string(e.prefix)+string(s.keys.inode(ino))),
 	).Commit()
 	if err != nil {
 		return false, fmt.Errorf("release inode %d: %w", ino, etcdErr(err))
@@ -216,7 +216,7 @@ func (s *Store) Unholds(inos []uint64) (orphans []uint64, err error) {
 		for _, ino := range batch {
 			ops = append(ops,
 				clientv3.OpDelete(etcdOpenPrefix(string(e.prefix), ino)+e.id),
-				clientv3.OpGet(string(e.prefix)+string(inodeKey(ino))))
+				clientv3.OpGet(string(e.prefix)+string(s.keys.inode(ino))))
 		}
 		ctx, cancel := e.ctx()
 		resp, err := e.cli.Txn(ctx).Then(ops...).Commit()

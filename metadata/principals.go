@@ -233,7 +233,7 @@ func (s *Store) deleteTrees(h shedfs.Holder, roots ...uint64) ([]uint64, error) 
 		for len(queue) > 0 {
 			ino := queue[0]
 			queue = queue[1:]
-			n, err := getInode(tx, ino)
+			n, err := getInode(tx, &s.keys, ino)
 			if errors.Is(err, syscall.ENOENT) {
 				continue
 			}
@@ -244,7 +244,7 @@ func (s *Store) deleteTrees(h shedfs.Holder, roots ...uint64) ([]uint64, error) 
 				continue // an orphan of someone else
 			}
 			seen[ino] = true
-			keys = append(keys, inodeKey(ino), orphanKey(ino))
+			keys = append(keys, s.keys.inode(ino), orphanKey(ino))
 			if n.IsRegular() {
 				blobs = append(blobs, ino)
 			}
@@ -254,7 +254,7 @@ func (s *Store) deleteTrees(h shedfs.Holder, roots ...uint64) ([]uint64, error) 
 			if !n.IsDir() {
 				continue
 			}
-			if err := tx.Scan(entryPrefix(ino), nil, func(k, v []byte) error {
+			if err := tx.Scan(s.keys.entryPrefix(ino), nil, func(k, v []byte) error {
 				keys = append(keys, append([]byte(nil), k...))
 				child, _, err := decodeEntry(v)
 				if err != nil {

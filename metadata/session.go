@@ -394,7 +394,7 @@ func (s *Store) subtree(root uint64) ([]*shedfs.Inode, error) {
 			d := queue[0]
 			queue = queue[1:]
 			var kids []uint64
-			if err := o.tx.Scan(entryPrefix(d), nil, func(_, v []byte) error {
+			if err := o.tx.Scan(o.k.entryPrefix(d), nil, func(_, v []byte) error {
 				child, _, err := decodeEntry(v)
 				if err != nil {
 					return err
@@ -477,7 +477,7 @@ func (o *op) linkSession(ss *Session, moved map[uint64]uint64) error {
 	if err != nil {
 		return fmt.Errorf("placeholder of the session: %w", err)
 	}
-	if err := o.tx.Scan(entryPrefix(ss.Root), nil, func(_, v []byte) error {
+	if err := o.tx.Scan(o.k.entryPrefix(ss.Root), nil, func(_, v []byte) error {
 		_, mode, err := decodeEntry(v)
 		if mode&syscall.S_IFMT == syscall.S_IFDIR {
 			place.Nlink++
@@ -512,12 +512,12 @@ func (o *op) linkSession(ss *Session, moved map[uint64]uint64) error {
 func (o *op) copyRecords(old, ino uint64, moved map[uint64]uint64, birth bool) error {
 	type kv struct{ k, v []byte }
 	var sets []kv
-	if err := o.tx.Scan(entryPrefix(old), nil, func(k, v []byte) error {
+	if err := o.tx.Scan(o.k.entryPrefix(old), nil, func(k, v []byte) error {
 		child, mode, err := decodeEntry(v)
 		if err != nil {
 			return err
 		}
-		sets = append(sets, kv{entryKey(ino, string(k[9:])), entryValue(moved[child], mode)})
+		sets = append(sets, kv{o.k.entry(ino, string(k[9:])), entryValue(moved[child], mode)})
 		return nil
 	}); err != nil {
 		return err

@@ -57,6 +57,12 @@ type Store struct {
 	inoNext uint64 // next counter value of the current lease
 	inoEnd  uint64
 	inos    *inoPerm // nil only for a read-only open of a store without a key
+	// keys makes the keys of inode records and entries (layout.go); set
+	// by the open, before any other use.
+	keys keyCodec
+	// halfMigrated: a read-only open found a layout migration cut short
+	// (layout.go); Check reports it.
+	halfMigrated bool
 
 	// follow hands the changes of other daemons on (feed.go).
 	follow follower
@@ -134,7 +140,6 @@ func openKV(kv KV, dir string, readOnly, mustExist bool, logger *slog.Logger) (*
 		// they read from it (cache.go). A read-only open is not cached:
 		// it follows no feed.
 		s.kv = newCachedKV(kv, cacheSlots)
-		s.startFeed()
 	}
 	var version uint64
 	fresh := false
@@ -160,8 +165,8 @@ func openKV(kv KV, dir string, readOnly, mustExist bool, logger *slog.Logger) (*
 		if version, err = decodeU64(v); err != nil {
 			return fmt.Errorf("open store %s: schema version: %w", dir, err)
 		}
-		if version != schemaVersion {
-			return fmt.Errorf("open store %s: found version %d, this shedfs reads %d: %w", dir, version, schemaVersion, ErrSchema)
+		if version != schemaVersion && version != schemaVersionV1 {
+			return fmt.Errorf("open store %s: found version %d, this shedfs reads %d and %d: %w", dir, version, schemaVersionV1, schemaVersion, ErrSchema)
 		}
 		if v, err = tx.Get(stateKey(stateShareRoot)); err != nil {
 			return fmt.Errorf("open store %s: share root record: %w: %v", dir, ErrCorrupt, err)
@@ -185,6 +190,14 @@ func openKV(kv KV, dir string, readOnly, mustExist bool, logger *slog.Logger) (*
 	inoKey, err := s.loadInoKey(fresh)
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", dir, err)
+	}
+	if err := s.openLayout(kv, dir, version, fresh); err != nil {
+		return nil, err
+	}
+	if _, ok := s.kv.(*cachedKV); ok {
+		// After the layout is known (the feed reads keys with it) and
+		// before anything cacheable is read or written.
+		s.startFeed()
 	}
 	if fresh {
 		if err := s.initFresh(inoKey); err != nil {
@@ -243,7 +256,7 @@ func (s *Store) initFresh(inoKey []byte) error {
 		if err := tx.Set(stateKey(stateBlobLayout), []byte{blobLayoutOrder}); err != nil {
 			return err
 		}
-		if err := tx.Set(inodeKey(ino), encodeInode(root)); err != nil {
+		if err := tx.Set(s.keys.inode(ino), encodeInode(root)); err != nil {
 			return err
 		}
 		if err := tx.Set(usageKey(shedfs.HolderOf(root.Zone)), encodePair(0, 1)); err != nil {

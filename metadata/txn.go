@@ -15,6 +15,7 @@ import (
 // back. A fresh op is made for every retry.
 type op struct {
 	tx     Txn
+	k      *keyCodec // the store's keys (layout.go)
 	now    time.Time
 	inodes map[uint64]*shedfs.Inode
 	dirty  []uint64
@@ -29,7 +30,7 @@ func (s *Store) update(fn func(o *op) error) error {
 	}
 	var last *op
 	err := s.kv.Update(func(tx Txn) error {
-		o := &op{tx: tx, now: time.Now(), inodes: make(map[uint64]*shedfs.Inode, 4)}
+		o := &op{tx: tx, k: &s.keys, now: time.Now(), inodes: make(map[uint64]*shedfs.Inode, 4)}
 		last = o
 		if err := fn(o); err != nil {
 			return err
@@ -46,7 +47,7 @@ func (s *Store) update(fn func(o *op) error) error {
 // view runs fn in a read-only snapshot.
 func (s *Store) view(fn func(o *op) error) error {
 	return s.kv.View(func(tx Txn) error {
-		return fn(&op{tx: tx, inodes: make(map[uint64]*shedfs.Inode, 2)})
+		return fn(&op{tx: tx, k: &s.keys, inodes: make(map[uint64]*shedfs.Inode, 2)})
 	})
 }
 
@@ -58,7 +59,7 @@ func (o *op) inode(ino uint64) (*shedfs.Inode, error) {
 		}
 		return n, nil
 	}
-	n, err := getInode(o.tx, ino)
+	n, err := getInode(o.tx, o.k, ino)
 	if err != nil {
 		return nil, err
 	}
@@ -67,8 +68,8 @@ func (o *op) inode(ino uint64) (*shedfs.Inode, error) {
 }
 
 // getInode reads one inode record from a transaction.
-func getInode(tx Txn, ino uint64) (*shedfs.Inode, error) {
-	v, err := tx.Get(inodeKey(ino))
+func getInode(tx Txn, k *keyCodec, ino uint64) (*shedfs.Inode, error) {
+	v, err := tx.Get(k.inode(ino))
 	if errors.Is(err, ErrNotFound) {
 		return nil, syscall.ENOENT
 	}
@@ -120,7 +121,7 @@ func (o *op) forget(ino uint64) {
 
 func (o *op) flush() error {
 	for _, ino := range o.dirty {
-		if err := o.tx.Set(inodeKey(ino), encodeInode(o.inodes[ino])); err != nil {
+		if err := o.tx.Set(o.k.inode(ino), encodeInode(o.inodes[ino])); err != nil {
 			return fmt.Errorf("write inode %d: %w", ino, err)
 		}
 	}
@@ -130,7 +131,7 @@ func (o *op) flush() error {
 
 // entry looks up a directory entry: child inode and file type.
 func (o *op) entry(parent uint64, name string) (uint64, uint32, error) {
-	v, err := o.tx.Get(entryKey(parent, name))
+	v, err := o.tx.Get(o.k.entry(parent, name))
 	if errors.Is(err, ErrNotFound) {
 		return 0, 0, syscall.ENOENT
 	}
@@ -141,13 +142,13 @@ func (o *op) entry(parent uint64, name string) (uint64, uint32, error) {
 }
 
 func (o *op) setEntry(parent uint64, name string, child *shedfs.Inode) error {
-	return o.tx.Set(entryKey(parent, name), entryValue(child.Ino, child.Mode))
+	return o.tx.Set(o.k.entry(parent, name), entryValue(child.Ino, child.Mode))
 }
 
 // isEmptyDir reports whether a directory has no entries.
 func (o *op) isEmptyDir(ino uint64) (bool, error) {
 	empty := true
-	err := o.tx.Scan(entryPrefix(ino), nil, func(_, _ []byte) error {
+	err := o.tx.Scan(o.k.entryPrefix(ino), nil, func(_, _ []byte) error {
 		empty = false
 		return errStopScan
 	})

@@ -26,7 +26,7 @@ func (s *Store) GetXattr(ino uint64, name string) ([]byte, error) {
 	err := s.kv.View(func(tx Txn) error {
 		v, err := tx.Get(xattrKey(ino, name))
 		if errors.Is(err, ErrNotFound) {
-			if _, err := getInode(tx, ino); err != nil {
+			if _, err := getInode(tx, &s.keys, ino); err != nil {
 				return err
 			}
 			return syscall.ENODATA
@@ -132,7 +132,7 @@ func (o *op) admitXattr(n *shedfs.Inode, before, after int64, admit func(XattrCh
 func (s *Store) ListXattr(ino uint64) ([]string, error) {
 	var out []string
 	err := s.kv.View(func(tx Txn) error {
-		if _, err := getInode(tx, ino); err != nil {
+		if _, err := getInode(tx, &s.keys, ino); err != nil {
 			return err
 		}
 		return tx.Scan(xattrPrefix(ino), nil, func(k, _ []byte) error {

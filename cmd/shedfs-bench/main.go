@@ -44,11 +44,11 @@ const serveLoopbackArg = "-serve-loopback"
 func main() {
 	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	if len(os.Args) > 1 && (os.Args[1] == serveLoopbackArg || os.Args[1] == "-"+serveLoopbackArg) {
-		if len(os.Args) != 4 {
-			fmt.Fprintf(os.Stderr, "shedfs-bench: usage: shedfs-bench %s SRC MNT\n", serveLoopbackArg)
+		if len(os.Args) != 4 && (len(os.Args) != 5 || os.Args[4] != loopbackPassthroughArg) {
+			fmt.Fprintf(os.Stderr, "shedfs-bench: usage: shedfs-bench %s SRC MNT [%s]\n", serveLoopbackArg, loopbackPassthroughArg)
 			os.Exit(2)
 		}
-		if err := serveLoopback(os.Args[2], os.Args[3]); err != nil {
+		if err := serveLoopback(os.Args[2], os.Args[3], len(os.Args) == 5); err != nil {
 			fmt.Fprintf(os.Stderr, "shedfs-bench: serve loopback: %v\n", err)
 			os.Exit(1)
 		}

@@ -247,7 +247,7 @@ func (rep *report) printDerived(w io.Writer) {
 
 // printTable writes the per-target workloads' medians and ratios.
 func (rep *report) printTable(w io.Writer, quick string) {
-	fmt.Fprintf(w, "medians of %d run(s)%s; caches dropped where a workload asks (cold seq read, random reads, dirscale lookup and readdir): %s\n", rep.Config.Reps, quick, rep.CacheDrop)
+	fmt.Fprintf(w, "medians of %d run(s)%s; caches dropped before every timed phase of smallfiles and untar and where a workload asks (cold seq read, random reads, dirscale lookup and readdir): %s\n", rep.Config.Reps, quick, rep.CacheDrop)
 	fmt.Fprintf(w, "ratios are speed ratios: >1.00 means the first is faster (for durations, base/target)\n\n")
 
 	header := []string{"workload", "unit"}

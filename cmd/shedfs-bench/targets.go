@@ -43,7 +43,11 @@ type target struct {
 func allTargets() []target {
 	return []target{
 		{Name: "native", Start: startNative},
-		{Name: "loopback", Compare: []string{"native"}, Start: startLoopback},
+		// The anchor: go-fuse's loopback on /dev/fuse without
+		// passthrough (loopback.go); loopback-pt lets the kernel do its
+		// reads and writes (FUSE passthrough), a faster anchor. Opt-in.
+		{Name: "loopback", Compare: []string{"native"}, Start: loopbackTarget(false)},
+		{Name: "loopback-pt", Compare: []string{"loopback"}, Start: loopbackTarget(true)},
 		// The ceiling: go-fuse serving an in-memory tree, asked what a
 		// view is asked (memfs.go); and the same with the kernel's
 		// writeback cache, which views do not use. Opt-in.
@@ -119,21 +123,28 @@ func startNative(_ context.Context, b *bench, name string) (*mounted, error) {
 	return &mounted{name: name, dir: dir}, nil
 }
 
-// startLoopback mounts a go-fuse loopback of a directory on the work
-// filesystem, served by this binary re-executed as a child.
-func startLoopback(ctx context.Context, b *bench, name string) (*mounted, error) {
-	src := filepath.Join(b.work, name+"-src")
-	mnt := filepath.Join(b.work, name+"-mnt")
-	for _, d := range []string{src, mnt} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, fmt.Errorf("loopback dirs: %w", err)
+// loopbackTarget returns a Start function that mounts a go-fuse loopback
+// of a directory on the work filesystem, served by this binary re-executed
+// as a child, with FUSE passthrough if passthrough.
+func loopbackTarget(passthrough bool) func(context.Context, *bench, string) (*mounted, error) {
+	return func(ctx context.Context, b *bench, name string) (*mounted, error) {
+		src := filepath.Join(b.work, name+"-src")
+		mnt := filepath.Join(b.work, name+"-mnt")
+		for _, d := range []string{src, mnt} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return nil, fmt.Errorf("loopback dirs: %w", err)
+			}
 		}
+		self, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find own binary for the loopback child: %w", err)
+		}
+		args := []string{serveLoopbackArg, src, mnt}
+		if passthrough {
+			args = append(args, loopbackPassthroughArg)
+		}
+		return startFUSEChild(ctx, b, name, mnt, self, args...)
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("find own binary for the loopback child: %w", err)
-	}
-	return startFUSEChild(ctx, b, name, mnt, self, serveLoopbackArg, src, mnt)
 }
 
 // memfsTarget returns a Start function that mounts the in-memory ceiling
