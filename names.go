@@ -1,6 +1,8 @@
 package shedfs
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"syscall"
@@ -74,4 +76,36 @@ func printable(s string) bool {
 		}
 	}
 	return true
+}
+
+// ErrPathEscape is a path given to a door without a kernel (a tool call,
+// a file API request, a token's root) that is absolute or climbs out of
+// the view root with "..".
+var ErrPathEscape = errors.New("the path leaves the view root: give a path relative to it, without ..")
+
+// CleanViewPath reads a path relative to a view root as the doors without
+// a kernel take it: "." and empty components are dropped, so "" and "."
+// are the root itself; an absolute path or any ".." is ErrPathEscape
+// (even one that would come back in, "a/../b": a model that writes it
+// meant something else); a component CheckName refuses for its length
+// or a NUL is an error naming it. It returns the clean path, names
+// joined by "/", "" for the root.
+func CleanViewPath(p string) (string, error) {
+	if strings.HasPrefix(p, "/") {
+		return "", ErrPathEscape
+	}
+	var names []string
+	for name := range strings.SplitSeq(p, "/") {
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			return "", ErrPathEscape
+		}
+		if e := CheckName(name); e != 0 {
+			return "", fmt.Errorf("path %q: the name %s: %w", p, Display(name), e)
+		}
+		names = append(names, name)
+	}
+	return strings.Join(names, "/"), nil
 }

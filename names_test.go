@@ -1,6 +1,7 @@
 package shedfs
 
 import (
+	"errors"
 	"regexp"
 	"strings"
 	"syscall"
@@ -94,6 +95,42 @@ func TestDisplay(t *testing.T) {
 	} {
 		if got := Display(in); got != want {
 			t.Errorf("Display(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestCleanViewPath(t *testing.T) {
+	for _, c := range []struct {
+		in, want string
+		escape   bool
+		bad      bool
+	}{
+		{in: "", want: ""},
+		{in: ".", want: ""},
+		{in: "output", want: "output"},
+		{in: "output/", want: "output"},
+		{in: "./output//a/./b", want: "output/a/b"},
+		{in: "/etc/passwd", escape: true},
+		{in: "..", escape: true},
+		{in: "../etc/passwd", escape: true},
+		{in: "a/../b", escape: true},
+		{in: "a/..", escape: true},
+		{in: "a/\x00b", bad: true},
+		{in: "a/" + strings.Repeat("x", 256), bad: true},
+		{in: "...", want: "..."},
+	} {
+		got, err := CleanViewPath(c.in)
+		switch {
+		case c.escape:
+			if !errors.Is(err, ErrPathEscape) {
+				t.Errorf("CleanViewPath(%q) = %q, %v; want ErrPathEscape", c.in, got, err)
+			}
+		case c.bad:
+			if err == nil || errors.Is(err, ErrPathEscape) {
+				t.Errorf("CleanViewPath(%q) = %q, %v; want a bad name", c.in, got, err)
+			}
+		case err != nil || got != c.want:
+			t.Errorf("CleanViewPath(%q) = %q, %v; want %q", c.in, got, err, c.want)
 		}
 	}
 }

@@ -161,6 +161,13 @@ const (
 	// anywhere but that session's own view (the main view shows it
 	// read-only under sessions/ID) (EACCES).
 	ReasonSessionReadonly = "session_readonly"
+	// ReasonTokenScope: a request of an agent door outside its token's
+	// root, its allow and deny patterns or its doors (EACCES).
+	ReasonTokenScope = "token_scope"
+	// ReasonTokenAccess: a request of an agent door that needs a kind of
+	// access its token does not carry, a write with a read-only token
+	// (EACCES).
+	ReasonTokenAccess = "token_access"
 )
 
 // Reasons returns every reason a refusal (Decision.Refused) can carry,
@@ -174,13 +181,15 @@ func Reasons() []string {
 		ReasonNameTooLong, ReasonBadName, ReasonXattrReadonly,
 		ReasonXattrBadValue, ReasonDeviceNode, ReasonXattrNamespace,
 		ReasonPassthroughReaders,
-		ReasonXattrBadValue, ReasonXattrSpace, ReasonAllocateMode,
+		ReasonXattrSpace, ReasonAllocateMode,
 		ReasonStoreFull,
 		ReasonScanPending, ReasonInfected,
 		ReasonTrashReadonly,
 		ReasonSessionReadonly,
 		ReasonLockLost,
 		ReasonLinkUnnamed,
+		ReasonTokenScope, ReasonTokenAccess,
+		ReasonEditLocked,
 	}
 }
 

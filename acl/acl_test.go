@@ -529,8 +529,15 @@ func TestDecisionAndOp(t *testing.T) {
 			}
 		}
 	}
-	if len(rs) != 30 {
+	if len(rs) != 32 {
 		t.Errorf("%d reasons", len(rs))
+	}
+	seenReason := map[string]bool{}
+	for _, r := range rs {
+		if seenReason[r] {
+			t.Errorf("reason %q listed twice", r)
+		}
+		seenReason[r] = true
 	}
 }
 

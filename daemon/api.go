@@ -297,12 +297,15 @@ const (
 	CodeHasData   = "has_data"
 	CodeBusy      = "busy"
 	CodeForbidden = "forbidden"
-	CodeTooLarge  = "too_large"
-	CodeQuota     = "quota_exceeded"
-	CodeNoSpace   = "no_space"
-	CodeMethod    = "method_not_allowed"
-	CodeMount     = "mount_failed"
-	CodeInternal  = "internal"
+	// CodeUnauthorized: a bearer token of an agent door that is missing,
+	// malformed, unknown, revoked or expired.
+	CodeUnauthorized = "unauthorized"
+	CodeTooLarge     = "too_large"
+	CodeQuota        = "quota_exceeded"
+	CodeNoSpace      = "no_space"
+	CodeMethod       = "method_not_allowed"
+	CodeMount        = "mount_failed"
+	CodeInternal     = "internal"
 )
 
 // Error is an admin operation's failure as the operator reads it: one line
@@ -328,6 +331,8 @@ func (e *Error) HTTPStatus() int {
 		return http.StatusBadRequest
 	case CodeForbidden:
 		return http.StatusForbidden
+	case CodeUnauthorized:
+		return http.StatusUnauthorized
 	case CodeInfected:
 		return http.StatusUnprocessableEntity
 	case CodeTooLarge:

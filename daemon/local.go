@@ -62,6 +62,9 @@ type Local struct {
 	// session's tree goes to the trash; an error stops the close there,
 	// as a crash would.
 	trashStep func() error
+	// clock, set by tests, stands in for time.Now where a lifetime is
+	// decided (tokens).
+	clock func() time.Time
 }
 
 // NewLocal returns the admin operations on an open store. The caller keeps
@@ -235,6 +238,11 @@ func (l *Local) RemoveUser(ctx context.Context, name string, force bool) (*Remov
 		return nil, asError(err, fmt.Sprintf("no user named %s", name))
 	}
 	l.removeBlobs(blobs)
+	if n, err := l.st.Meta.DropTokens(func(t metadata.Token) bool { return t.User == name }); err != nil {
+		l.log.Warn("tokens of a removed user not deleted (they open nothing: each names the user it was made for)", "user", name, "err", err)
+	} else if n > 0 {
+		l.log.Info("tokens of a removed user deleted", "user", name, "tokens", n)
+	}
 	l.log.Info("user removed", "user", name, "entries", res.Entries, "bytes", res.Bytes)
 	return res, nil
 }
@@ -602,4 +610,12 @@ func (l *Local) audit(user string, zone shedfs.Zone, path, op string, bytes int6
 	if err := l.st.Meta.AppendAudit([]metadata.AuditRecord{rec}); err != nil {
 		l.log.Warn("audit record of an admin change not written", "op", op, "err", err)
 	}
+}
+
+// now is the time lifetimes are decided against.
+func (l *Local) now() time.Time {
+	if l.clock != nil {
+		return l.clock()
+	}
+	return time.Now()
 }

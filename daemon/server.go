@@ -209,6 +209,8 @@ func newHandler(admin Admin, log *slog.Logger) http.Handler {
 	auditRoutes(h, admin)      // audit_api.go
 	settingsRoutes(h, admin)   // settings.go
 	linkRoutes(h, admin)       // links_api.go
+	tokenRoutes(h, admin)      // tokens_api.go
+	editLockRoutes(h, admin)   // editlocks_api.go
 	quarantineRoutes(h, admin) // content_api.go
 	trashRoutes(h, admin)      // trash_api.go
 	sessionRoutes(h, admin)    // session_api.go

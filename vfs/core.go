@@ -70,6 +70,9 @@ type Core struct {
 
 	mu        sync.Mutex
 	frontends []Frontend
+
+	// edits is the core's copy of the store's edit locks (editlocks.go).
+	edits editLocks
 }
 
 // New returns the core of an open store. The caller keeps ownership of

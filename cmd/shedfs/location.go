@@ -33,6 +33,9 @@ func metaFlags() []cli.Flag {
 func addMetaFlags(cmds []*cli.Command) {
 	for _, c := range cmds {
 		for _, f := range c.Flags {
+			if sf, ok := f.(*cli.StringFlag); ok && sf.Name == "store" && sf.Hidden {
+				break // demo: its store is DIR/store, never on etcd
+			}
 			if f.Names()[0] == "store" {
 				c.Flags = append(c.Flags, metaFlags()...)
 				break

@@ -53,6 +53,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		},
 		Commands: []*cli.Command{
 			initCommand(),
+			demoCommand(),
 			serveCommand(),
 			mountCommand(),
 			userCommand(),
@@ -64,12 +65,15 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			fsckCommand(),
 			auditCommand(),
 			linkCommand(),
+			tokenCommand(),
+			lockCommand(),
 			migrateCommand(),
 			quarantineCommand(),
 			trashCommand(),
 			restoreCommand(),
 			sessionCommand(),
 			versionCommand(),
+			helpMarkdownCommand(),
 		},
 		OnUsageError: func(c *cli.Context, err error, isSubcommand bool) error {
 			return err
