@@ -244,4 +244,3 @@ func pathError(p string, err error) *Error {
 	}
 	return errorf(CodeInvalidArgument, p, "%v", err)
 }
-
