@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/urfave/cli/v2"
@@ -35,6 +36,8 @@ type serving struct {
 	d    *daemon.Daemon
 	// links is the share-by-link server, nil without --http (link.go).
 	links *web.Service
+	// agents serves the agent doors, nil without --mcp (agents.go).
+	agents *http.Server
 }
 
 // openServing reads the shared flags, opens the store (creating it with
@@ -136,6 +139,7 @@ func (s *serving) stop() error {
 
 // close releases what openServing opened, views aside.
 func (s *serving) close() error {
+	s.stopAgents()
 	s.stopLinks()
 	if s.ms != nil {
 		s.ms.Shutdown(context.Background())

@@ -1,0 +1,169 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// bearer adds a token to every request of an MCP client.
+type bearer struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}
+
+// mcpConnect connects the SDK's client to serve --mcp with token.
+func mcpConnect(t *testing.T, addr, token string) (*mcp.ClientSession, error) {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "shedfs-test", Version: "1"}, nil)
+	tr := &mcp.StreamableClientTransport{
+		Endpoint:   "http://" + addr + "/mcp",
+		HTTPClient: &http.Client{Transport: bearer{token: token, base: http.DefaultTransport}, Timeout: 30 * time.Second},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, tr, nil)
+	if err == nil {
+		t.Cleanup(func() { cs.Close() })
+	}
+	return cs, err
+}
+
+// mcpCall calls a tool and returns its structured answer or its typed
+// error.
+func mcpCall(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) (map[string]any, map[string]any, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		return nil, nil, err
+	}
+	text := ""
+	if len(res.Content) > 0 {
+		if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+			text = tc.Text
+		}
+	}
+	if res.IsError {
+		var e struct {
+			Error map[string]any `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(text), &e); err != nil || e.Error == nil {
+			t.Fatalf("%s: not a typed error: %q", name, text)
+		}
+		return nil, e.Error, nil
+	}
+	var out map[string]any
+	b, _ := json.Marshal(res.StructuredContent)
+	json.Unmarshal(b, &out)
+	return out, nil, nil
+}
+
+// TestMCPOverHTTP drives serve --mcp with the SDK's own client and real
+// tokens: a change made through a tool is in the user's FUSE view at once;
+// tokens that are wrong, revoked, read-only, for another door or outside
+// their root are refused.
+func TestMCPOverHTTP(t *testing.T) {
+	store := newStore(t)
+	for _, u := range []string{"alice", "bob"} {
+		adminOK(t, "user", "add", u, "--store", store)
+	}
+	addr := freeAddr(t)
+	s := startServeWith(t, store, []string{"--mcp", addr}, "alice", "bob")
+	token := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := runCLI(t, append([]string{"token", "create", "--store", store}, args...)...)
+		if code != 0 {
+			t.Fatalf("token create %v: exit %d: %s", args, code, errOut)
+		}
+		return strings.TrimSpace(out)
+	}
+	full := token("--user", "alice", "--door", "mcp", "--reason", "integration test")
+	cs, err := mcpConnect(t, addr, full)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, s.Stderr())
+	}
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil || len(tools.Tools) < 5 {
+		t.Fatalf("tools/list: %v %v", tools, err)
+	}
+	if _, e, err := mcpCall(t, cs, "mkdir", map[string]any{"path": "output/from-mcp/deep", "parents": true}); err != nil || e != nil {
+		t.Fatalf("mkdir: %v %v", e, err)
+	}
+	// The view's kernel sees it at once.
+	if st, err := os.Stat(s.In("alice", "output", "from-mcp", "deep")); err != nil || !st.IsDir() {
+		t.Fatalf("not in alice's view: %v", err)
+	}
+	if err := os.Mkdir(s.In("alice", "output", "from-view"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, e, err := mcpCall(t, cs, "list", map[string]any{"path": "output"})
+	if err != nil || e != nil || len(out["entries"].([]any)) != 2 {
+		t.Fatalf("list: %v %v %v", out, e, err)
+	}
+	if _, e, _ := mcpCall(t, cs, "stat", map[string]any{"path": "../etc/passwd"}); e == nil || e["code"] != "PATH_ESCAPE" {
+		t.Fatalf("../etc/passwd: %v", e)
+	}
+	// bob's view has none of it.
+	if _, err := os.Stat(s.In("bob", "output", "from-mcp")); !os.IsNotExist(err) {
+		t.Fatalf("in bob's view: %v", err)
+	}
+
+	// Tokens refused.
+	if _, err := mcpConnect(t, addr, full[:len(full)-3]+"aaa"); err == nil {
+		t.Error("a wrong secret connected")
+	}
+	if _, err := mcpConnect(t, addr, "nonsense"); err == nil {
+		t.Error("a malformed token connected")
+	}
+	if _, err := mcpConnect(t, addr, token("--user", "alice", "--door", "api")); err == nil {
+		t.Error("a token of another door connected")
+	}
+	ro, err := mcpConnect(t, addr, token("--user", "alice", "--access", "read,list", "--root", "output"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, e, _ := mcpCall(t, ro, "mkdir", map[string]any{"path": "output/x"}); e == nil || e["code"] != "PERMISSION_DENIED" || e["rule"] != "token_access" {
+		t.Errorf("mkdir with a read-only token: %v", e)
+	}
+	if _, e, _ := mcpCall(t, ro, "list", map[string]any{"path": ""}); e == nil || e["rule"] != "token_scope" {
+		t.Errorf("list outside the token's root: %v", e)
+	}
+	if _, e, err := mcpCall(t, ro, "list", map[string]any{"path": "output"}); e != nil || err != nil {
+		t.Errorf("list within the token's root: %v %v", e, err)
+	}
+	// A revoked token is refused from its next request on.
+	var list []struct {
+		ID     string `json:"id"`
+		Reason string `json:"reason"`
+	}
+	if err := json.Unmarshal([]byte(adminOK(t, "token", "list", "--json", "--store", store)), &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, tk := range list {
+		if tk.Reason == "integration test" {
+			adminOK(t, "token", "revoke", tk.ID, "--store", store)
+		}
+	}
+	if _, _, err := mcpCall(t, cs, "stat", map[string]any{"path": "output"}); err == nil {
+		t.Error("a revoked token still works")
+	}
+	// The refusals are in the audit trail with the door.
+	audit := adminOK(t, "audit", "--denied", "--door", "mcp", "--json", "--store", store)
+	if !strings.Contains(audit, `"door":"mcp"`) || !strings.Contains(audit, "token_access") {
+		t.Errorf("the audit trail has no mcp refusal:\n%s", audit)
+	}
+}
