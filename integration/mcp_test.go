@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -165,5 +166,86 @@ func TestMCPOverHTTP(t *testing.T) {
 	audit := adminOK(t, "audit", "--denied", "--door", "mcp", "--json", "--store", store)
 	if !strings.Contains(audit, `"door":"mcp"`) || !strings.Contains(audit, "token_access") {
 		t.Errorf("the audit trail has no mcp refusal:\n%s", audit)
+	}
+}
+
+// mcpStdio starts `shedfs mcp` as a desktop client would, with the SDK's
+// command transport.
+func mcpStdio(t *testing.T, args ...string) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "shedfs-test", Version: "1"}, nil)
+	cmd := exec.Command(shedfsBin, append([]string{"mcp"}, args...)...)
+	cmd.Env = childEnv(nil)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cs, err := c.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("shedfs mcp %v: %v\nstderr:\n%s", args, err, stderr.String())
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// TestMCPStdio runs `shedfs mcp` on stdio without a daemon (it opens the
+// store) and with one (it speaks through the daemon, so the user's
+// mounted view sees a change at once), and the MCP Inspector's CLI lists
+// its tools.
+func TestMCPStdio(t *testing.T) {
+	store := newStore(t)
+	adminOK(t, "user", "add", "alice", "--store", store)
+	alone := mcpStdio(t, "--store", store, "--user", "alice")
+	if _, e, err := mcpCall(t, alone, "mkdir", map[string]any{"path": "output/alone"}); err != nil || e != nil {
+		t.Fatalf("mkdir without a daemon: %v %v", e, err)
+	}
+	if _, e, _ := mcpCall(t, alone, "mkdir", map[string]any{"path": "uploads/x"}); e == nil || e["rule"] != "uploads_readonly" {
+		t.Fatalf("mkdir in uploads: %v", e)
+	}
+	alone.Close()
+
+	s := startServe(t, store, "alice")
+	if _, err := os.Stat(s.In("alice", "output", "alone")); err != nil {
+		t.Fatalf("what the daemon-less server made: %v", err)
+	}
+	cs := mcpStdio(t, "--store", store, "--user", "alice")
+	if _, e, err := mcpCall(t, cs, "mkdir", map[string]any{"path": "output/through-daemon"}); err != nil || e != nil {
+		t.Fatalf("mkdir through the daemon: %v %v", e, err)
+	}
+	if _, err := os.Stat(s.In("alice", "output", "through-daemon")); err != nil {
+		t.Fatalf("not in the view at once: %v", err)
+	}
+	if _, e, _ := mcpCall(t, cs, "stat", map[string]any{"path": "/etc/passwd"}); e == nil || e["code"] != "PATH_ESCAPE" {
+		t.Fatalf("/etc/passwd: %v", e)
+	}
+	audit := adminOK(t, "audit", "--door", "mcp", "--json", "--store", store)
+	if !strings.Contains(audit, "through-daemon") {
+		t.Errorf("the change is not in the audit trail with door mcp:\n%s", audit)
+	}
+
+	// The MCP Inspector's CLI (npm @modelcontextprotocol/inspector@0.16.8,
+	// installed by .ci/run) lists the tools and calls one.
+	insp, err := exec.LookPath("mcp-inspector")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("mcp-inspector is not installed (.ci/run installs @modelcontextprotocol/inspector@0.16.8 with npm)")
+		}
+		t.Skip("mcp-inspector not installed: npm install -g @modelcontextprotocol/inspector@0.16.8")
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(insp, append([]string{"--cli", shedfsBin, "mcp", "--store", store, "--user", "alice", "--"}, args...)...)
+		cmd.Env = childEnv(nil)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("mcp-inspector %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if out := run("--method", "tools/list"); !strings.Contains(out, `"name": "list"`) || !strings.Contains(out, `"name": "mkdir"`) {
+		t.Errorf("tools/list through the inspector:\n%s", out)
+	}
+	if out := run("--method", "tools/call", "--tool-name", "stat", "--tool-arg", "path=output"); !strings.Contains(out, `directory`) {
+		t.Errorf("tools/call stat through the inspector:\n%s", out)
 	}
 }

@@ -49,3 +49,30 @@ func PrincipalOfRequest(ctx context.Context, req *mcp.CallToolRequest) (Principa
 	}
 	return Principal{}, errors.New("the call came without a token")
 }
+
+// The headers shedfs mcp sends over the admin socket, where the peer is
+// the administrator and names the user (and session) to act as.
+const (
+	HeaderUser    = "Shedfs-User"
+	HeaderSession = "Shedfs-Session"
+)
+
+// TrustedHandler serves the Streamable HTTP transport to a peer already
+// trusted to act as any user (the admin socket, root only): each request
+// names its principal in HeaderUser and HeaderSession. Use it with a
+// server whose Who is PrincipalOfHeader.
+func (s *Server) TrustedHandler() http.Handler {
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, nil)
+}
+
+// PrincipalOfHeader is the principal a trusted peer named (TrustedHandler).
+func PrincipalOfHeader(ctx context.Context, req *mcp.CallToolRequest) (Principal, error) {
+	if req == nil || req.Extra == nil || req.Extra.Header == nil {
+		return Principal{}, errors.New("the call names no user")
+	}
+	who := Principal{User: req.Extra.Header.Get(HeaderUser), Session: req.Extra.Header.Get(HeaderSession)}
+	if who.User == "" {
+		return Principal{}, errors.New("the call names no user")
+	}
+	return who, nil
+}

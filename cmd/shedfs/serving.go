@@ -14,6 +14,7 @@ import (
 	"github.com/shedfs/shedfs/content"
 	"github.com/shedfs/shedfs/daemon"
 	"github.com/shedfs/shedfs/fusefs"
+	"github.com/shedfs/shedfs/mcpdoor"
 	"github.com/shedfs/shedfs/vfs"
 	"github.com/shedfs/shedfs/web"
 )
@@ -103,6 +104,9 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 		return nil, err
 	}
 	cfg.Store, cfg.Core, cfg.DefaultView, cfg.Logger = s.st, s.core, s.view, log
+	// shedfs mcp reaches the daemon's MCP server over the admin socket.
+	local := mcpdoor.New(mcpdoor.Options{Core: s.core, Logger: log, Version: version, Who: mcpdoor.PrincipalOfHeader})
+	cfg.Doors = append(cfg.Doors, daemon.Route{Pattern: mcpSocketPath, Handler: local.TrustedHandler()})
 	// The views are the FUSE door onto the daemon's core.
 	cfg.Views = func(core *vfs.Core) daemon.Views { return fusefs.New(core, fsOpts) }
 	if s.d, err = daemon.New(cfg); err != nil {
