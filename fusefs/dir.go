@@ -76,5 +76,5 @@ func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
 
 // Releasedir implements fs.FileReleasedirer.
 func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
-	d.node.v.fs.dirClosed(d.node.ino)
+	d.node.v.fs.core.DirClosed(d.node.ino)
 }

@@ -46,10 +46,7 @@ func (h *handle) admitLock(req *fileLock) syscall.Errno {
 	if req.typ == syscall.F_UNLCK {
 		return 0
 	}
-	oi := h.oi
-	oi.mu.Lock()
-	entry := oi.entry
-	oi.mu.Unlock()
+	entry := h.vh.Entry()
 	if d := acl.Lock(h.node.v.actor(), entry); !d.Allowed() {
 		return h.node.deny(acl.OpLock, "", d)
 	}
@@ -68,7 +65,7 @@ func (h *handle) Getlk(ctx context.Context, owner uint64, lk *fuse.FileLock, fla
 	if e := h.lockLost(acl.OpLock, false); e != 0 {
 		return e
 	}
-	l, busy, e := h.node.v.fs.locks.test(h.oi.ino, req)
+	l, busy, e := h.node.v.fs.locks.test(h.node.ino, req)
 	if e != 0 {
 		return e
 	}
@@ -110,9 +107,9 @@ func (h *handle) setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, fla
 	}
 	f := h.node.v.fs
 	if wait && req.typ != syscall.F_UNLCK {
-		e = f.locks.wait(ctx, h.oi.ino, req, &h.locks)
+		e = f.locks.wait(ctx, h.node.ino, req, &h.locks)
 	} else {
-		e = f.locks.set(h.oi.ino, req, &h.locks)
+		e = f.locks.set(h.node.ino, req, &h.locks)
 	}
 	if e != 0 || req.typ == syscall.F_UNLCK {
 		return e
@@ -125,7 +122,7 @@ func (h *handle) setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, fla
 
 // releaseLocks lets go of what the handle's owners held through it alone.
 func (h *handle) releaseLocks() {
-	h.node.v.fs.locks.closed(h.oi.ino, &h.locks)
+	h.node.v.fs.locks.closed(h.node.ino, &h.locks)
 }
 
 // lockingFS is the view's go-fuse bridge with what the bridge does not

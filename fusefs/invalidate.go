@@ -12,7 +12,6 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/shedfs/shedfs"
-	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/vfs"
 )
 
@@ -498,7 +497,7 @@ func (f *FS) EntryChanged(dir uint64, name string, was *shedfs.Inode, reclaim bo
 	}
 	f.tellOutside(dir, items)
 	if reclaim {
-		f.reclaimIfUnused(was)
+		f.core.ReclaimIfUnused(was)
 	}
 }
 
@@ -511,11 +510,7 @@ func (f *FS) InodeChanged(ino uint64) {
 		f.log.Error("reload changed inode", "ino", ino, "err", err)
 		return
 	}
-	if oi := f.lookupOpen(ino); oi != nil {
-		oi.mu.Lock()
-		oi.entry = acl.EntryOf(rec)
-		oi.mu.Unlock()
-	}
+	f.core.Reentry(ino, rec)
 	f.tellOutside(ino, []inval{attrOf(ino)})
 }
 

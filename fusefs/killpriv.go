@@ -158,11 +158,11 @@ func (n *node) killSetID() (bool, syscall.Errno) {
 	now := time.Now()
 	// Through updateHeld: a mode an open file holds (a chmod since its
 	// last persist) is the one to clear, not the stored one.
-	_, err := f.updateHeld(n.ino, func(rec *shedfs.Inode) error {
+	_, err := f.core.UpdateHeld(n.ino, func(rec *shedfs.Inode) error {
 		rec.Mode = acl.SetIDKilled(rec.Mode)
 		rec.Ctime = now
 		return nil
-	}, nil)
+	})
 	if err != nil {
 		return false, f.errno("setattr", err)
 	}

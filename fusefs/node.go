@@ -92,18 +92,18 @@ func (v *View) learn(rec *shedfs.Inode) *shedfs.Inode {
 		return rec
 	}
 	v.fs.known.learn(v, rec.Ino)
-	since := v.fs.persists.now()
+	since := v.fs.core.Clock()
 	fresh, err := v.fs.store.GetInode(rec.Ino)
 	if err != nil {
 		return rec
 	}
-	return v.fs.overlaid(fresh, since)
+	return v.vv.Overlaid(fresh, since)
 }
 
 // Lookup implements fs.NodeLookuper.
 func (n *node) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *fs.Inode, errno syscall.Errno) {
 	defer n.v.fs.track("lookup", n.zone, time.Now(), &errno)
-	return n.resolve(ctx, name, nil, n.v.fs.persists.now(), out)
+	return n.resolve(ctx, name, nil, n.v.fs.core.Clock(), out)
 }
 
 // resolve answers for name in n: a LOOKUP, or one entry of a READDIRPLUS
@@ -164,8 +164,7 @@ func (n *node) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 	return n.killSetIDAfter(in, out)
 }
 
-// setattr is a SETATTR but for the set-ID bits it clears: the size here
-// (the open-file table is fusefs's), the rest in the core.
+// setattr is a SETATTR but for the set-ID bits it clears.
 func (n *node) setattr(fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	vv := n.v.vv
 	rec, e := n.load()
@@ -178,19 +177,11 @@ func (n *node) setattr(fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) 
 		}
 	}
 	if size, ok := in.GetSize(); ok {
-		if rec.IsDir() {
-			return syscall.EISDIR
+		vs, e := vv.Truncate(n.at(), rec, size)
+		if e != 0 {
+			return e
 		}
-		if !rec.IsRegular() {
-			return syscall.EINVAL
-		}
-		if size != 0 || !n.keepVersion(rec) {
-			if e := n.truncate(rec, size); e != 0 {
-				return e
-			}
-		} else {
-			n.truncated(0)
-		}
+		own(vs, n)
 	}
 	var s vfs.SetAttr
 	s.Mode, s.SetMode = in.GetMode()
@@ -213,27 +204,19 @@ func caller(ctx context.Context) vfs.Caller {
 	return vfs.Caller{}
 }
 
-// created announces a new file name in n, once its blob is made.
-func (n *node) created(op acl.Op, name string) {
-	own(n.v.vv.Created(n.at(), op, name), n)
-}
-
 // openNew opens the first handle of a file just created below n as name
 // ("" for O_TMPFILE), creating its blob; if that fails, the file goes.
 func (n *node) openNew(ctx context.Context, name string, rec *shedfs.Inode, flags uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
-	oi, e := n.v.fs.acquire(rec, true)
+	vh, vs, e := n.v.vv.OpenNew(n.at(), name, rec, flags)
 	if e != 0 {
-		n.v.vv.Uncreate(n.at(), name, rec)
 		return nil, nil, 0, e
 	}
-	if name != "" {
-		n.created(acl.OpCreate, name)
-	}
+	own(vs, n)
 	ch := n.entry(ctx, rec, out)
 	cn := ch.Operations().(*node)
-	fh, fuseFlags, e := cn.newHandle(oi, flags)
+	fh, fuseFlags, e := cn.newHandle(vh, flags)
 	if e != 0 {
-		n.v.fs.release(oi)
+		vh.Release()
 		return nil, nil, 0, e
 	}
 	return ch, fh, fuseFlags | cn.keepCache(fh), 0
@@ -261,50 +244,19 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 	return n.openNew(ctx, "", rec, flags, out)
 }
 
-// Open implements fs.NodeOpener. Opening for writing is decided like a
-// write, so a file its mode forbids fails at open as on a local disk.
+// Open implements fs.NodeOpener (vfs.View.Open): opening for writing is
+// decided like a write, so a file its mode forbids fails at open as on a
+// local disk.
 func (n *node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, _ uint32, errno syscall.Errno) {
 	defer n.v.fs.track("open", n.zone, time.Now(), &errno)
-	if e := n.visible(acl.OpRead); e != 0 {
-		return nil, 0, e
-	}
-	rec, e := n.load()
+	vh, vs, e := n.v.vv.Open(ctx, n.at(), flags)
 	if e != 0 {
 		return nil, 0, e
 	}
-	if !rec.IsRegular() {
-		return nil, 0, syscall.EINVAL
-	}
-	if e := n.admitContent(ctx, acl.OpRead); e != 0 {
-		return nil, 0, e
-	}
-	if rec.Nlink == 0 && flags&syscall.O_ACCMODE != syscall.O_RDONLY && n.v.fs.ghostOf(n.ino) != nil {
-		// Reclaimed, with its charge freed: nothing may grow it again.
-		return nil, 0, syscall.ENOENT
-	}
-	if flags&syscall.O_ACCMODE != syscall.O_RDONLY {
-		if e := n.v.vv.RefuseKept(n.at(), acl.OpWrite, rec); e != 0 {
-			return nil, 0, e
-		}
-		if d := acl.Write(n.v.actor(), acl.EntryOf(rec), acl.Quota{}, rec.Size, rec.Size); !d.Allowed() {
-			return nil, 0, n.deny(acl.OpWrite, "", d)
-		}
-		if flags&syscall.O_TRUNC != 0 && rec.Size > 0 && n.keepVersion(rec) {
-			n.truncated(0)
-			rec.Size = 0
-		} else if flags&syscall.O_TRUNC != 0 && rec.Size > 0 {
-			if e := n.truncate(rec, 0); e != 0 {
-				return nil, 0, e
-			}
-		}
-	}
-	oi, e := n.v.fs.acquire(rec, false)
+	own(vs, n)
+	fh, fuseFlags, e := n.newHandle(vh, flags)
 	if e != 0 {
-		return nil, 0, e
-	}
-	fh, fuseFlags, e := n.newHandle(oi, flags)
-	if e != 0 {
-		n.v.fs.release(oi)
+		vh.Release()
 		return nil, 0, e
 	}
 	return fh, fuseFlags | n.keepCache(fh), 0
@@ -436,7 +388,7 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (_ fs.FileHandle
 	if e := n.visible(acl.OpRead); e != 0 {
 		return nil, 0, e
 	}
-	n.v.fs.dirOpened(n.ino)
+	n.v.fs.core.DirOpened(n.ino)
 	// The kernel keeps the listing across opens: a change made in
 	// another view or by the admin invalidates it (dirOf).
 	dh := &dirHandle{node: n}

@@ -44,11 +44,6 @@ func (v *View) deny(op acl.Op, p string, z shedfs.Zone, d acl.Decision) syscall.
 	return v.vv.Deny(op, p, z, d)
 }
 
-// denyDetail is deny of an open refused by the content's scan state.
-func (v *View) denyDetail(op acl.Op, p string, z shedfs.Zone, d acl.Decision, scan string) syscall.Errno {
-	return v.vv.DenyScan(op, p, z, d, scan)
-}
-
 // changed records a change that happened to name in n (or to n).
 func (n *node) changed(op string, name string, bytes int64) {
 	if !n.v.fs.core.Recording() {

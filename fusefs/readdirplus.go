@@ -47,7 +47,7 @@ type entryBatch struct {
 // Lookup implements fs.FileLookuper: the entry of name in a READDIRPLUS
 // reply, just returned by Readdirent.
 func (d *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
-	since := d.node.v.fs.persists.now()
+	since := d.node.v.fs.core.Clock()
 	return d.node.resolve(ctx, name, d.batched(ctx, name), since, out)
 }
 
@@ -88,7 +88,7 @@ func (d *dirHandle) batched(ctx context.Context, name string) *shedfs.Inode {
 			names = append(names, e.Name)
 		}
 	}
-	b.clock = n.v.fs.persists.now()
+	b.clock = n.v.fs.core.Clock()
 	recs, err := n.v.fs.store.LookupNames(n.ino, names)
 	if err != nil {
 		return nil
@@ -106,7 +106,7 @@ func (d *dirHandle) batched(ctx context.Context, name string) *shedfs.Inode {
 
 // fresh is rec unless its file was persisted since the batch was read.
 func (b *entryBatch) fresh(f *FS, rec *shedfs.Inode) *shedfs.Inode {
-	if rec != nil && rec.IsRegular() && f.persists.persistedSince(rec.Ino, b.clock) {
+	if rec != nil && rec.IsRegular() && f.core.PersistedSince(rec.Ino, b.clock) {
 		return nil
 	}
 	return rec

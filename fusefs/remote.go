@@ -1,11 +1,7 @@
 package fusefs
 
 import (
-	"errors"
-	"syscall"
-
 	"github.com/shedfs/shedfs"
-	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/metadata"
 )
 
@@ -35,16 +31,10 @@ func (f *FS) Foreign(c metadata.Change) {
 	for _, ino := range c.Inodes {
 		f.changedContent(nil, ino)
 		rec, err := f.store.GetInode(ino)
-		if (err != nil || rec.Nlink == 0) && f.marks.lingering(ino) {
-			f.marks.urge(ino) // unlinked elsewhere: our mark goes now (marks.go)
+		if err != nil {
+			rec = nil
 		}
-		if err == nil {
-			if oi := f.lookupOpen(ino); oi != nil {
-				oi.mu.Lock()
-				oi.entry = acl.EntryOf(rec)
-				oi.mu.Unlock()
-			}
-		}
+		f.core.ChangedElsewhere(ino, rec)
 		f.tellRemote(ino, rec, []inval{dataOf(ino, 0, 0)})
 	}
 	for _, e := range c.Entries {
@@ -68,67 +58,4 @@ func (f *FS) tellRemote(ino uint64, rec *shedfs.Inode, items []inval) {
 		}
 	}
 	f.notify.post(nil, byView)
-}
-
-// holdStripes is how many locks order the open marks: those of one inode
-// must not pass each other (an unhold's delete after a new hold's put),
-// those of different inodes may, so that the mark of one file's last
-// release (a round trip) does not hold up the next file's open.
-const holdStripes = 64
-
-// hold marks ino open by this daemon in a store other daemons share.
-func (f *FS) hold(ino uint64) {
-	if !f.store.Shared() {
-		return
-	}
-	mu := &f.holdMu[ino%holdStripes]
-	mu.Lock()
-	defer mu.Unlock()
-	if f.marks.reuse(ino) {
-		return // its mark lingers from the last release (marks.go)
-	}
-	if err := f.store.Hold(ino); err != nil {
-		f.log.Error("mark inode open in the store", "ino", ino, "err", err)
-	}
-}
-
-// unhold takes the mark back once nothing here holds ino, and notes ino
-// as an orphan to reclaim if it lost its last link meanwhile (perhaps
-// through another daemon).
-func (f *FS) unhold(ino uint64) {
-	if !f.store.Shared() {
-		return
-	}
-	mu := &f.holdMu[ino%holdStripes]
-	mu.Lock()
-	defer mu.Unlock()
-	f.mu.Lock()
-	again := f.open[ino] != nil
-	f.mu.Unlock()
-	if again {
-		return // opened again meanwhile: the mark stays
-	}
-	// The mark lingers a while (marks.go), unless the inode has lost its
-	// last link as far as the cache knows: then it goes now, as the
-	// other daemons wait for it to reclaim the inode.
-	if rec, err := f.store.GetInode(ino); err == nil && rec.Nlink > 0 {
-		f.marks.keep(ino, false)
-		return
-	}
-	orphan, err := f.store.Unhold(ino)
-	if err != nil {
-		f.log.Error("unmark inode open in the store", "ino", ino, "err", err)
-		return
-	}
-	if orphan {
-		f.mu.Lock()
-		f.orphans[ino] = true
-		f.mu.Unlock()
-	}
-}
-
-// heldElsewhere reports a reclaim refused because another daemon holds
-// the inode open: it reclaims it when it lets go.
-func heldElsewhere(err error) bool {
-	return errors.Is(err, metadata.ErrHeld) || errors.Is(err, syscall.ENOENT)
 }

@@ -2,7 +2,6 @@ package fusefs
 
 import (
 	"context"
-	"errors"
 	"path"
 	"slices"
 	"strings"
@@ -44,101 +43,12 @@ func (f *FS) trashSettings(st metadata.Settings) {
 // trashChanged tells the views' trash/ listings to rebuild.
 func (f *FS) trashChanged() { f.trash.gen.Add(1) }
 
-// kept notes that something went to the trash.
-func (f *FS) kept() { f.trashChanged() }
-
-// keepVersion truncates regular file rec to zero after moving its content
-// to a new inode in the trash: the blob is renamed to the new number (no
-// copy) and the live file gets a fresh, empty one, which every handle
-// open on it uses from now on. It reports false, having done nothing,
-// when the trash is off, the file is empty or may not be truncated by
-// this view, or the holder has no inode to spare even after eviction; the
-// caller then truncates as usual.
-func (n *node) keepVersion(rec *shedfs.Inode) bool {
-	f := n.v.fs
-	if rec.Size == 0 || !rec.IsRegular() {
-		return false
-	}
-	note := n.v.vv.TrashNote(n.at(), metadata.TrashTruncate, "")
-	if note == nil || !acl.Truncate(n.v.actor(), acl.EntryOf(rec), acl.Quota{}, rec.Size, 0).Allowed() {
-		return false
-	}
-	oi, e := f.acquire(rec, false)
-	if e != 0 {
-		return false
-	}
-	defer f.release(oi)
-	oi.mu.Lock()
-	defer oi.mu.Unlock()
-	if oi.size == 0 || f.persistLocked(oi) != 0 {
-		return false
-	}
-	unlock := f.acct.Lock(oi.holder)
-	defer unlock()
-	version, err := f.store.AllocIno()
-	if err != nil {
-		return false
-	}
-	if err := f.blobs.Move(oi.ino, version); err != nil {
-		f.log.Error("keep version", "ino", oi.ino, "err", err)
-		return false
-	}
-	blob, err := f.blobs.OpenFile(oi.ino, true)
-	if err != nil {
-		f.undoMove(oi.ino, version)
-		return false
-	}
-	_, err = f.store.KeepVersion(oi.ino, version, note)
-	if err == syscall.EDQUOT && f.core.MakeRoom(oi.holder, 0, 1, acl.Decision{Errno: syscall.EDQUOT}) {
-		_, err = f.store.KeepVersion(oi.ino, version, note)
-	}
-	if err != nil {
-		blob.Close()
-		f.undoMove(oi.ino, version)
-		if errors.Is(err, syscall.EDQUOT) {
-			// No inode for the version even with the holder's trash
-			// evicted: the truncate goes on unversioned, and the
-			// trail says so (README, "Trash and restore").
-			n.changed(opVersionNotKept, "", int64(oi.size))
-		}
-		return false
-	}
-	// Handles may still be splicing from the old descriptor: it stays
-	// open, holding the version's content, until the last release.
-	oi.retired = append(oi.retired, oi.blob)
-	oi.blob = blob
-	oi.newBlob = true
-	oi.size, oi.persisted, oi.mtime = 0, 0, time.Now()
-	f.kept()
-	return true
-}
-
-// opVersionNotKept is the audit operation of a truncate whose previous
-// content could not be kept for the holder's inode limit.
-const opVersionNotKept = "version_not_kept"
-
-// undoMove puts a blob moved by keepVersion back.
-func (f *FS) undoMove(ino, version uint64) {
-	if err := f.blobs.Move(version, ino); err != nil {
-		f.log.Error("undo keep version", "ino", ino, "err", err)
-	}
-}
-
-// TrashFreed implements vfs.Frontend: kept files the store deleted stay
-// reachable as ghosts for requests already under way, whose grace over
-// their blobs go (unless the core removed them already), and are counted.
+// TrashFreed implements vfs.Frontend: kept files the store deleted (the
+// core keeps them as ghosts for requests under way) are counted, and the
+// views' trash/ listings rebuild.
 func (f *FS) TrashFreed(gone []*shedfs.Inode, why string, removed bool) {
 	if len(gone) == 0 {
 		return
-	}
-	if !removed {
-		now := time.Now()
-		f.mu.Lock()
-		for _, n := range gone {
-			g := *n
-			f.ghosts[n.Ino] = &ghost{rec: &g, until: now.Add(ghostGrace)}
-		}
-		f.mu.Unlock()
 	}
 	f.trashChanged()
 	f.countTrashFreed(why, len(gone))
@@ -148,11 +58,12 @@ func (f *FS) TrashFreed(gone []*shedfs.Inode, why string, removed bool) {
 // rebuild their trash/ listings.
 func (f *FS) TrashChanged() { f.trashChanged() }
 
-// Holds implements vfs.Frontend: whether a view holds ino open.
-func (f *FS) Holds(ino uint64) bool { return !f.unused(ino) }
+// Holds implements vfs.Frontend: the views hold their files open in the
+// core's open-file table, not here.
+func (f *FS) Holds(ino uint64) bool { return false }
 
-// Overlay implements vfs.Frontend (overlay).
-func (f *FS) Overlay(rec *shedfs.Inode) { f.overlay(rec) }
+// Overlay implements vfs.Frontend: the core lays the open state over.
+func (f *FS) Overlay(rec *shedfs.Inode) {}
 
 // trashItem is one name in a view's trash/ tree.
 type trashItem struct {
@@ -338,7 +249,7 @@ func (d *trashDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) 
 	if err != nil {
 		return nil, d.v.fs.errno("lookup trash", err)
 	}
-	d.v.fs.overlay(rec)
+	d.v.fs.core.Overlay(rec)
 	d.v.fillAttr(rec, &out.Attr)
 	out.SetEntryTimeout(uncached)
 	out.SetAttrTimeout(uncached)
@@ -437,17 +348,15 @@ func (d *trashDir) Unlink(ctx context.Context, name string) (errno syscall.Errno
 	if err != nil {
 		return f.errno("purge", err)
 	}
-	f.addGhost(rec)
-	_, freed, err := f.store.PurgeTrash(it.entry.Ino, f.unused)
+	f.core.AddGhost(rec)
+	_, freed, err := f.store.PurgeTrash(it.entry.Ino, f.core.Unused)
 	if err != nil {
-		f.dropGhost(rec.Ino)
+		f.core.DropGhost(rec.Ino)
 		return f.errno("purge", err)
 	}
 	if !freed {
-		f.dropGhost(rec.Ino)
-		f.mu.Lock()
-		f.orphans[rec.Ino] = true
-		f.mu.Unlock()
+		f.core.DropGhost(rec.Ino)
+		f.core.Orphan(rec.Ino)
 	}
 	f.trashChanged()
 	f.countTrashFreed("purge", 1)
@@ -507,7 +416,7 @@ func (d *trashDir) Rename(ctx context.Context, name string, newParent fs.InodeEm
 	}
 	f.invalidate(d.v, np.zone, items...)
 	if !kept {
-		f.reclaimIfUnused(replaced)
+		f.core.ReclaimIfUnused(replaced)
 	}
 	return 0
 }
@@ -539,13 +448,6 @@ func (f *FS) trashSweeper(stop <-chan struct{}, capBytes func() int64) {
 			last = time.Now()
 		}
 	}
-}
-
-// truncated records and announces that n's content was cut to size.
-func (n *node) truncated(size int64) {
-	n.changed("truncate", "", size)
-	n.v.fs.changedContent(n, n.ino)
-	n.v.fs.invalidate(n.v, n.zone, dataOf(n.ino, size, 0))
 }
 
 // trashCapShare is the part of the store's disk that the trash of holders

@@ -50,6 +50,9 @@ type View struct {
 	// setIDWrites are its writes in flight that clear set-ID bits
 	// (killpriv.go).
 	setIDWrites setIDWrites
+
+	// io counts its open handles by kernel I/O mode, per inode (file.go).
+	io ioModes
 }
 
 // groupsIno is the synthetic inode number of groups/, which has no record

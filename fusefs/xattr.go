@@ -154,11 +154,7 @@ func (n *node) setOwnership(attr, value string) syscall.Errno {
 	if err != nil {
 		return f.errno("set ownership", err)
 	}
-	if oi := f.lookupOpen(n.ino); oi != nil {
-		oi.mu.Lock()
-		oi.entry = acl.EntryOf(rec)
-		oi.mu.Unlock()
-	}
+	f.core.Reentry(n.ino, rec)
 	n.changed(xattrOp(attr).String(), "", 0)
 	f.invalidate(n.v, n.zone, attrOf(n.ino))
 	return 0

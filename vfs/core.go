@@ -11,6 +11,7 @@ import (
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/blobs"
+	"github.com/shedfs/shedfs/content"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/quota"
 	"github.com/shedfs/shedfs/zones"
@@ -61,8 +62,12 @@ type Core struct {
 	sessions sessionTable
 	// versions numbers content changes, for the kernels' page caches.
 	versions *contentVersions
-	// files is the open-file table (files.go).
-	files Files
+	// ft is the open-file table (files.go).
+	ft openTable
+	// content takes files whose content changed for their digest and
+	// scan, and decides opens by the scan verdict; nil: neither
+	// (SetContent).
+	content *content.Service
 	// zoneCfg is the configurable zone policy (SetZones).
 	zoneCfg zones.Config
 	// countDenial counts a refusal by its reason (CountDenials).
@@ -82,7 +87,7 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *Core {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Core{store: store, blobs: blobDir, acct: quota.New(store), opts: opts, log: opts.Logger, versions: newContentVersions()}
-	c.files = noFiles{c}
+	c.ft = newOpenTable()
 	c.acct.SetEvictor(c.evictTrash)
 	c.loadSettings()
 	return c
@@ -141,6 +146,10 @@ func (c *Core) loadSettings() {
 	c.maxFileSize.Store(st.MaxFileSize)
 	c.trashRetention.Store(int64(st.TrashRetention()))
 }
+
+// SetContent sets the content service (digests, scans, the open's
+// wait); set before any view is served.
+func (c *Core) SetContent(svc *content.Service) { c.content = svc }
 
 // SetZones sets the configurable zone policy (default ownership modes,
 // the symlink policy); set before any view is served.

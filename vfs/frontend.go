@@ -108,6 +108,9 @@ func (c *Core) attached() []Frontend {
 // Unused reports whether no frontend holds ino open. The store asks it
 // inside its transactions that free inodes (unlink, trash eviction).
 func (c *Core) Unused(ino uint64) bool {
+	if !c.unusedHere(ino) {
+		return false
+	}
 	for _, f := range c.attached() {
 		if f.Holds(ino) {
 			return false
@@ -131,6 +134,7 @@ func (c *Core) Stat(ino uint64) (*shedfs.Inode, error) {
 // and times of an open file not yet persisted. For a door that reads many
 // records in one transaction (a folder page of the link server).
 func (c *Core) Overlay(rec *shedfs.Inode) {
+	c.overlay(rec)
 	for _, f := range c.attached() {
 		f.Overlay(rec)
 	}
@@ -202,6 +206,9 @@ func (c *Core) Freed(gone []*shedfs.Inode, why string, removed bool) {
 			}
 		}
 		removed = true
+	}
+	if !removed {
+		c.ghostFreed(gone)
 	}
 	for _, f := range fs {
 		f.TrashFreed(gone, why, removed)

@@ -26,29 +26,29 @@ const EntryBytes = shedfs.ChargeUnit
 
 // Clock is the open-file table's persist clock, for a door that reads
 // records in a batch (Overlaid).
-func (v *View) Clock() uint64 { return v.c.files.Clock() }
+func (v *View) Clock() uint64 { return v.c.Clock() }
 
 // Overlaid lays the open-file state over rec, read after the clock read
 // since.
 func (v *View) Overlaid(rec *shedfs.Inode, since uint64) *shedfs.Inode {
-	return v.c.files.Overlaid(rec, since)
+	return v.c.overlaid(rec, since)
 }
 
 // Load reads at's record with the not yet persisted state of an open file
 // laid over it; a reclaimed inode still in its grace is its last record.
 func (v *View) Load(at At) (*shedfs.Inode, syscall.Errno) {
 	c := v.c
-	since := c.files.Clock()
+	since := c.Clock()
 	rec, err := c.store.GetInode(at.Ino)
 	if errors.Is(err, syscall.ENOENT) {
-		if g := c.files.Ghost(at.Ino); g != nil {
+		if g := c.Ghost(at.Ino); g != nil {
 			return g, 0
 		}
 	}
 	if err != nil {
 		return nil, c.Errno("getattr", err)
 	}
-	return c.files.Overlaid(rec, since), 0
+	return c.overlaid(rec, since), 0
 }
 
 // Visible checks that the view may still reach at: a user removed from a
@@ -102,7 +102,7 @@ func (v *View) Resolve(dir At, name string, known *shedfs.Inode, since uint64) (
 	if errno != 0 {
 		return nil, true, errno
 	}
-	return c.files.Overlaid(rec, since), true, 0
+	return c.overlaid(rec, since), true, 0
 }
 
 // ReservedRoot is the record of a zone root standing under a reserved
@@ -435,7 +435,7 @@ func (v *View) make(c Caller, dir At, m Make) (*shedfs.Inode, syscall.Errno) {
 	if name == "" {
 		// Nothing names it: it goes with its last handle unless
 		// linkat gives it a name first.
-		core.files.Orphan(rec.Ino)
+		core.Orphan(rec.Ino)
 	}
 	return rec, 0
 }
@@ -454,7 +454,7 @@ func (v *View) Created(dir At, op acl.Op, name string) []Version {
 func (v *View) Uncreate(dir At, name string, rec *shedfs.Inode) {
 	c := v.c
 	if name == "" {
-		c.files.ReclaimIfIdle(rec.Ino)
+		c.reclaimIfIdle(rec.Ino)
 		return
 	}
 	if _, _, err := c.store.UnlinkFree(dir.Ino, name, false, c.Unused); err != nil {
@@ -492,13 +492,13 @@ func (v *View) Link(dir At, src *At, name string) (*shedfs.Inode, []Version, sys
 		return nil, nil, v.deny(acl.OpLink, dir, name, d)
 	}
 	adm.Done()
-	since := c.files.Clock()
+	since := c.Clock()
 	rec, err := c.store.LinkTrash(src.Ino, dir.Ino, name, v.linkNote(dir, name))
 	if err != nil {
 		return nil, nil, c.Errno("link", err)
 	}
-	c.files.Linked(rec.Ino)
-	rec = c.files.Overlaid(rec, since)
+	c.linked(rec.Ino)
+	rec = c.overlaid(rec, since)
 	v.changed("link", dir, name, 0)
 	vs := c.contentChanged(dir.Zone, dir.Ino, nil)
 	c.fanOut(v, dir.Zone, NameWas(dir.Ino, name, NoneBefore), DirOf(dir.Ino), AttrOf(src.Ino))
@@ -530,12 +530,12 @@ func (v *View) Remove(dir At, op acl.Op, name string) ([]Version, syscall.Errno)
 	}
 	// The ghost is in place before the record can go, so a request of a
 	// kernel that resolved the name just before finds it either way.
-	c.files.Settle(rec.Ino)
-	c.files.AddGhost(rec)
+	c.Settle(rec.Ino)
+	c.AddGhost(rec)
 	p := dir.pathOf(name) // for the trash and the audit trail
 	out, freed, kept, err := c.store.UnlinkTrash(dir.Ino, name, op == acl.OpRmdir, c.Unused, v.trashNoteAt(metadata.TrashUnlink, p))
 	if !freed {
-		c.files.DropGhost(rec.Ino)
+		c.DropGhost(rec.Ino)
 	}
 	if err != nil {
 		return nil, c.Errno(op.String(), err)
@@ -547,7 +547,7 @@ func (v *View) Remove(dir At, op acl.Op, name string) ([]Version, syscall.Errno)
 	vs := c.contentChanged(dir.Zone, dir.Ino, nil)
 	c.fanOut(v, dir.Zone, NameWas(dir.Ino, name, rec.Ino), DirOf(dir.Ino), AttrOf(out.Ino))
 	if !freed && !kept {
-		c.files.ReclaimIfUnused(out)
+		c.ReclaimIfUnused(out)
 	}
 	return vs, 0
 }
@@ -596,7 +596,7 @@ func (v *View) Rename(dir At, name string, to At, newName string, flags uint32) 
 		return nil, v.deny(acl.OpRename, dir, name, d)
 	}
 	if dst != nil {
-		c.files.Settle(dstRec.Ino)
+		c.Settle(dstRec.Ino)
 	}
 	replaced, kept, err := c.store.RenameTrash(dir.Ino, name, to.Ino, newName, flags, v.trashNote(to, metadata.TrashRenameOver, newName), v.renameNote(dir, name, to, newName))
 	if err != nil {
@@ -618,7 +618,7 @@ func (v *View) Rename(dir At, name string, to At, newName string, flags uint32) 
 	}
 	c.fanOut(v, dir.Zone, items...)
 	if !kept {
-		c.files.ReclaimIfUnused(replaced)
+		c.ReclaimIfUnused(replaced)
 	}
 	return vs, 0
 }
@@ -680,7 +680,11 @@ func (v *View) Setattr(at At, rec *shedfs.Inode, s SetAttr) syscall.Errno {
 			rec.Mtime = s.Mtime
 			// A file being written keeps the time set here, not
 			// the time of its last write.
-			c.files.SetMtime(rec.Ino, s.Mtime)
+			if oi := c.lookupOpen(rec.Ino); oi != nil {
+				oi.mu.Lock()
+				oi.mtime = s.Mtime
+				oi.mu.Unlock()
+			}
 		}
 		rec.Ctime = now
 		return nil
@@ -690,7 +694,7 @@ func (v *View) Setattr(at At, rec *shedfs.Inode, s SetAttr) syscall.Errno {
 		_, err = c.store.Update(at.Ino, fn, nil)
 	} else {
 		// Times and mode of a dirty open file are held.
-		_, err = c.files.UpdateHeld(at.Ino, fn)
+		_, err = c.UpdateHeld(at.Ino, fn)
 	}
 	if err != nil {
 		return c.Errno("setattr", err)

@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"context"
 	"syscall"
 	"testing"
 
@@ -149,5 +150,81 @@ func TestViewStatfs(t *testing.T) {
 	}
 	if st.Files != 1000 || uint64(st.Blocks)*uint64(st.Bsize) > 1<<30 || st.Namelen != shedfs.MaxNameLen {
 		t.Fatalf("statfs %+v", st)
+	}
+}
+
+// TestHandleWithoutKernel: a door without a kernel opens, writes, reads
+// and closes through the core's open-file table: the size is seen at
+// once (laid over the record), persisted at flush, charged to the holder
+// only then, and a write past the quota is refused and recorded.
+func TestHandleWithoutKernel(t *testing.T) {
+	f := newFixture(t, nil)
+	f.core.ServeFiles()
+	defer f.core.CloseFiles()
+	if err := f.store.SetLimit(alice, shedfs.Limit{Bytes: 1 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := f.core.NewView("api", "alice", nil, ViewOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := At{Ino: v.Root(), Zone: v.RootZone(), Paths: paths("")}
+	rec, e := v.Create(Caller{}, root, "f", 0o644)
+	if e != 0 {
+		t.Fatal(e)
+	}
+	h, _, e := v.OpenNew(root, "f", rec, syscall.O_RDWR)
+	if e != 0 {
+		t.Fatal(e)
+	}
+	h.Bind(paths("/f"))
+	data := []byte("hello, world")
+	if n, _, e := h.Write(data, 0); e != 0 || n != len(data) {
+		t.Fatalf("write: %d %v", n, e)
+	}
+	if st, _ := f.core.Stat(rec.Ino); st.Size != uint64(len(data)) {
+		t.Fatalf("open file's size not laid over: %d", st.Size)
+	}
+	buf := make([]byte, 64)
+	if n, e := h.Read(buf, 0); e != 0 || string(buf[:n]) != string(data) {
+		t.Fatalf("read %q %v", buf[:n], e)
+	}
+	if f.core.OpenFiles() != 1 {
+		t.Fatalf("open files %d", f.core.OpenFiles())
+	}
+	// Past the quota: refused, recorded with the door.
+	if _, _, e := h.Write(make([]byte, 2<<20), int64(len(data))); e != syscall.EDQUOT {
+		t.Fatalf("write past the quota: %v", e)
+	}
+	if ev := f.events.last(); ev.Errno != syscall.EDQUOT || ev.Door != "api" || ev.Path != "/f" {
+		t.Fatalf("refusal recorded as %+v", ev)
+	}
+	if e := h.Flush(); e != 0 {
+		t.Fatal(e)
+	}
+	h.Release()
+	if f.core.OpenFiles() != 0 {
+		t.Fatal("file still open after its last release")
+	}
+	stored, _ := f.store.GetInode(rec.Ino)
+	if stored.Size != uint64(len(data)) {
+		t.Fatalf("stored size %d", stored.Size)
+	}
+	if f.core.Accountant().Pending(alice) != 0 {
+		t.Fatalf("pending %d after the release", f.core.Accountant().Pending(alice))
+	}
+
+	// O_TRUNC keeps the old content in the trash.
+	h, _, e = v.Open(context.Background(), At{Ino: rec.Ino, Zone: rec.Zone, Paths: paths("/f")}, syscall.O_WRONLY|syscall.O_TRUNC)
+	if e != 0 {
+		t.Fatal(e)
+	}
+	h.Release()
+	if stored, _ := f.store.GetInode(rec.Ino); stored.Size != 0 {
+		t.Fatalf("O_TRUNC left size %d", stored.Size)
+	}
+	kept, err := f.store.TrashUsage(alice)
+	if err != nil || kept.Inodes != 1 {
+		t.Fatalf("truncated content not kept: %+v %v", kept, err)
 	}
 }

@@ -1,9 +1,14 @@
-package fusefs
+package vfs
 
 import (
+	"errors"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
+
+	"github.com/shedfs/shedfs"
+	"github.com/shedfs/shedfs/metadata"
 )
 
 // On a store other daemons share, the open mark of an inode (remote.go)
@@ -181,13 +186,13 @@ func (m *markTable) done(inos []uint64, ch chan struct{}) {
 
 // markReleaser takes back the marks that went idle (or lost their inode's
 // last link), every markTick or when asked, until stop closes.
-func (f *FS) markReleaser(stop <-chan struct{}) {
+func (c *Core) markReleaser(stop <-chan struct{}) {
 	t := time.NewTicker(markTick)
 	defer t.Stop()
-	f.marks.mu.Lock()
-	f.marks.initLocked()
-	wake := f.marks.wake
-	f.marks.mu.Unlock()
+	c.ft.marks.mu.Lock()
+	c.ft.marks.initLocked()
+	wake := c.ft.marks.wake
+	c.ft.marks.mu.Unlock()
 	for {
 		select {
 		case <-stop:
@@ -195,7 +200,7 @@ func (f *FS) markReleaser(stop <-chan struct{}) {
 		case <-t.C:
 		case <-wake:
 		}
-		f.releaseMarks(false)
+		c.releaseMarks(false)
 	}
 }
 
@@ -204,20 +209,134 @@ func (f *FS) markReleaser(stop <-chan struct{}) {
 // inodes among them that lost their last link meanwhile. A mark that
 // fails to go stays in the store until this daemon's lease ends, which
 // frees its inode then; it is logged.
-func (f *FS) releaseMarks(all bool) {
-	inos, ch := f.marks.due(all)
+func (c *Core) releaseMarks(all bool) {
+	inos, ch := c.ft.marks.due(all)
 	if len(inos) == 0 {
 		return
 	}
-	orphans, err := f.store.Unholds(inos)
-	f.marks.done(inos, ch)
+	orphans, err := c.store.Unholds(inos)
+	c.ft.marks.done(inos, ch)
 	if err != nil {
-		f.log.Error("unmark inodes open in the store", "inodes", len(inos), "err", err)
+		c.log.Error("unmark inodes open in the store", "inodes", len(inos), "err", err)
 	}
 	for _, ino := range orphans {
-		f.mu.Lock()
-		f.orphans[ino] = true
-		f.mu.Unlock()
-		f.reclaimIfIdle(ino)
+		c.ft.mu.Lock()
+		c.ft.orphans[ino] = true
+		c.ft.mu.Unlock()
+		c.reclaimIfIdle(ino)
+	}
+}
+
+// holdStripes is how many locks order the open marks: those of one inode
+// must not pass each other (an unhold's delete after a new hold's put),
+// those of different inodes may, so that the mark of one file's last
+// release (a round trip) does not hold up the next file's open.
+const holdStripes = 64
+
+// hold marks ino open by this daemon in a store other daemons share.
+func (c *Core) hold(ino uint64) {
+	if !c.store.Shared() {
+		return
+	}
+	mu := &c.ft.holdMu[ino%holdStripes]
+	mu.Lock()
+	defer mu.Unlock()
+	if c.ft.marks.reuse(ino) {
+		return // its mark lingers from the last release (marks.go)
+	}
+	if err := c.store.Hold(ino); err != nil {
+		c.log.Error("mark inode open in the store", "ino", ino, "err", err)
+	}
+}
+
+// unhold takes the mark back once nothing here holds ino, and notes ino
+// as an orphan to reclaim if it lost its last link meanwhile (perhaps
+// through another daemon).
+func (c *Core) unhold(ino uint64) {
+	if !c.store.Shared() {
+		return
+	}
+	mu := &c.ft.holdMu[ino%holdStripes]
+	mu.Lock()
+	defer mu.Unlock()
+	c.ft.mu.Lock()
+	again := c.ft.open[ino] != nil
+	c.ft.mu.Unlock()
+	if again {
+		return // opened again meanwhile: the mark stays
+	}
+	// The mark lingers a while (marks.go), unless the inode has lost its
+	// last link as far as the cache knows: then it goes now, as the
+	// other daemons wait for it to reclaim the inode.
+	if rec, err := c.store.GetInode(ino); err == nil && rec.Nlink > 0 {
+		c.ft.marks.keep(ino, false)
+		return
+	}
+	orphan, err := c.store.Unhold(ino)
+	if err != nil {
+		c.log.Error("unmark inode open in the store", "ino", ino, "err", err)
+		return
+	}
+	if orphan {
+		c.ft.mu.Lock()
+		c.ft.orphans[ino] = true
+		c.ft.mu.Unlock()
+	}
+}
+
+// heldElsewhere reports a reclaim refused because another daemon holds
+// the inode open: it reclaims it when it lets go.
+func heldElsewhere(err error) bool {
+	return errors.Is(err, metadata.ErrHeld) || errors.Is(err, syscall.ENOENT)
+}
+
+// LeaseRenewed puts back the open marks of every inode open here, after
+// this daemon's lease on a shared store was lost and granted again
+// (metadata.Store.FollowLease), so that no other daemon reclaims them
+// from now on; the lingering marks went with the lease.
+func (c *Core) LeaseRenewed() {
+	if !c.store.Shared() {
+		return
+	}
+	c.ft.mu.Lock()
+	inos := make([]uint64, 0, len(c.ft.open))
+	for ino := range c.ft.open {
+		inos = append(inos, ino)
+	}
+	c.ft.mu.Unlock()
+	c.ft.marks.forget()
+	for _, ino := range inos {
+		c.holdAgain(ino)
+	}
+}
+
+// holdAgain puts back the open mark of ino if it is still open here,
+// ordered with its opens and releases by its stripe of holdMu (a release
+// meanwhile took its mark back, and must not find it put again).
+func (c *Core) holdAgain(ino uint64) {
+	mu := &c.ft.holdMu[ino%holdStripes]
+	mu.Lock()
+	defer mu.Unlock()
+	c.ft.mu.Lock()
+	open := c.ft.open[ino] != nil
+	c.ft.mu.Unlock()
+	if !open {
+		return
+	}
+	if err := c.store.Hold(ino); err != nil {
+		c.log.Error("mark inode open again after the lease was renewed", "ino", ino, "err", err)
+	}
+}
+
+// ChangedElsewhere is told that another daemon changed ino, whose record
+// is now rec (nil: gone): a lingering open mark of an inode that lost its
+// last link goes at once, and open handles decide their next write on
+// the new record.
+func (c *Core) ChangedElsewhere(ino uint64, rec *shedfs.Inode) {
+	if (rec == nil || rec.Nlink == 0) && c.ft.marks.lingering(ino) {
+		c.ft.marks.urge(ino) // unlinked elsewhere: our mark goes now
+	}
+	if rec != nil {
+		c.Reentry(ino, rec)
 	}
 }

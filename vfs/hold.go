@@ -1,4 +1,4 @@
-package fusefs
+package vfs
 
 import (
 	"sync"
@@ -51,46 +51,53 @@ func (h heldAttrs) apply(n *shedfs.Inode) {
 // needs nothing the writes did not compute. The write-close is audited
 // now, with its digest. false: the FLUSH persists as before. oi.mu must
 // be held.
-func (f *FS) flushHeldLocked(n *node, oi *openInode) bool {
-	if !oi.dirty || f.store.Shared() {
+func (h *Handle) flushHeldLocked(oi *openFile) bool {
+	c := h.v.c
+	if !oi.dirty || c.store.Shared() {
 		return false
 	}
 	if !oi.changed {
 		return true // held by an earlier flush, nothing written since
 	}
-	c, ok := f.knownLocked(oi)
+	known, ok := c.knownLocked(oi)
 	if !ok {
 		return false
 	}
 	oi.changed = false
-	f.contentChanged(n, oi.ino, true, int64(oi.size), &c)
+	h.v.contentChanged(h.at, true, int64(oi.size), &known)
 	return true
+}
+
+// UpdateHeld is updateHeld without an admission: a change of times and
+// mode (a chmod that clears set-ID bits) held on a dirty open file.
+func (c *Core) UpdateHeld(ino uint64, fn func(n *shedfs.Inode) error) (*shedfs.Inode, error) {
+	return c.updateHeld(ino, fn, nil)
 }
 
 // updateHeld is Store.Update for a SETATTR of times and mode: on a file
 // open and dirty here, fn's changes are held in the open inode and
 // persisted with its size; else it is Store.Update.
-func (f *FS) updateHeld(ino uint64, fn func(n *shedfs.Inode) error, admit func(u shedfs.Usage, l shedfs.Limit, delta int64) error) (*shedfs.Inode, error) {
-	oi := f.lookupOpen(ino)
-	if oi == nil || f.store.Shared() {
-		return f.store.Update(ino, fn, admit)
+func (c *Core) updateHeld(ino uint64, fn func(n *shedfs.Inode) error, admit func(u shedfs.Usage, l shedfs.Limit, delta int64) error) (*shedfs.Inode, error) {
+	oi := c.lookupOpen(ino)
+	if oi == nil || c.store.Shared() {
+		return c.store.Update(ino, fn, admit)
 	}
-	base, err := f.store.GetInode(ino)
+	base, err := c.store.GetInode(ino)
 	if err != nil {
-		return f.store.Update(ino, fn, admit)
+		return c.store.Update(ino, fn, admit)
 	}
-	f.overlay(base)
+	c.overlay(base)
 	rec := *base
 	if err := fn(&rec); err != nil {
 		return nil, err
 	}
 	if rec.Uid != base.Uid || rec.Gid != base.Gid || rec.Size != base.Size {
-		return f.store.Update(ino, fn, admit)
+		return c.store.Update(ino, fn, admit)
 	}
 	oi.mu.Lock()
 	if !oi.dirty {
 		oi.mu.Unlock()
-		return f.store.Update(ino, fn, admit)
+		return c.store.Update(ino, fn, admit)
 	}
 	h := &oi.held
 	h.anything = true
@@ -108,17 +115,17 @@ func (f *FS) updateHeld(ino uint64, fn func(n *shedfs.Inode) error, admit func(u
 	return &rec, nil
 }
 
-// settle persists the held state of ino, if it is open here and dirty,
+// Settle persists the held state of ino, if it is open here and dirty,
 // before something reads or moves its stored record (an unlink or a
 // rename over it keeps the record in the trash; a digest is read from
 // it).
-func (f *FS) settle(ino uint64) {
-	oi := f.lookupOpen(ino)
+func (c *Core) Settle(ino uint64) {
+	oi := c.lookupOpen(ino)
 	if oi == nil {
 		return
 	}
 	oi.mu.Lock()
-	f.persistLocked(oi)
+	c.persistLocked(oi)
 	oi.mu.Unlock()
 }
 
@@ -177,18 +184,18 @@ func (c *persistClock) persistedSince(ino, since uint64) bool {
 // regular file's record is read again (a few times at most: only a
 // persist landing in each window forces another). A ghost (no record any
 // more) is returned as it is.
-func (f *FS) overlaid(rec *shedfs.Inode, since uint64) *shedfs.Inode {
-	f.overlay(rec)
+func (c *Core) overlaid(rec *shedfs.Inode, since uint64) *shedfs.Inode {
+	c.overlay(rec)
 	for range 8 {
-		if !rec.IsRegular() || !f.persists.persistedSince(rec.Ino, since) {
+		if !rec.IsRegular() || !c.ft.persists.persistedSince(rec.Ino, since) {
 			return rec
 		}
-		since = f.persists.now()
-		fresh, err := f.store.GetInode(rec.Ino)
+		since = c.ft.persists.now()
+		fresh, err := c.store.GetInode(rec.Ino)
 		if err != nil {
 			return rec
 		}
-		f.overlay(fresh)
+		c.overlay(fresh)
 		rec = fresh
 	}
 	return rec

@@ -1,4 +1,4 @@
-package fusefs
+package vfs
 
 import (
 	"crypto/sha256"
@@ -20,13 +20,13 @@ type runningDigest struct {
 
 // wroteLocked follows a write of data at off to oi, whose size was old
 // before it. oi.mu must be held.
-func (f *FS) wroteLocked(oi *openInode, off int64, old uint64, data []byte) {
+func (c *Core) wroteLocked(oi *openFile, off int64, old uint64, data []byte) {
 	d := oi.digest
 	switch {
 	case len(data) == 0:
 		return
 	case d != nil && d.n == old && uint64(off) == old:
-	case off == 0 && old == 0 && f.opts.Content != nil && !f.store.Shared():
+	case off == 0 && old == 0 && c.content != nil && !c.store.Shared():
 		// Another daemon may write the same blob; only a file this
 		// daemon alone writes is hashed here.
 		d = &runningDigest{h: sha256.New()}
@@ -41,9 +41,9 @@ func (f *FS) wroteLocked(oi *openInode, off int64, old uint64, data []byte) {
 
 // resizedLocked follows a size change of oi other than a write: only an
 // empty file keeps a digest (of nothing). oi.mu must be held.
-func (f *FS) resizedLocked(oi *openInode, size uint64) {
+func (c *Core) resizedLocked(oi *openFile, size uint64) {
 	oi.digest = nil
-	if size == 0 && f.opts.Content != nil && !f.store.Shared() {
+	if size == 0 && c.content != nil && !c.store.Shared() {
 		oi.digest = &runningDigest{h: sha256.New()}
 	}
 }
@@ -51,28 +51,28 @@ func (f *FS) resizedLocked(oi *openInode, size uint64) {
 // knownLocked is the content of oi as the writes hashed it, when the
 // content service needs nothing more (content.Service.Known). oi.mu must
 // be held.
-func (f *FS) knownLocked(oi *openInode) (shedfs.Content, bool) {
+func (c *Core) knownLocked(oi *openFile) (shedfs.Content, bool) {
 	d := oi.digest
-	if d == nil || d.n != oi.size || f.opts.Content == nil {
+	if d == nil || d.n != oi.size || c.content == nil {
 		return shedfs.Content{}, false
 	}
-	return f.opts.Content.Known(oi.entry.Zone, oi.size, d.h.Sum(nil))
+	return c.content.Known(oi.entry.Zone, oi.size, d.h.Sum(nil))
 }
 
 // persistWritten stores a change of oi's content with fn: with its known
 // digest and verdict in the same transaction when there is one (then
 // oi.known is set and the content worker is not asked), else with a
 // pending mark for the worker. oi.mu must be held.
-func (f *FS) persistWritten(oi *openInode, fn func(n *shedfs.Inode) error) error {
-	c, ok := f.knownLocked(oi)
+func (c *Core) persistWritten(oi *openFile, fn func(n *shedfs.Inode) error) error {
+	known, ok := c.knownLocked(oi)
 	if !ok {
 		oi.known = nil
-		_, err := f.store.UpdateWritten(oi.ino, oi.writer, fn, nil)
+		_, err := c.store.UpdateWritten(oi.ino, oi.writer, fn, nil)
 		return err
 	}
-	if _, err := f.store.UpdateWrittenKnown(oi.ino, c, fn, nil); err != nil {
+	if _, err := c.store.UpdateWrittenKnown(oi.ino, known, fn, nil); err != nil {
 		return err
 	}
-	oi.known = &c
+	oi.known = &known
 	return nil
 }

@@ -1,0 +1,260 @@
+package vfs
+
+import (
+	"context"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/shedfs/shedfs"
+	"github.com/shedfs/shedfs/acl"
+)
+
+// Handle is one open of a regular file through a view, by any door: a
+// FUSE view's file handle, or a tool call that opens, writes and closes.
+// Every handle of one file shares the file's open state (openFile): one
+// blob descriptor, and the size and times writes moved ahead of the
+// store, persisted at flush, fsync and the last release.
+type Handle struct {
+	v     *View
+	at    At
+	of    *openFile
+	flags uint32
+}
+
+// Open opens regular file at with flags (the access mode, O_TRUNC,
+// O_APPEND). It is decided as a read, after the content's scan state
+// allows it (waiting for a pending verdict while ctx lasts); opening for
+// writing is decided like a write, so that a file its mode forbids fails
+// at open as on a local disk. O_TRUNC keeps the old content in the trash
+// when the trash is on. The versions are those of the truncate.
+func (v *View) Open(ctx context.Context, at At, flags uint32) (*Handle, []Version, syscall.Errno) {
+	c := v.c
+	if e := v.Visible(at, acl.OpRead); e != 0 {
+		return nil, nil, e
+	}
+	rec, e := v.Load(at)
+	if e != 0 {
+		return nil, nil, e
+	}
+	if !rec.IsRegular() {
+		return nil, nil, syscall.EINVAL
+	}
+	if e := v.admitContent(ctx, at, acl.OpRead); e != 0 {
+		return nil, nil, e
+	}
+	write := flags&syscall.O_ACCMODE != syscall.O_RDONLY
+	if rec.Nlink == 0 && write && c.Ghost(at.Ino) != nil {
+		// Reclaimed, with its charge freed: nothing may grow it again.
+		return nil, nil, syscall.ENOENT
+	}
+	var vs []Version
+	if write {
+		if e := v.RefuseKept(at, acl.OpWrite, rec); e != 0 {
+			return nil, nil, e
+		}
+		if d := acl.Write(v.Actor(), acl.EntryOf(rec), acl.Quota{}, rec.Size, rec.Size); !d.Allowed() {
+			return nil, nil, v.deny(acl.OpWrite, at, "", d)
+		}
+		if flags&syscall.O_TRUNC != 0 && rec.Size > 0 && v.keepVersion(at, rec) {
+			vs = v.truncated(at, 0)
+			rec.Size = 0
+		} else if flags&syscall.O_TRUNC != 0 && rec.Size > 0 {
+			if vs, e = v.truncate(at, rec, 0); e != 0 {
+				return nil, nil, e
+			}
+		}
+	}
+	oi, e := c.acquire(rec, false)
+	if e != 0 {
+		return nil, nil, e
+	}
+	return &Handle{v: v, at: at, of: oi, flags: flags}, vs, 0
+}
+
+// OpenNew opens the first handle of rec, a file Create just made as name
+// in dir ("" for O_TMPFILE), creating its blob, and announces it; if the
+// blob cannot be made, the file goes. The door names the handle's file
+// (Bind) once it has its own node for it.
+func (v *View) OpenNew(dir At, name string, rec *shedfs.Inode, flags uint32) (*Handle, []Version, syscall.Errno) {
+	oi, e := v.c.acquire(rec, true)
+	if e != 0 {
+		v.Uncreate(dir, name, rec)
+		return nil, nil, e
+	}
+	var vs []Version
+	if name != "" {
+		vs = v.Created(dir, acl.OpCreate, name)
+	}
+	h := &Handle{v: v, at: At{Ino: rec.Ino, Zone: rec.Zone}, of: oi, flags: flags}
+	return h, vs, 0
+}
+
+// Bind names the handle's file as the door's view shows it, for the
+// audit trail.
+func (h *Handle) Bind(paths Paths) { h.at.Paths = paths }
+
+// Entry is what acl decides by for the open file now (its ownership and
+// mode, updated when they change while it is open).
+func (h *Handle) Entry() acl.Entry {
+	h.of.mu.Lock()
+	defer h.of.mu.Unlock()
+	return h.of.entry
+}
+
+// Fd is the descriptor of the file's blob, for a door that lets its
+// kernel read it directly (FUSE passthrough) or seeks in it.
+func (h *Handle) Fd() uintptr {
+	h.of.mu.Lock()
+	defer h.of.mu.Unlock()
+	return h.of.blob.Fd()
+}
+
+// ReadSpan decides a read of up to n bytes at off and returns the blob's
+// descriptor and how many bytes from off it holds, for a door that
+// splices them to its kernel without a copy (0: at or past the end).
+func (h *Handle) ReadSpan(off int64, n int) (uintptr, int, syscall.Errno) {
+	oi := h.of
+	oi.mu.Lock()
+	entry, size, blob := oi.entry, oi.size, oi.blob
+	oi.mu.Unlock()
+	if d := acl.Read(h.v.Actor(), entry); !d.Allowed() {
+		return 0, 0, h.v.deny(acl.OpRead, h.at, "", d)
+	}
+	if off < 0 || uint64(off) >= size {
+		return 0, 0, 0
+	}
+	return blob.Fd(), int(min(uint64(n), size-uint64(off))), 0
+}
+
+// Read reads into dest at off, for a door that copies the bytes.
+func (h *Handle) Read(dest []byte, off int64) (int, syscall.Errno) {
+	fd, n, e := h.ReadSpan(off, len(dest))
+	if e != 0 || n == 0 {
+		return 0, e
+	}
+	got, err := unix.Pread(int(fd), dest[:n], off)
+	if err != nil {
+		return 0, h.v.c.Errno("read", err)
+	}
+	return got, 0
+}
+
+// Write writes data at off (at the end with O_APPEND), admitted like any
+// growth; a short write reports what it wrote, and its error reaches the
+// next Flush. The versions are the caller's own cache's to keep.
+func (h *Handle) Write(data []byte, off int64) (int, []Version, syscall.Errno) {
+	c := h.v.c
+	oi := h.of
+	oi.mu.Lock()
+	if h.flags&syscall.O_APPEND != 0 {
+		off = int64(oi.size)
+	}
+	old := oi.size
+	end := max(uint64(off)+uint64(len(data)), old)
+	var written int
+	e := h.v.resizeLocked(h.at, oi, acl.OpWrite, end, int64(len(data)), func() (uint64, error) {
+		n, err := oi.blob.WriteAt(data, off)
+		written = n
+		return max(uint64(off)+uint64(n), old), err
+	})
+	if written > 0 {
+		c.wroteLocked(oi, off, old, data[:written])
+	}
+	if e != 0 && written > 0 && oi.writeErr == 0 {
+		oi.writeErr = e
+	}
+	oi.mu.Unlock()
+	if written == 0 && e != 0 {
+		return 0, nil, e
+	}
+	vs := c.contentChanged(h.at.Zone, oi.ino, nil)
+	// Outside the file's lock: delivery may wait on the other views'
+	// kernels, which may wait on a write of theirs that needs the lock.
+	c.fanOut(h.v, h.at.Zone, DataOf(oi.ino, off, int64(written)))
+	return written, vs, 0
+}
+
+// Allocate is fallocate(2): acl decides the mode and the size it leads
+// to; growing the file is then admitted like a truncate, and allocating
+// blocks needs room on the store's disk.
+func (h *Handle) Allocate(off, size uint64, mode uint32) ([]Version, syscall.Errno) {
+	c := h.v.c
+	oi := h.of
+	oi.mu.Lock()
+	old := oi.size
+	newSize, d := acl.Allocate(mode, old, off, size)
+	if !d.Allowed() {
+		oi.mu.Unlock()
+		return nil, h.v.deny(acl.OpTruncate, h.at, "", d)
+	}
+	var blocks int64 // what the host allocates: nothing for a hole punch
+	if mode&unix.FALLOC_FL_PUNCH_HOLE == 0 {
+		blocks = int64(min(size, acl.MaxSize))
+	}
+	e := h.v.resizeLocked(h.at, oi, acl.OpTruncate, newSize, blocks, func() (uint64, error) {
+		if err := unix.Fallocate(int(oi.blob.Fd()), mode, int64(off), int64(size)); err != nil {
+			return old, err
+		}
+		return newSize, nil
+	})
+	oi.mu.Unlock()
+	if e != 0 {
+		return nil, e
+	}
+	vs := c.contentChanged(h.at.Zone, oi.ino, nil)
+	c.fanOut(h.v, h.at.Zone, DataOf(oi.ino, int64(off), int64(size)))
+	return vs, 0
+}
+
+// Flush is a close of one descriptor: the size is seen by every view,
+// held in the open state for the last release to persist (hold.go), or
+// persisted now. It reports the first write error since the last flush.
+func (h *Handle) Flush() syscall.Errno {
+	c := h.v.c
+	oi := h.of
+	oi.mu.Lock()
+	defer oi.mu.Unlock()
+	if !h.flushHeldLocked(oi) {
+		if e := c.persistLocked(oi); e != 0 {
+			return e
+		}
+		if oi.changed {
+			oi.changed = false
+			h.v.contentChanged(h.at, true, int64(oi.size), oi.known)
+		}
+	}
+	e := oi.writeErr
+	oi.writeErr = 0
+	return e
+}
+
+// Fsync makes the file durable: the blob first, then the metadata that
+// describes it, then the metadata log, so that a synced size never points
+// past synced content.
+func (h *Handle) Fsync() syscall.Errno {
+	c := h.v.c
+	oi := h.of
+	oi.mu.Lock()
+	defer oi.mu.Unlock()
+	if err := unix.Fdatasync(int(oi.blob.Fd())); err != nil {
+		return c.Errno("fsync blob", err)
+	}
+	if oi.newBlob {
+		if err := c.blobs.SyncDir(oi.ino); err != nil {
+			return c.Errno("fsync blob dir", err)
+		}
+		oi.newBlob = false
+	}
+	if e := c.persistLocked(oi); e != 0 {
+		return e
+	}
+	if err := c.store.Sync(); err != nil {
+		return c.Errno("fsync metadata", err)
+	}
+	return 0
+}
+
+// Release ends the handle; the file's last handle persists it, closes
+// its blob and reclaims it if it lost its last link.
+func (h *Handle) Release() { h.v.c.release(h.of) }
