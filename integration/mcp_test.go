@@ -3,10 +3,12 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -248,4 +250,92 @@ func TestMCPStdio(t *testing.T) {
 	if out := run("--method", "tools/call", "--tool-name", "stat", "--tool-arg", "path=output"); !strings.Contains(out, `directory`) {
 		t.Errorf("tools/call stat through the inspector:\n%s", out)
 	}
+}
+
+// TestMCPContentAndEditLocks: what a tool writes, a view reads at once and
+// the other way round; an edit lock taken through MCP makes a view's
+// append fail with EACCES and another holder's tool call FILE_LOCKED,
+// the holder's lock_save succeeds, and expiry releases a lock.
+func TestMCPContentAndEditLocks(t *testing.T) {
+	store := newStore(t)
+	for _, u := range []string{"alice", "bob"} {
+		adminOK(t, "user", "add", u, "--store", store)
+	}
+	adminOK(t, "group", "add", "team", "--store", store)
+	adminOK(t, "group", "add-member", "team", "alice", "--store", store)
+	adminOK(t, "group", "add-member", "team", "bob", "--store", store)
+	addr := freeAddr(t)
+	s := startServeWith(t, store, []string{"--mcp", addr}, "alice", "bob")
+	token := func(user string) string {
+		out, errOut, code := runCLI(t, "token", "create", "--user", user, "--store", store)
+		if code != 0 {
+			t.Fatalf("token create: %s", errOut)
+		}
+		return strings.TrimSpace(out)
+	}
+	a, err := mcpConnect(t, addr, token("alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := mcpConnect(t, addr, token("bob"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := func(cs *mcp.ClientSession, tool string, args map[string]any) map[string]any {
+		t.Helper()
+		out, e, err := mcpCall(t, cs, tool, args)
+		if err != nil || e != nil {
+			t.Fatalf("%s %v: %v %v", tool, args, e, err)
+		}
+		return out
+	}
+	plan := "groups/team/plan.md"
+	ok(a, "write", map[string]any{"path": plan, "text": "step 1\n"})
+	if got := string(mustRead(t, s.In("bob", "groups", "team", "plan.md"))); got != "step 1\n" {
+		t.Fatalf("bob's view reads %q", got)
+	}
+	appendTo := func(user string) error {
+		f, err := os.OpenFile(s.In(user, "groups", "team", "plan.md"), os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			return err
+		}
+		_, err = f.Write([]byte("from " + user + "'s view\n"))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
+	if err := appendTo("bob"); err != nil {
+		t.Fatal(err)
+	}
+	if out := ok(a, "read", map[string]any{"path": plan}); out["text"] != "step 1\nfrom bob's view\n" {
+		t.Fatalf("alice's tool reads %v", out["text"])
+	}
+
+	lock := ok(a, "lock_open", map[string]any{"path": plan, "minutes": 1})
+	if lock["text"] != "step 1\nfrom bob's view\n" || lock["sha256"] == "" {
+		t.Fatalf("lock_open: %v", lock)
+	}
+	if err := appendTo("bob"); !errors.Is(err, syscall.EACCES) {
+		t.Fatalf("bob's view appends to a locked file: %v", err)
+	}
+	if _, e, _ := mcpCall(t, b, "write", map[string]any{"path": plan, "text": "x", "mode": "append"}); e == nil || e["code"] != "FILE_LOCKED" {
+		t.Fatalf("bob's tool writes a locked file: %v", e)
+	}
+	if err := os.Remove(s.In("bob", "groups", "team", "plan.md")); err == nil {
+		t.Fatal("bob's view deleted a locked file")
+	}
+	ok(a, "lock_save", map[string]any{"path": plan, "text": "step 1\nstep 2\n"})
+	if got := string(mustRead(t, s.In("bob", "groups", "team", "plan.md"))); got != "step 1\nstep 2\n" {
+		t.Fatalf("after lock_save bob's view reads %q", got)
+	}
+	if err := appendTo("bob"); err != nil {
+		t.Fatalf("after lock_save: %v", err)
+	}
+	// The refusal is in the trail as edit_locked, from the fuse door.
+	audit := adminOK(t, "audit", "--denied", "--door", "fuse", "--json", "--store", store)
+	if !strings.Contains(audit, "edit_locked") {
+		t.Errorf("no edit_locked refusal of the view in the trail:\n%s", audit)
+	}
+	adminOK(t, "lock", "list", "--store", store)
 }
