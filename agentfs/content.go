@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"unicode/utf8"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/vfs"
 )
@@ -171,6 +172,7 @@ func (f *FS) Write(ctx context.Context, p string, data []byte, mode WriteMode, e
 	}
 	var h *vfs.Handle
 	var off int64
+	var made *shedfs.Inode // a file this write made, taken back if it fails
 	ex, ferr := f.child(dir, name)
 	switch {
 	case ferr == nil:
@@ -221,6 +223,7 @@ func (f *FS) Write(ctx context.Context, p string, data []byte, mode WriteMode, e
 			return Info{}, f.fail(errno, fp)
 		}
 		h.Bind(paths(fp))
+		made = rec
 	default:
 		return Info{}, ferr
 	}
@@ -230,6 +233,11 @@ func (f *FS) Write(ctx context.Context, p string, data []byte, mode WriteMode, e
 	}
 	h.Release()
 	if werr != nil {
+		if made != nil {
+			// Bad input loses nothing and leaves nothing: a refused
+			// write of a new file leaves no empty one behind.
+			f.v.Uncreate(dir.at, name, made)
+		}
 		return Info{}, werr
 	}
 	return f.Stat(fp)

@@ -414,6 +414,12 @@ func (f *FS) invalidate(from *View, z shedfs.Zone, items ...inval) {
 	if !f.sharedIn(z) || len(items) == 0 {
 		return
 	}
+	f.deliver(from, z, items)
+}
+
+// deliver tells every view but from whose kernel holds what items name;
+// for a per-user zone, every view of its user of the names in it.
+func (f *FS) deliver(from *View, z shedfs.Zone, items []inval) {
 	byView := f.holdersOf(from, items)
 	if !shared(z) {
 		byView = f.tellUserViews(from, z, items, byView)
@@ -520,16 +526,18 @@ func (f *FS) InodeChanged(ino uint64) {
 // A view of another door (from.Kernel not a FUSE view) has no kernel
 // here: every holder is told.
 func (f *FS) Changed(from *vfs.View, z shedfs.Zone, items []vfs.Change) {
-	if !f.sharedIn(z) || len(items) == 0 {
+	fv, _ := from.Kernel.(*View)
+	// A change through a door without a kernel (a tool call) is news to
+	// every view of the zone, a user's own included.
+	if len(items) == 0 || fv != nil && !f.sharedIn(z) {
 		return
 	}
-	fv, _ := from.Kernel.(*View)
 	var buf [8]inval
 	inv := buf[:0]
 	for _, c := range items {
 		inv = append(inv, inval{ino: c.Ino, name: c.Name, off: c.Off, len: c.Len, was: c.Was})
 	}
-	f.invalidate(fv, z, inv...)
+	f.deliver(fv, z, inv)
 }
 
 // tellOutside delivers items about a change made outside the views: to

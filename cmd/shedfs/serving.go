@@ -37,8 +37,9 @@ type serving struct {
 	d    *daemon.Daemon
 	// links is the share-by-link server, nil without --http (link.go).
 	links *web.Service
-	// agents serves the agent doors, nil without --mcp (agents.go).
-	agents *http.Server
+	// agents serve the agent doors, none without --mcp and --api
+	// (agents.go).
+	agents []*http.Server
 }
 
 // openServing reads the shared flags, opens the store (creating it with
