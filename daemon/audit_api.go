@@ -126,6 +126,7 @@ func auditQuery(f metadata.AuditFilter) url.Values {
 	}
 	set("user", f.User)
 	set("session", f.Session)
+	set("door", f.Door)
 	set("zone", f.Zone)
 	set("op", f.Op)
 	set("after", f.After)
@@ -149,7 +150,7 @@ func parseAuditQuery(r *http.Request) (metadata.AuditFilter, error) {
 	q := r.URL.Query()
 	for k, vs := range q {
 		switch k {
-		case "user", "session", "zone", "op", "after", "denied", "since", "oldest", "limit":
+		case "user", "session", "door", "zone", "op", "after", "denied", "since", "oldest", "limit":
 			if len(vs) != 1 {
 				return f, errorf(CodeInvalid, "audit: parameter %q given %d times", k, len(vs))
 			}
@@ -159,6 +160,7 @@ func parseAuditQuery(r *http.Request) (metadata.AuditFilter, error) {
 	}
 	f.User, f.Zone, f.Op, f.After = q.Get("user"), q.Get("zone"), q.Get("op"), q.Get("after")
 	f.Session = q.Get("session")
+	f.Door = q.Get("door")
 	var err error
 	boolean := func(k string) bool {
 		if s := q.Get(k); s != "" && err == nil {

@@ -48,6 +48,9 @@ type Config struct {
 	// (fusefs.New); nil: the daemon mounts nothing.
 	Views  func(core *vfs.Core) Views
 	Logger *slog.Logger
+	// Doors are more handlers the admin socket serves beside the admin
+	// API, behind the same peer check (the MCP server of shedfs mcp).
+	Doors []Route
 }
 
 // Views serves the users' views through a kernel transport, attached to
@@ -250,7 +253,7 @@ func (d *Daemon) Start(ctx context.Context) error {
 		d.markStarted()
 		return nil // a store on etcd without --admin-socket
 	}
-	srv, err := Listen(path, d.local, d.log)
+	srv, err := Listen(path, d.local, d.log, d.cfg.Doors...)
 	if err != nil {
 		d.Stop(ctx)
 		return err
@@ -283,7 +286,7 @@ func (d *Daemon) StartAdmin() error {
 	if path == "" {
 		return nil
 	}
-	srv, err := Listen(path, d.local, d.log)
+	srv, err := Listen(path, d.local, d.log, d.cfg.Doors...)
 	if err != nil {
 		return err
 	}

@@ -58,7 +58,7 @@ type peerCred struct {
 // Listen creates the admin socket at path (mode 0600) and serves admin on
 // it until Shutdown. A socket file left by a daemon that died is replaced;
 // one a live daemon answers on is an error.
-func Listen(path string, admin Admin, log *slog.Logger) (*Server, error) {
+func Listen(path string, admin Admin, log *slog.Logger, doors ...Route) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -94,8 +94,17 @@ func Listen(path string, admin Admin, log *slog.Logger) (*Server, error) {
 			return uid == 0 || uid == self
 		},
 	}
+	var h http.Handler = newHandler(admin, log)
+	if len(doors) > 0 {
+		mux := http.NewServeMux()
+		mux.Handle("/", h)
+		for _, d := range doors {
+			mux.Handle(d.Pattern, d.Handler)
+		}
+		h = mux
+	}
 	s.http = &http.Server{
-		Handler:           s.checkPeer(newHandler(admin, log)),
+		Handler:           s.checkPeer(h),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       time.Minute,
@@ -169,6 +178,12 @@ func (s *Server) checkPeer(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// Route is a handler the admin socket serves beside the admin API.
+type Route struct {
+	Pattern string
+	Handler http.Handler
 }
 
 // newHandler routes the admin API to admin. It is the part of the server

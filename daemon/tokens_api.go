@@ -210,6 +210,7 @@ type Bearer struct {
 	User    string
 	Session string
 	Reason  string
+	Expires time.Time
 	Grant   acl.Grant
 }
 
@@ -256,7 +257,7 @@ func (l *Local) Authenticate(token, door string) (*Bearer, error) {
 		l.log.Warn("token use not recorded", "id", id, "err", err)
 	}
 	return &Bearer{
-		TokenID: id, User: t.User, Session: t.Session, Reason: t.Reason,
+		TokenID: id, User: t.User, Session: t.Session, Reason: t.Reason, Expires: t.Expires,
 		Grant: acl.Grant{Root: t.Root, Access: access, Allow: t.Allow, Deny: t.Deny, Doors: t.Doors},
 	}, nil
 }
@@ -291,4 +292,9 @@ func (c *Client) ListTokens(ctx context.Context, user string) ([]TokenInfo, erro
 // RevokeToken asks the daemon to revoke a token.
 func (c *Client) RevokeToken(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, "/v1/tokens/"+seg(id), nil, nil)
+}
+
+// Authenticate checks a bearer token of an agent door (Local.Authenticate).
+func (d *Daemon) Authenticate(token, door string) (*Bearer, error) {
+	return d.local.Authenticate(token, door)
 }

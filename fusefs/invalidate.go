@@ -414,6 +414,12 @@ func (f *FS) invalidate(from *View, z shedfs.Zone, items ...inval) {
 	if !f.sharedIn(z) || len(items) == 0 {
 		return
 	}
+	f.deliver(from, z, items)
+}
+
+// deliver tells every view but from whose kernel holds what items name;
+// for a per-user zone, every view of its user of the names in it.
+func (f *FS) deliver(from *View, z shedfs.Zone, items []inval) {
 	byView := f.holdersOf(from, items)
 	if !shared(z) {
 		byView = f.tellUserViews(from, z, items, byView)

@@ -116,6 +116,9 @@ type AuditFilter struct {
 	User string
 	// Session keeps the records made through that session's view.
 	Session string
+	// Door keeps the records of changes and refusals that came through
+	// that door ("fuse", "mcp", "api").
+	Door string
 	// Zone matches Zone.String() exactly, or a zone kind alone ("group"
 	// matches every group zone).
 	Zone   string
@@ -135,6 +138,9 @@ func (f *AuditFilter) match(r *AuditRecord) bool {
 		return false
 	}
 	if f.Session != "" && r.Session != f.Session {
+		return false
+	}
+	if f.Door != "" && r.Door != f.Door {
 		return false
 	}
 	if f.Zone != "" && r.Zone != f.Zone {

@@ -57,6 +57,7 @@ func appendAuditValue(buf []byte, av *auditValue) []byte {
 	str("h", av.SHA256, false)
 	str("s", av.Scan, false)
 	str("e", av.Session, false)
+	str("g", av.Door, false)
 	str("d", av.Host, false)
 	return append(buf, '}')
 }

@@ -56,6 +56,9 @@ func (v *View) Open(ctx context.Context, at At, flags uint32) (*Handle, []Versio
 		if d := acl.Write(v.Actor(), acl.EntryOf(rec), acl.Quota{}, rec.Size, rec.Size); !d.Allowed() {
 			return nil, nil, v.deny(acl.OpWrite, at, "", d)
 		}
+		if d := v.editLocked(at.Ino, true); !d.Allowed() {
+			return nil, nil, v.deny(acl.OpWrite, at, "", d)
+		}
 		if flags&syscall.O_TRUNC != 0 && rec.Size > 0 && v.keepVersion(at, rec) {
 			vs = v.truncated(at, 0)
 			rec.Size = 0
@@ -153,6 +156,9 @@ func (h *Handle) Read(dest []byte, off int64) (int, syscall.Errno) {
 func (h *Handle) Write(data []byte, off int64) (int, []Version, syscall.Errno) {
 	c := h.v.c
 	oi := h.of
+	if d := h.v.editLocked(oi.ino, false); !d.Allowed() {
+		return 0, nil, h.v.deny(acl.OpWrite, h.at, "", d)
+	}
 	oi.mu.Lock()
 	if h.flags&syscall.O_APPEND != 0 {
 		off = int64(oi.size)
@@ -188,6 +194,9 @@ func (h *Handle) Write(data []byte, off int64) (int, []Version, syscall.Errno) {
 func (h *Handle) Allocate(off, size uint64, mode uint32) ([]Version, syscall.Errno) {
 	c := h.v.c
 	oi := h.of
+	if d := h.v.editLocked(oi.ino, false); !d.Allowed() {
+		return nil, h.v.deny(acl.OpTruncate, h.at, "", d)
+	}
 	oi.mu.Lock()
 	old := oi.size
 	newSize, d := acl.Allocate(mode, old, off, size)

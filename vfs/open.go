@@ -348,6 +348,9 @@ func (v *View) Truncate(at At, rec *shedfs.Inode, size uint64) ([]Version, sysca
 	if !rec.IsRegular() {
 		return nil, syscall.EINVAL
 	}
+	if d := v.editLocked(at.Ino, true); !d.Allowed() {
+		return nil, v.deny(acl.OpTruncate, at, "", d)
+	}
 	if size != 0 || !v.keepVersion(at, rec) {
 		return v.truncate(at, rec, size)
 	}

@@ -524,6 +524,9 @@ func (v *View) Remove(dir At, op acl.Op, name string) ([]Version, syscall.Errno)
 		d = acl.Rmdir(v.Actor(), acl.EntryOf(d0), name, acl.EntryOf(rec))
 	default:
 		d = acl.Unlink(v.Actor(), acl.EntryOf(d0), name, acl.EntryOf(rec))
+		if d.Allowed() {
+			d = v.editLocked(rec.Ino, true)
+		}
 	}
 	if !d.Allowed() {
 		return nil, v.deny(op, dir, name, d)
@@ -591,6 +594,12 @@ func (v *View) Rename(dir At, name string, to At, newName string, flags uint32) 
 	d := acl.Rename(a, acl.EntryOf(srcDir), name, se, acl.EntryOf(dstDir), newName, dst)
 	if d.Allowed() && flags&metadata.RenameExchange != 0 && dst != nil {
 		d = acl.Rename(a, acl.EntryOf(dstDir), newName, *dst, acl.EntryOf(srcDir), name, &se)
+	}
+	if d.Allowed() && !src.IsDir() {
+		d = v.editLocked(src.Ino, true)
+	}
+	if d.Allowed() && dst != nil && !dstRec.IsDir() {
+		d = v.editLocked(dstRec.Ino, true)
 	}
 	if !d.Allowed() {
 		return nil, v.deny(acl.OpRename, dir, name, d)

@@ -44,6 +44,9 @@ type View struct {
 
 	// open is what the view holds open, released by Close.
 	open viewOpen
+
+	// onRefusal, when set, is told each refusal's decision (OnRefusal).
+	onRefusal func(acl.Decision)
 }
 
 // viewOpen is what one view holds open: its file handles and its open
@@ -54,6 +57,12 @@ type viewOpen struct {
 	dirs   map[uint64]int
 	closed bool
 }
+
+// OnRefusal has fn told the decision of each refusal of a rule made
+// through v, after it is recorded: a door that answers with more than an
+// errno (a tool call's typed error names the rule) sets it on a view of
+// its own, before the view is used.
+func (v *View) OnRefusal(fn func(acl.Decision)) { v.onRefusal = fn }
 
 // NewView returns the view of user for a door, or of session ss when ss
 // is not nil: its root is then the session's scratch, with home/ the
@@ -236,6 +245,9 @@ func (v *View) Deny(op acl.Op, p string, z shedfs.Zone, d acl.Decision) syscall.
 
 // DenyScan is Deny of an open refused by the content's scan state.
 func (v *View) DenyScan(op acl.Op, p string, z shedfs.Zone, d acl.Decision, scan string) syscall.Errno {
+	if v.onRefusal != nil && d.Refused() {
+		v.onRefusal(d)
+	}
 	return v.c.refused(shedfs.Event{
 		Time: time.Now(), User: v.user, Zone: z, Path: p, Op: op.String(),
 		Scan: scan, Session: v.session, Door: v.door,

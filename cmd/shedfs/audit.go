@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -20,6 +21,8 @@ import (
 	"github.com/shedfs/shedfs/audit"
 	"github.com/shedfs/shedfs/daemon"
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/tokens"
+	"github.com/shedfs/shedfs/vfs"
 )
 
 // followEvery is how often --follow asks for new records.
@@ -102,6 +105,7 @@ func auditCommand() *cli.Command {
 			storeFlag(),
 			&cli.StringFlag{Name: "user", Usage: "only records of this principal"},
 			&cli.StringFlag{Name: "session", Usage: "only records made through this session's view"},
+			&cli.StringFlag{Name: "door", Usage: "only records of what came through this door: fuse (the views), mcp or api"},
 			&cli.StringFlag{Name: "zone", Usage: "only this zone (share, group:team, private:alice) or zone kind (group, uploads)"},
 			&cli.StringFlag{Name: "op", Usage: "only this operation (write, create, unlink, rename, setxattr, audit_overflow, ...)"},
 			&cli.BoolFlag{Name: "denied", Usage: "only denials"},
@@ -165,6 +169,7 @@ func auditFilter(c *cli.Context, now time.Time) (metadata.AuditFilter, error) {
 		Limit:  c.Int("limit"),
 
 		Session: c.String("session"),
+		Door:    c.String("door"),
 	}
 	if f.User != "" {
 		if err := daemon.ValidPrincipalName("user", f.User); err != nil {
@@ -175,6 +180,9 @@ func auditFilter(c *cli.Context, now time.Time) (metadata.AuditFilter, error) {
 		if err := daemon.ValidPrincipalName("session id", f.Session); err != nil {
 			return f, fmt.Errorf("--session: %w", err)
 		}
+	}
+	if f.Door != "" && f.Door != vfs.DoorFUSE && !slices.Contains(tokens.Doors, f.Door) {
+		return f, fmt.Errorf("--door %q: one of %s, %s", f.Door, vfs.DoorFUSE, strings.Join(tokens.Doors, ", "))
 	}
 	if f.Zone != "" && !validZoneFilter(f.Zone) {
 		return f, fmt.Errorf("--zone %q: not a zone (private:alice, output:alice, uploads:alice, share, group:team) nor a zone kind", f.Zone)

@@ -24,7 +24,7 @@ func fsFlags() []cli.Flag {
 		&cli.StringFlag{Name: "symlinks", Value: "shared-in-zone", Usage: "symlink policy: shared-in-zone (any target in a user's own zones, none leaving share/ or a group), in-zone (none leaving any zone), allow or deny"},
 		&cli.StringFlag{Name: "share-mode", Value: "group", Usage: "ownership mode of new entries in share/: owner, group or owner_ro"},
 		&cli.StringFlag{Name: "group-mode", Value: "group", Usage: "ownership mode of new entries in group spaces: owner, group or owner_ro"},
-	}, linkFlags()...) // link.go
+	}, append(linkFlags(), agentFlags()...)...) // link.go, agents.go
 }
 
 // fsOptions reads fsFlags, and applies --memory-limit to the process.

@@ -77,6 +77,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			linkCommand(),
 			tokenCommand(),
 			lockCommand(),
+			mcpCommand(),
 			migrateCommand(),
 			quarantineCommand(),
 			trashCommand(),

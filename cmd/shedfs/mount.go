@@ -65,6 +65,10 @@ func runMount(c *cli.Context) error {
 		s.stop()
 		return err
 	}
+	if err := s.startAgents(c); err != nil {
+		s.stop()
+		return err
+	}
 	var done <-chan struct{}
 	if id := c.String("session"); id != "" {
 		done, err = s.d.MountSession(user, id, mnt)

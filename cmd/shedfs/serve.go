@@ -67,6 +67,10 @@ func runServe(c *cli.Context) error {
 		s.stop()
 		return err
 	}
+	if err := s.startAgents(c); err != nil {
+		s.stop()
+		return err
+	}
 	if err := s.d.Start(ctx); err != nil {
 		s.close()
 		return err

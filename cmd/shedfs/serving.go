@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +15,7 @@ import (
 	"github.com/shedfs/shedfs/content"
 	"github.com/shedfs/shedfs/daemon"
 	"github.com/shedfs/shedfs/fusefs"
+	"github.com/shedfs/shedfs/mcpdoor"
 	"github.com/shedfs/shedfs/vfs"
 	"github.com/shedfs/shedfs/web"
 )
@@ -38,6 +40,9 @@ type serving struct {
 	links *web.Service
 	// stopTimeout bounds the wait for views in use at the stop.
 	stopTimeout time.Duration
+	// agents serve the agent doors, none without --mcp and --api
+	// (agents.go).
+	agents []*http.Server
 }
 
 // openServing reads the shared flags, opens the store (creating it with
@@ -103,6 +108,9 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 		return nil, err
 	}
 	cfg.Store, cfg.Core, cfg.DefaultView, cfg.Logger = s.st, s.core, s.view, log
+	// shedfs mcp reaches the daemon's MCP server over the admin socket.
+	local := mcpdoor.New(mcpdoor.Options{Core: s.core, Logger: log, Version: version, Who: mcpdoor.PrincipalOfHeader})
+	cfg.Doors = append(cfg.Doors, daemon.Route{Pattern: mcpSocketPath, Handler: local.TrustedHandler()})
 	// The views are the FUSE door onto the daemon's core.
 	cfg.Views = func(core *vfs.Core) daemon.Views { return fusefs.New(core, fsOpts) }
 	if s.d, err = daemon.New(cfg); err != nil {
@@ -140,6 +148,7 @@ func (s *serving) stop() error {
 
 // close releases what openServing opened, views aside.
 func (s *serving) close() error {
+	s.stopAgents()
 	s.stopLinks()
 	if s.ms != nil {
 		s.ms.Shutdown(context.Background())

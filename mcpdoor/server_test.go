@@ -1,0 +1,126 @@
+package mcpdoor
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/shedfs/shedfs/blobs"
+	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/vfs"
+)
+
+// connect serves s in memory and returns a client session of the SDK's
+// own client.
+func connect(t *testing.T, s *Server) *mcp.ClientSession {
+	t.Helper()
+	ct, st := mcp.NewInMemoryTransports()
+	ctx := context.Background()
+	ss, err := s.MCP().Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	c := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func newCore(t *testing.T) *vfs.Core {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := metadata.Open(filepath.Join(dir, "meta"), metadata.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	b, err := blobs.OpenDir(filepath.Join(dir, "blobs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AddUser("alice"); err != nil {
+		t.Fatal(err)
+	}
+	return vfs.New(st, b, vfs.Options{})
+}
+
+func asAlice(ctx context.Context, req *mcp.CallToolRequest) (Principal, error) {
+	return Principal{User: "alice"}, nil
+}
+
+// call calls a tool and returns its structured answer, or its error
+// object when the tool failed.
+func call(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) (map[string]any, map[string]any) {
+	t.Helper()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	text := ""
+	if len(res.Content) > 0 {
+		if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+			text = tc.Text
+		}
+	}
+	if res.IsError {
+		var e struct {
+			Error map[string]any `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(text), &e); err != nil || e.Error == nil {
+			t.Fatalf("%s: an error that is not a typed JSON error: %q", name, text)
+		}
+		return nil, e.Error
+	}
+	var out map[string]any
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("%s: structured answer %s: %v", name, b, err)
+	}
+	return out, nil
+}
+
+func TestTools(t *testing.T) {
+	s := New(Options{Core: newCore(t), Who: asAlice})
+	cs := connect(t, s)
+	tools, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range tools.Tools {
+		if tl.Description == "" || tl.InputSchema == nil {
+			t.Errorf("tool %s has no description or schema", tl.Name)
+		}
+	}
+	if out, e := call(t, cs, "mkdir", map[string]any{"path": "output/run/1", "parents": true}); e != nil || out["path"] != "output/run/1" {
+		t.Fatalf("mkdir: %v %v", out, e)
+	}
+	out, e := call(t, cs, "list", map[string]any{"path": "output", "depth": 2})
+	if e != nil || len(out["entries"].([]any)) != 2 {
+		t.Fatalf("list: %v %v", out, e)
+	}
+	if _, e := call(t, cs, "stat", map[string]any{"path": "../etc/passwd"}); e == nil || e["code"] != "PATH_ESCAPE" {
+		t.Fatalf("stat ../etc/passwd: %v", e)
+	}
+	if _, e := call(t, cs, "mkdir", map[string]any{"path": "uploads/x"}); e == nil || e["code"] != "PERMISSION_DENIED" || e["rule"] != "uploads_readonly" {
+		t.Fatalf("mkdir in uploads: %v", e)
+	}
+	if out, e := call(t, cs, "move", map[string]any{"from": "output/run", "to": "output/done"}); e != nil || out["path"] != "output/done" {
+		t.Fatalf("move: %v %v", out, e)
+	}
+	if _, e := call(t, cs, "delete", map[string]any{"path": "output/done"}); e == nil || e["code"] != "DIRECTORY_NOT_EMPTY" {
+		t.Fatalf("delete a full directory: %v", e)
+	}
+	if _, e := call(t, cs, "delete", map[string]any{"path": "output/done", "recursive": true}); e != nil {
+		t.Fatalf("delete: %v", e)
+	}
+	if _, e := call(t, cs, "stat", map[string]any{"path": "output/done"}); e == nil || e["code"] != "NOT_FOUND" {
+		t.Fatalf("stat a deleted directory: %v", e)
+	}
+}
