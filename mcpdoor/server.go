@@ -40,10 +40,37 @@ type Limits struct {
 	MaxList int
 	// MaxWrite is the most bytes one write takes.
 	MaxWrite int
+	// MaxGrepMatches is the most lines a grep answers; MaxGrepFile the
+	// most bytes it reads of one file, MaxGrepTotal of all.
+	MaxGrepMatches int
+	MaxGrepFile    int64
+	MaxGrepTotal   int64
 }
 
 // DefaultLimits are the bounds unless set.
-var DefaultLimits = Limits{MaxRead: 256 << 10, MaxList: 1000, MaxWrite: 16 << 20}
+var DefaultLimits = Limits{MaxRead: 256 << 10, MaxList: 1000, MaxWrite: 16 << 20,
+	MaxGrepMatches: 200, MaxGrepFile: 8 << 20, MaxGrepTotal: 64 << 20}
+
+// orDefaults is l with each bound not set taken from DefaultLimits.
+func (l Limits) orDefaults() Limits {
+	d := DefaultLimits
+	set := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	set(&l.MaxRead, d.MaxRead)
+	set(&l.MaxList, d.MaxList)
+	set(&l.MaxWrite, d.MaxWrite)
+	set(&l.MaxGrepMatches, d.MaxGrepMatches)
+	if l.MaxGrepFile <= 0 {
+		l.MaxGrepFile = d.MaxGrepFile
+	}
+	if l.MaxGrepTotal <= 0 {
+		l.MaxGrepTotal = d.MaxGrepTotal
+	}
+	return l
+}
 
 // Principal is who a call acts as: a user's view, or one session of it,
 // narrowed by a token's grant when the call came with one.
@@ -82,9 +109,7 @@ func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.Limits == (Limits{}) {
-		opts.Limits = DefaultLimits
-	}
+	opts.Limits = opts.Limits.orDefaults()
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}

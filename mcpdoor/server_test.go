@@ -124,3 +124,37 @@ func TestTools(t *testing.T) {
 		t.Fatalf("stat a deleted directory: %v", e)
 	}
 }
+
+// TestSearchTools calls search, grep, file_type, hexdump and
+// line_endings through the SDK's client.
+func TestSearchTools(t *testing.T) {
+	s := New(Options{Core: newCore(t), Who: asAlice})
+	cs := connect(t, s)
+	if _, e := call(t, cs, "write", map[string]any{"path": "output/a.md", "text": "one\r\nhello there\r\n"}); e != nil {
+		t.Fatal(e)
+	}
+	if out, e := call(t, cs, "search", map[string]any{"pattern": "*.md"}); e != nil || len(out["matches"].([]any)) != 1 || out["matches"].([]any)[0] != "output/a.md" {
+		t.Fatalf("search: %v %v", out, e)
+	}
+	if out, e := call(t, cs, "grep", map[string]any{"pattern": "hello"}); e != nil || out["lines"].([]any)[0] != "output/a.md:2:hello there" {
+		t.Fatalf("grep: %v %v", out, e)
+	}
+	if _, e := call(t, cs, "grep", map[string]any{"pattern": "("}); e == nil || e["code"] != "INVALID_ARGUMENT" {
+		t.Fatalf("grep a bad pattern: %v", e)
+	}
+	if out, e := call(t, cs, "file_type", map[string]any{"path": "output/a.md"}); e != nil || out["mime"] != "text/markdown; charset=utf-8" {
+		t.Fatalf("file_type: %v %v", out, e)
+	}
+	if out, e := call(t, cs, "hexdump", map[string]any{"path": "output/a.md", "length": 4}); e != nil || out["dump"] != "00000000  6f 6e 65 0d                                       |one.|\n" {
+		t.Fatalf("hexdump: %q %v", out["dump"], e)
+	}
+	if out, e := call(t, cs, "line_endings", map[string]any{"path": "output/a.md", "to": "lf"}); e != nil || out["changed"] != float64(2) {
+		t.Fatalf("line_endings: %v %v", out, e)
+	}
+	if out, e := call(t, cs, "read", map[string]any{"path": "output/a.md"}); e != nil || out["text"] != "one\nhello there\n" {
+		t.Fatalf("after line_endings: %v %v", out, e)
+	}
+	if _, e := call(t, cs, "hexdump", map[string]any{"path": "/etc/passwd"}); e == nil || e["code"] != "PATH_ESCAPE" {
+		t.Fatalf("hexdump outside: %v", e)
+	}
+}

@@ -1,0 +1,79 @@
+package mcpdoor
+
+import (
+	"context"
+
+	"github.com/shedfs/shedfs/agentfs"
+)
+
+type globIn struct {
+	Path    string `json:"path,omitempty" jsonschema:"the directory to search below (default: the root)"`
+	Pattern string `json:"pattern" jsonschema:"a name pattern: *.md matches names at any depth; a pattern with / (src/*.go) matches the path below the directory; *, ? and [a-z] as in a shell"`
+	Limit   int    `json:"limit,omitempty" jsonschema:"the most paths to answer (default and maximum: the server's bound); the answer says truncated when cut"`
+}
+
+type grepIn struct {
+	Path       string `json:"path,omitempty" jsonschema:"a file, or a directory to search below (default: the root)"`
+	Pattern    string `json:"pattern" jsonschema:"a regular expression (RE2 syntax), or with fixed a plain string"`
+	Fixed      bool   `json:"fixed,omitempty" jsonschema:"match the pattern as a plain string"`
+	IgnoreCase bool   `json:"ignore_case,omitempty" jsonschema:"match regardless of case"`
+	Glob       string `json:"glob,omitempty" jsonschema:"search only files whose names match this pattern, such as *.go"`
+	MaxMatches int    `json:"max_matches,omitempty" jsonschema:"the most matching lines to answer (default and maximum: the server's bound)"`
+}
+
+type hexIn struct {
+	Path   string `json:"path" jsonschema:"the file to dump"`
+	Offset int64  `json:"offset,omitempty" jsonschema:"the byte to start at (default 0)"`
+	Length int    `json:"length,omitempty" jsonschema:"the most bytes to dump (default and maximum 4096)"`
+}
+
+type endingsIn struct {
+	Path string `json:"path" jsonschema:"the text file to convert"`
+	To   string `json:"to" jsonschema:"lf (Unix) or crlf (Windows)"`
+}
+
+// maxHexdump is the most bytes one hexdump answers: four times as many
+// characters come back.
+const maxHexdump = 4096
+
+func (s *Server) addSearchTools() {
+	lim := s.opts.Limits
+	tool(s, "search", "Find files by name",
+		"Find the files and directories below a directory whose names match a pattern (*.md, report-??.csv, src/*.go). The answer is cut at a bound and says truncated when it was. To search inside files, use grep.",
+		true, false, func(ctx context.Context, f *agentfs.FS, in globIn) (*agentfs.Found, error) {
+			limit := in.Limit
+			if limit <= 0 || limit > lim.MaxList {
+				limit = lim.MaxList
+			}
+			return f.Glob(in.Path, in.Pattern, limit)
+		})
+	tool(s, "grep", "Search text in files",
+		"Search the text files in a file or below a directory for lines matching a regular expression (or a fixed string); binary files are skipped. Answers lines as path:line:text. Bounded in matches and in bytes read per file and in all: the answer says truncated, and lists the files read only in part.",
+		true, false, func(ctx context.Context, f *agentfs.FS, in grepIn) (*agentfs.Grepped, error) {
+			n := in.MaxMatches
+			if n <= 0 || n > lim.MaxGrepMatches {
+				n = lim.MaxGrepMatches
+			}
+			return f.Grep(ctx, in.Path, agentfs.GrepOptions{Pattern: in.Pattern, Fixed: in.Fixed, IgnoreCase: in.IgnoreCase, Glob: in.Glob,
+				MaxMatches: n, MaxFileBytes: lim.MaxGrepFile, MaxTotalBytes: lim.MaxGrepTotal})
+		})
+	tool(s, "file_type", "Tell a file's type",
+		"The MIME type of a file, from its first bytes (sniffed) and its extension, and whether it reads as text.",
+		true, false, func(ctx context.Context, f *agentfs.FS, in pathIn) (*agentfs.FileType, error) {
+			return f.FileType(ctx, in.Path)
+		})
+	tool(s, "hexdump", "Dump bytes in hex",
+		"A piece of a file as hexdump -C shows it (offset, hex bytes, printable characters), at most 4096 bytes from offset; next_offset says where to go on.",
+		true, false, func(ctx context.Context, f *agentfs.FS, in hexIn) (*agentfs.Hexdump, error) {
+			n := in.Length
+			if n <= 0 || n > maxHexdump {
+				n = maxHexdump
+			}
+			return f.Hexdump(ctx, in.Path, in.Offset, n)
+		})
+	tool(s, "line_endings", "Convert line endings",
+		"Convert a text file's line endings to lf or crlf (the old content is kept in the trash). A file already in that style is left as it is (changed 0).",
+		false, false, func(ctx context.Context, f *agentfs.FS, in endingsIn) (*agentfs.Converted, error) {
+			return f.LineEndings(ctx, in.Path, in.To, lim.MaxWrite)
+		})
+}
