@@ -158,3 +158,26 @@ func TestSearchTools(t *testing.T) {
 		t.Fatalf("hexdump outside: %v", e)
 	}
 }
+
+// TestApplyPatchTool applies a diff through the SDK's client, and a diff
+// one of whose hunks misses changes nothing.
+func TestApplyPatchTool(t *testing.T) {
+	s := New(Options{Core: newCore(t), Who: asAlice})
+	cs := connect(t, s)
+	if _, e := call(t, cs, "write", map[string]any{"path": "output/a.txt", "text": "one\ntwo\n"}); e != nil {
+		t.Fatal(e)
+	}
+	out, e := call(t, cs, "apply_patch", map[string]any{"patch": "--- a/output/a.txt\n+++ b/output/a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+TWO\n--- /dev/null\n+++ b/output/b.txt\n@@ -0,0 +1 @@\n+new\n"})
+	if e != nil || len(out["files"].([]any)) != 2 {
+		t.Fatalf("apply_patch: %v %v", out, e)
+	}
+	if out, e := call(t, cs, "read", map[string]any{"path": "output/a.txt"}); e != nil || out["text"] != "one\nTWO\n" {
+		t.Fatalf("after the patch: %v %v", out, e)
+	}
+	if _, e := call(t, cs, "apply_patch", map[string]any{"patch": "--- /dev/null\n+++ output/c.txt\n@@ -0,0 +1 @@\n+c\n--- output/a.txt\n+++ output/a.txt\n@@ -1 +1 @@\n-nope\n+x\n"}); e == nil || e["code"] != "CONFLICT" {
+		t.Fatalf("a hunk that misses: %v", e)
+	}
+	if _, e := call(t, cs, "stat", map[string]any{"path": "output/c.txt"}); e == nil || e["code"] != "NOT_FOUND" {
+		t.Fatalf("a failed patch wrote: %v", e)
+	}
+}

@@ -77,3 +77,21 @@ func (s *Server) addSearchTools() {
 			return f.LineEndings(ctx, in.Path, in.To, lim.MaxWrite)
 		})
 }
+
+type patchIn struct {
+	Patch string `json:"patch" jsonschema:"a unified diff (diff -u or git diff) of one or more files, paths relative to the view root (git's a/ and b/ prefixes are understood); --- /dev/null makes a new file, +++ /dev/null deletes one"`
+}
+
+type patchOut struct {
+	Files []agentfs.Patched `json:"files"`
+}
+
+func (s *Server) addPatchTools() {
+	lim := s.opts.Limits
+	tool(s, "apply_patch", "Apply a unified diff",
+		"Apply a unified diff to one or more files: every hunk is checked against the files' current content first, and nothing is written unless all of them apply (CONFLICT says which hunk does not: read the file again and make the diff against it). Changed files keep their old content in the trash.",
+		false, true, func(ctx context.Context, f *agentfs.FS, in patchIn) (patchOut, error) {
+			files, err := f.ApplyPatch(ctx, in.Patch, lim.MaxWrite)
+			return patchOut{Files: files}, err
+		})
+}
