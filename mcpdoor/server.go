@@ -45,11 +45,13 @@ type Limits struct {
 	MaxGrepMatches int
 	MaxGrepFile    int64
 	MaxGrepTotal   int64
+	// Archive bounds zip and unzip.
+	Archive agentfs.ArchiveLimits
 }
 
 // DefaultLimits are the bounds unless set.
 var DefaultLimits = Limits{MaxRead: 256 << 10, MaxList: 1000, MaxWrite: 16 << 20,
-	MaxGrepMatches: 200, MaxGrepFile: 8 << 20, MaxGrepTotal: 64 << 20}
+	MaxGrepMatches: 200, MaxGrepFile: 8 << 20, MaxGrepTotal: 64 << 20, Archive: agentfs.DefaultArchiveLimits}
 
 // orDefaults is l with each bound not set taken from DefaultLimits.
 func (l Limits) orDefaults() Limits {
@@ -65,6 +67,9 @@ func (l Limits) orDefaults() Limits {
 	set(&l.MaxGrepMatches, d.MaxGrepMatches)
 	if l.MaxGrepFile <= 0 {
 		l.MaxGrepFile = d.MaxGrepFile
+	}
+	if l.Archive == (agentfs.ArchiveLimits{}) {
+		l.Archive = d.Archive
 	}
 	if l.MaxGrepTotal <= 0 {
 		l.MaxGrepTotal = d.MaxGrepTotal

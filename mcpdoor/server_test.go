@@ -1,7 +1,10 @@
 package mcpdoor
 
 import (
+	"archive/zip"
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"path/filepath"
 	"testing"
@@ -179,5 +182,41 @@ func TestApplyPatchTool(t *testing.T) {
 	}
 	if _, e := call(t, cs, "stat", map[string]any{"path": "output/c.txt"}); e == nil || e["code"] != "NOT_FOUND" {
 		t.Fatalf("a failed patch wrote: %v", e)
+	}
+}
+
+// TestArchiveTools packs, lists and unpacks through the SDK's client; an
+// archive with a ../ entry is refused, writing nothing.
+func TestArchiveTools(t *testing.T) {
+	s := New(Options{Core: newCore(t), Who: asAlice})
+	cs := connect(t, s)
+	if _, e := call(t, cs, "write", map[string]any{"path": "output/a.txt", "text": "a\n"}); e != nil {
+		t.Fatal(e)
+	}
+	if out, e := call(t, cs, "zip", map[string]any{"paths": []string{"output/a.txt"}, "to": "p.zip"}); e != nil || out["entries"] != float64(1) {
+		t.Fatalf("zip: %v %v", out, e)
+	}
+	if out, e := call(t, cs, "zipinfo", map[string]any{"path": "p.zip"}); e != nil || out["count"] != float64(1) {
+		t.Fatalf("zipinfo: %v %v", out, e)
+	}
+	if out, e := call(t, cs, "unzip", map[string]any{"path": "p.zip", "to": "x"}); e != nil || out["files"] != float64(1) {
+		t.Fatalf("unzip: %v %v", out, e)
+	}
+	if out, e := call(t, cs, "read", map[string]any{"path": "x/a.txt"}); e != nil || out["text"] != "a\n" {
+		t.Fatalf("unpacked: %v %v", out, e)
+	}
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	w, _ := zw.Create("../evil.txt")
+	w.Write([]byte("x"))
+	zw.Close()
+	if _, e := call(t, cs, "write", map[string]any{"path": "evil.zip", "base64": base64.StdEncoding.EncodeToString(buf.Bytes())}); e != nil {
+		t.Fatal(e)
+	}
+	if _, e := call(t, cs, "unzip", map[string]any{"path": "evil.zip", "to": "y"}); e == nil || e["code"] != "PATH_ESCAPE" || e["rule"] != "archive_escape" {
+		t.Fatalf("unzip ../: %v", e)
+	}
+	if _, e := call(t, cs, "stat", map[string]any{"path": "y"}); e == nil || e["code"] != "NOT_FOUND" {
+		t.Fatalf("a refused unzip wrote: %v", e)
 	}
 }

@@ -95,3 +95,41 @@ func (s *Server) addPatchTools() {
 			return patchOut{Files: files}, err
 		})
 }
+
+type zipIn struct {
+	Paths []string `json:"paths" jsonschema:"the files and directories to pack (directories with everything in them)"`
+	To    string   `json:"to" jsonschema:"the new archive, ending in .zip, such as output/results.zip"`
+}
+
+type unzipIn struct {
+	Path string `json:"path" jsonschema:"the .zip archive to unpack"`
+	To   string `json:"to" jsonschema:"the directory to unpack into (made if missing); files that exist there already make the call fail, writing nothing"`
+}
+
+type zipinfoIn struct {
+	Path  string `json:"path" jsonschema:"the .zip archive to list"`
+	Limit int    `json:"limit,omitempty" jsonschema:"the most entries to answer (default and maximum: the server's bound); count and bytes are the whole archive's"`
+}
+
+func (s *Server) addArchiveTools() {
+	lim := s.opts.Limits
+	tool(s, "zip", "Pack files into a zip",
+		"Pack files and directories into a new .zip archive in the view (names in it are the paths from the sources' parent directory; symlinks are skipped and listed). Bounded in entries and bytes.",
+		false, false, func(ctx context.Context, f *agentfs.FS, in zipIn) (*agentfs.Zipped, error) {
+			return f.Zip(ctx, in.Paths, in.To, lim.Archive)
+		})
+	tool(s, "unzip", "Unpack a zip",
+		"Unpack a .zip archive into a directory. The archive is checked whole first, and nothing is written if any entry is absolute, climbs out with .., is a symlink, or exists already, or if it would unpack past the bounds, your quota or a zip bomb's compression ratio. Every file is charged and scanned like any write.",
+		false, false, func(ctx context.Context, f *agentfs.FS, in unzipIn) (*agentfs.Unzipped, error) {
+			return f.Unzip(ctx, in.Path, in.To, lim.Archive)
+		})
+	tool(s, "zipinfo", "List a zip's entries",
+		"The entries of a .zip archive (name, size, compressed size, date, mode; refused names the rule unzip would refuse an entry by), cut at a bound.",
+		true, false, func(ctx context.Context, f *agentfs.FS, in zipinfoIn) (*agentfs.ZipListing, error) {
+			n := in.Limit
+			if n <= 0 || n > lim.MaxList {
+				n = lim.MaxList
+			}
+			return f.ZipInfo(ctx, in.Path, n)
+		})
+}
