@@ -66,8 +66,11 @@ func errorf(code Code, p, format string, args ...any) *Error {
 	return &Error{Code: code, Path: p, Message: fmt.Sprintf(format, args...)}
 }
 
-// AsError is err as an *Error (an *Error stays itself).
+// AsError is err as an *Error (an *Error stays itself; nil stays nil).
 func AsError(err error) *Error {
+	if err == nil {
+		return nil
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e

@@ -97,6 +97,11 @@ type Options struct {
 	// Who is the principal of a call: fixed for stdio, the bearer's for
 	// HTTP.
 	Who func(ctx context.Context, req *mcp.CallToolRequest) (Principal, error)
+	// Admin, when set, carries the tools that are not about files'
+	// bytes (quota, groups, trash, restore, links): the daemon's own
+	// admin operations. Without it those tools are not offered, and
+	// save_result_page answers no link.
+	Admin Admin
 	// Uid and Gid are what new entries record as their owner's numbers
 	// when the user has none of its own.
 	Uid, Gid uint32

@@ -47,6 +47,8 @@ func (s *Server) addTools() {
 	s.addSearchTools()
 	s.addPatchTools()
 	s.addArchiveTools()
+	s.addAdminTools()
+	s.addPageTool()
 	lim := s.opts.Limits
 	tool(s, "stat", "Describe a file or directory",
 		"What a path is: type, size, mode, mtime, owner and ownership mode (who else may change it), zone, a symlink's target, and who holds an edit lock on it.",

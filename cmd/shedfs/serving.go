@@ -106,14 +106,19 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 	}
 	cfg.Store, cfg.Core, cfg.DefaultView, cfg.Logger = s.st, s.core, s.view, log
 	// shedfs mcp reaches the daemon's MCP server over the admin socket.
-	local := mcpdoor.New(mcpdoor.Options{Core: s.core, Logger: log, Version: version, Who: mcpdoor.PrincipalOfHeader})
-	cfg.Doors = append(cfg.Doors, daemon.Route{Pattern: mcpSocketPath, Handler: local.TrustedHandler()})
+	// Its tools call the daemon's admin operations, so it is made once
+	// the daemon is; nothing is served before.
+	var local http.Handler
+	cfg.Doors = append(cfg.Doors, daemon.Route{Pattern: mcpSocketPath, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		local.ServeHTTP(w, r)
+	})})
 	// The views are the FUSE door onto the daemon's core.
 	cfg.Views = func(core *vfs.Core) daemon.Views { return fusefs.New(core, fsOpts) }
 	if s.d, err = daemon.New(cfg); err != nil {
 		s.close()
 		return nil, err
 	}
+	local = mcpdoor.New(mcpdoor.Options{Core: s.core, Logger: log, Version: version, Who: mcpdoor.PrincipalOfHeader, Admin: s.mcpAdmin()}).TrustedHandler()
 	return s, nil
 }
 
