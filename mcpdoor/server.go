@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -102,6 +103,8 @@ type Options struct {
 	// admin operations. Without it those tools are not offered, and
 	// save_result_page answers no link.
 	Admin Admin
+	// Metrics, when set, count every tool call.
+	Metrics *agentfs.Metrics
 	// Uid and Gid are what new entries record as their owner's numbers
 	// when the user has none of its own.
 	Uid, Gid uint32
@@ -176,6 +179,9 @@ func (t toolError) Error() string {
 	return string(b)
 }
 
+// Unwrap lets the typed error be found (metrics' outcome).
+func (t toolError) Unwrap() error { return t.e }
+
 // answer turns a tool's failure into its typed answer.
 func answer(err error) error {
 	if err == nil {
@@ -194,8 +200,10 @@ func tool[In, Out any](s *Server, name, title, desc string, readOnly, destructiv
 		Name: name, Title: title, Description: desc,
 		Annotations: &mcp.ToolAnnotations{Title: title, ReadOnlyHint: readOnly, DestructiveHint: &destructive},
 	}
-	mcp.AddTool(s.mcp, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+	mcp.AddTool(s.mcp, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (_ *mcp.CallToolResult, _ Out, err error) {
 		var zero Out
+		start := time.Now()
+		defer func() { s.opts.Metrics.Observe(Door, name, agentfs.Outcome(err), time.Since(start)) }()
 		f, err := s.fsFor(ctx, req)
 		if err != nil {
 			return nil, zero, answer(err)

@@ -10,7 +10,9 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/shedfs/shedfs/agentfs"
 	"github.com/shedfs/shedfs/blobs"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/vfs"
@@ -218,5 +220,47 @@ func TestArchiveTools(t *testing.T) {
 	}
 	if _, e := call(t, cs, "stat", map[string]any{"path": "y"}); e == nil || e["code"] != "NOT_FOUND" {
 		t.Fatalf("a refused unzip wrote: %v", e)
+	}
+}
+
+// TestMetrics counts tool calls by door, tool and outcome.
+func TestMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := agentfs.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := connect(t, New(Options{Core: newCore(t), Who: asAlice, Metrics: m}))
+	call(t, cs, "stat", map[string]any{"path": "output"})
+	call(t, cs, "stat", map[string]any{"path": "../x"})
+	call(t, cs, "stat", map[string]any{"path": "nope"})
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	durations := 0
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			switch f.GetName() {
+			case "shedfs_agent_calls_total":
+				got[labels["door"]+"/"+labels["tool"]+"/"+labels["outcome"]] = m.GetCounter().GetValue()
+			case "shedfs_agent_call_duration_seconds":
+				durations += int(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	want := map[string]float64{"mcp/stat/ok": 1, "mcp/stat/PATH_ESCAPE": 1, "mcp/stat/NOT_FOUND": 1}
+	if len(got) != len(want) || durations != 3 {
+		t.Fatalf("calls %v, %d durations", got, durations)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %v, want %v", k, got[k], v)
+		}
 	}
 }

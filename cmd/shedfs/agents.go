@@ -26,7 +26,7 @@ func agentFlags() []cli.Flag {
 // on its own address, so that each can be put behind its own proxy.
 func (s *serving) startAgents(c *cli.Context) error {
 	if addr := c.String("mcp"); addr != "" {
-		srv := mcpdoor.New(mcpdoor.Options{Core: s.core, Logger: s.log, Version: version, Who: mcpdoor.PrincipalOfRequest, Admin: s.mcpAdmin()})
+		srv := mcpdoor.New(mcpdoor.Options{Core: s.core, Logger: s.log, Version: version, Who: mcpdoor.PrincipalOfRequest, Admin: s.mcpAdmin(), Metrics: s.agentMetrics})
 		authn := func(token string) (mcpdoor.Principal, time.Time, error) {
 			b, err := s.d.Authenticate(token, mcpdoor.Door)
 			if err != nil {
@@ -42,7 +42,7 @@ func (s *serving) startAgents(c *cli.Context) error {
 		}
 	}
 	if addr := c.String("api"); addr != "" {
-		api := fsapi.New(fsapi.Options{Core: s.core, Logger: s.log, Authenticate: func(token string) (fsapi.Principal, error) {
+		api := fsapi.New(fsapi.Options{Core: s.core, Logger: s.log, Metrics: s.agentMetrics, Authenticate: func(token string) (fsapi.Principal, error) {
 			b, err := s.d.Authenticate(token, fsapi.Door)
 			if err != nil {
 				return fsapi.Principal{}, err

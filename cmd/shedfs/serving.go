@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/shedfs/shedfs"
+	"github.com/shedfs/shedfs/agentfs"
 	"github.com/shedfs/shedfs/audit"
 	"github.com/shedfs/shedfs/content"
 	"github.com/shedfs/shedfs/daemon"
@@ -40,6 +41,8 @@ type serving struct {
 	// agents serve the agent doors, none without --mcp and --api
 	// (agents.go).
 	agents []*http.Server
+	// agentMetrics count the agent doors' calls, nil without --metrics.
+	agentMetrics *agentfs.Metrics
 }
 
 // openServing reads the shared flags, opens the store (creating it with
@@ -62,6 +65,9 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 			return nil, err
 		}
 		if fsOpts.Metrics, err = fusefs.NewMetrics(s.reg); err != nil {
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+		if s.agentMetrics, err = agentfs.NewMetrics(s.reg); err != nil {
 			return nil, fmt.Errorf("metrics: %w", err)
 		}
 	}
@@ -118,7 +124,7 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 		s.close()
 		return nil, err
 	}
-	local = mcpdoor.New(mcpdoor.Options{Core: s.core, Logger: log, Version: version, Who: mcpdoor.PrincipalOfHeader, Admin: s.mcpAdmin()}).TrustedHandler()
+	local = mcpdoor.New(mcpdoor.Options{Core: s.core, Logger: log, Version: version, Who: mcpdoor.PrincipalOfHeader, Admin: s.mcpAdmin(), Metrics: s.agentMetrics}).TrustedHandler()
 	return s, nil
 }
 
