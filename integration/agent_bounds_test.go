@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"encoding/base64"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -181,5 +182,57 @@ func TestMCPUnzipRefusals(t *testing.T) {
 	tl, e, err := mcpCall(t, cs, "trash_list", map[string]any{"path": "out"})
 	if err != nil || e != nil || len(tl["entries"].([]any)) == 0 {
 		t.Fatalf("trash_list: %v %v %v", tl, e, err)
+	}
+}
+
+// TestMCPAccountTools: shedfs mcp on stdio, without a daemon and through
+// one serving links, answers quota and saves a result page; through the
+// daemon the page has a link, which shows the Markdown as a sandboxed
+// page with the raw file one click away.
+func TestMCPAccountTools(t *testing.T) {
+	store := newStore(t)
+	adminOK(t, "user", "add", "alice", "--store", store)
+	adminOK(t, "quota", "set", "user:alice", "--bytes", "1GiB", "--store", store)
+	alone := mcpStdio(t, "--store", store, "--user", "alice")
+	q, e, err := mcpCall(t, alone, "quota", nil)
+	if err != nil || e != nil || q["user"].(map[string]any)["limit"].(map[string]any)["bytes"] != float64(1<<30) {
+		t.Fatalf("quota without a daemon: %v %v %v", q, e, err)
+	}
+	p, e, err := mcpCall(t, alone, "save_result_page", map[string]any{"title": "Offline", "content": "done"})
+	if err != nil || e != nil || p["path"] != "output/offline.md" || p["url"] != nil || p["note"] == nil {
+		t.Fatalf("save_result_page without a daemon: %v %v %v", p, e, err)
+	}
+	alone.Close()
+
+	s := startServeWith(t, store, []string{"--http", "127.0.0.1:0"}, "alice")
+	cs := mcpStdio(t, "--store", store, "--user", "alice")
+	p, e, err = mcpCall(t, cs, "save_result_page", map[string]any{"title": "Weekly report", "content": "# Weekly\n\n<script>alert(1)</script> **done**"})
+	if err != nil || e != nil || p["path"] != "output/weekly-report.md" || p["url"] == nil {
+		t.Fatalf("save_result_page through the daemon: %v %v %v\n%s", p, e, err, s.Stderr())
+	}
+	if b, err := os.ReadFile(s.In("alice", "output", "weekly-report.md")); err != nil || !strings.Contains(string(b), "**done**") {
+		t.Fatalf("the page in the view: %q %v", b, err)
+	}
+	resp, err := http.Get(p["url"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
+		!strings.Contains(resp.Header.Get("Content-Security-Policy"), "sandbox") ||
+		!strings.Contains(string(body), "<strong>done</strong>") || strings.Contains(string(body), "<script>") || !strings.Contains(string(body), "?raw=1") {
+		t.Fatalf("the page behind the link: %d %v\n%s", resp.StatusCode, resp.Header, body)
+	}
+	l, e, err := mcpCall(t, cs, "links_list", nil)
+	if err != nil || e != nil || len(l["links"].([]any)) != 1 {
+		t.Fatalf("links_list: %v %v %v", l, e, err)
+	}
+	id := l["links"].([]any)[0].(map[string]any)["id"]
+	if _, e, err := mcpCall(t, cs, "links_delete", map[string]any{"id": id}); err != nil || e != nil {
+		t.Fatalf("links_delete: %v %v", e, err)
+	}
+	if resp, err := http.Get(p["url"].(string)); err != nil || resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a revoked link: %v %v", resp, err)
 	}
 }
