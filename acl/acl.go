@@ -190,6 +190,7 @@ func Reasons() []string {
 		ReasonLinkUnnamed,
 		ReasonTokenScope, ReasonTokenAccess,
 		ReasonEditLocked,
+		ReasonArchiveEscape, ReasonArchiveBomb,
 	}
 }
 

@@ -529,7 +529,7 @@ func TestDecisionAndOp(t *testing.T) {
 			}
 		}
 	}
-	if len(rs) != 32 {
+	if len(rs) != 34 {
 		t.Errorf("%d reasons", len(rs))
 	}
 	seenReason := map[string]bool{}

@@ -66,8 +66,11 @@ func errorf(code Code, p, format string, args ...any) *Error {
 	return &Error{Code: code, Path: p, Message: fmt.Sprintf(format, args...)}
 }
 
-// AsError is err as an *Error (an *Error stays itself).
+// AsError is err as an *Error (an *Error stays itself; nil stays nil).
 func AsError(err error) *Error {
+	if err == nil {
+		return nil
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e
@@ -89,6 +92,10 @@ func fromErrno(errno syscall.Errno, p, rule string) *Error {
 	switch {
 	case rule == acl.ReasonEditLocked:
 		e.Code, e.Message = CodeFileLocked, "another holder is editing this file (an edit lock); try again after it is saved or released, or ask its owner"
+	case rule == acl.ReasonArchiveEscape:
+		e.Code, e.Message = CodePathEscape, "an archive entry is absolute, climbs out with .., or is a symlink or device"
+	case rule == acl.ReasonArchiveBomb:
+		e.Code, e.Message = CodeFileTooLarge, "the archive would unpack past the bounds (entries, bytes, or a compression ratio of a zip bomb)"
 	case rule == acl.ReasonTokenScope:
 		e.Code, e.Message = CodePermissionDenied, "outside what this token may reach (its root, patterns or doors)"
 	case rule == acl.ReasonTokenAccess:

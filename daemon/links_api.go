@@ -242,8 +242,12 @@ func (c *Client) LinkSettings(ctx context.Context, req LinkSettingsRequest) (*Li
 
 // UseLinks makes svc, built on the daemon's core, the daemon's link
 // server: the admin API makes links with it.
-func (d *Daemon) UseLinks(svc *web.Service) {
-	d.local.linksMu.Lock()
-	d.local.links = svc
-	d.local.linksMu.Unlock()
+func (d *Daemon) UseLinks(svc *web.Service) { d.local.UseLinks(svc) }
+
+// UseLinks makes svc, built on l's core, the link server l makes links
+// with.
+func (l *Local) UseLinks(svc *web.Service) {
+	l.linksMu.Lock()
+	l.links = svc
+	l.linksMu.Unlock()
 }

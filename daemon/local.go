@@ -78,6 +78,16 @@ func NewLocal(st *Store, log *slog.Logger) *Local {
 	return newLocal(st, NewCore(st, nil, log), log)
 }
 
+// NewLocalOn returns the admin operations on an open store through core,
+// the one its other doors use (shedfs mcp without a daemon), so that
+// they all see each change at once. The caller keeps ownership of both.
+func NewLocalOn(st *Store, core *vfs.Core, log *slog.Logger) *Local {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return newLocal(st, core, log)
+}
+
 // newLocal returns the admin operations on an open store through core.
 func newLocal(st *Store, core *vfs.Core, log *slog.Logger) *Local {
 	return &Local{st: st, log: log, core: core, content: content.New(st.Meta, st.Blobs, content.Options{})}

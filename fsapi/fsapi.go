@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/agentfs"
@@ -45,6 +46,8 @@ type Options struct {
 	// MaxRead and MaxWrite bound one request's bytes (defaults 4 MiB
 	// and 16 MiB); MaxList one listing's entries (1000).
 	MaxRead, MaxWrite, MaxList int
+	// Metrics, when set, count every request by route and outcome.
+	Metrics *agentfs.Metrics
 }
 
 // API serves the routes.
@@ -134,6 +137,9 @@ type wireError struct {
 }
 
 func writeError(w http.ResponseWriter, e wireError) {
+	if o, ok := w.(*outcomeWriter); ok {
+		o.code = e.Code
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status(e.Code))
 	json.NewEncoder(w).Encode(map[string]wireError{"error": e})
@@ -152,26 +158,45 @@ func fail(w http.ResponseWriter, err error) {
 // Handler is the API's routes under /v1/fs/.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/fs/capabilities", a.authed(a.capabilities))
-	mux.HandleFunc("POST /v1/fs/read", a.authed(a.read))
-	mux.HandleFunc("POST /v1/fs/write", a.authed(a.write))
-	mux.HandleFunc("POST /v1/fs/delete", a.authed(a.delete))
-	mux.HandleFunc("POST /v1/fs/stat", a.authed(a.stat))
-	mux.HandleFunc("POST /v1/fs/list", a.authed(a.list))
-	mux.HandleFunc("GET /v1/fs/raw", a.authed(a.readRaw))
-	mux.HandleFunc("PUT /v1/fs/raw", a.authed(a.writeRaw))
+	mux.HandleFunc("GET /v1/fs/capabilities", a.authed("capabilities", a.capabilities))
+	mux.HandleFunc("POST /v1/fs/read", a.authed("read", a.read))
+	mux.HandleFunc("POST /v1/fs/write", a.authed("write", a.write))
+	mux.HandleFunc("POST /v1/fs/delete", a.authed("delete", a.delete))
+	mux.HandleFunc("POST /v1/fs/stat", a.authed("stat", a.stat))
+	mux.HandleFunc("POST /v1/fs/list", a.authed("list", a.list))
+	mux.HandleFunc("GET /v1/fs/raw", a.authed("raw_read", a.readRaw))
+	mux.HandleFunc("PUT /v1/fs/raw", a.authed("raw_write", a.writeRaw))
 	mux.HandleFunc("/v1/fs/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, wireError{Code: CodeInvalid, Message: fmt.Sprintf("no route %s %s: see GET /v1/fs/capabilities", r.Method, r.URL.Path)})
 	})
 	return mux
 }
 
+// outcomeWriter keeps the error code a request was answered with, for
+// the metrics.
+type outcomeWriter struct {
+	http.ResponseWriter
+	code string
+}
+
+// Unwrap is the writer underneath, for http.ResponseController.
+func (o *outcomeWriter) Unwrap() http.ResponseWriter { return o.ResponseWriter }
+
 type handler func(w http.ResponseWriter, r *http.Request, f *agentfs.FS)
 
 // authed checks the bearer token and gives the handler the view it acts
 // in.
-func (a *API) authed(h handler) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func (a *API) authed(route string, h handler) http.HandlerFunc {
+	return func(rw http.ResponseWriter, r *http.Request) {
+		w := &outcomeWriter{ResponseWriter: rw}
+		start := time.Now()
+		defer func() {
+			outcome := "ok"
+			if w.code != "" {
+				outcome = w.code
+			}
+			a.opts.Metrics.Observe(Door, route, outcome, time.Since(start))
+		}()
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if !ok {
 			w.Header().Set("WWW-Authenticate", "Bearer")

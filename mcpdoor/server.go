@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -40,10 +41,42 @@ type Limits struct {
 	MaxList int
 	// MaxWrite is the most bytes one write takes.
 	MaxWrite int
+	// MaxGrepMatches is the most lines a grep answers; MaxGrepFile the
+	// most bytes it reads of one file, MaxGrepTotal of all.
+	MaxGrepMatches int
+	MaxGrepFile    int64
+	MaxGrepTotal   int64
+	// Archive bounds zip and unzip.
+	Archive agentfs.ArchiveLimits
 }
 
 // DefaultLimits are the bounds unless set.
-var DefaultLimits = Limits{MaxRead: 256 << 10, MaxList: 1000, MaxWrite: 16 << 20}
+var DefaultLimits = Limits{MaxRead: 256 << 10, MaxList: 1000, MaxWrite: 16 << 20,
+	MaxGrepMatches: 200, MaxGrepFile: 8 << 20, MaxGrepTotal: 64 << 20, Archive: agentfs.DefaultArchiveLimits}
+
+// orDefaults is l with each bound not set taken from DefaultLimits.
+func (l Limits) orDefaults() Limits {
+	d := DefaultLimits
+	set := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	set(&l.MaxRead, d.MaxRead)
+	set(&l.MaxList, d.MaxList)
+	set(&l.MaxWrite, d.MaxWrite)
+	set(&l.MaxGrepMatches, d.MaxGrepMatches)
+	if l.MaxGrepFile <= 0 {
+		l.MaxGrepFile = d.MaxGrepFile
+	}
+	if l.Archive == (agentfs.ArchiveLimits{}) {
+		l.Archive = d.Archive
+	}
+	if l.MaxGrepTotal <= 0 {
+		l.MaxGrepTotal = d.MaxGrepTotal
+	}
+	return l
+}
 
 // Principal is who a call acts as: a user's view, or one session of it,
 // narrowed by a token's grant when the call came with one.
@@ -65,6 +98,13 @@ type Options struct {
 	// Who is the principal of a call: fixed for stdio, the bearer's for
 	// HTTP.
 	Who func(ctx context.Context, req *mcp.CallToolRequest) (Principal, error)
+	// Admin, when set, carries the tools that are not about files'
+	// bytes (quota, groups, trash, restore, links): the daemon's own
+	// admin operations. Without it those tools are not offered, and
+	// save_result_page answers no link.
+	Admin Admin
+	// Metrics, when set, count every tool call.
+	Metrics *agentfs.Metrics
 	// Uid and Gid are what new entries record as their owner's numbers
 	// when the user has none of its own.
 	Uid, Gid uint32
@@ -82,9 +122,7 @@ func New(opts Options) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	if opts.Limits == (Limits{}) {
-		opts.Limits = DefaultLimits
-	}
+	opts.Limits = opts.Limits.orDefaults()
 	if opts.Version == "" {
 		opts.Version = "dev"
 	}
@@ -141,6 +179,9 @@ func (t toolError) Error() string {
 	return string(b)
 }
 
+// Unwrap lets the typed error be found (metrics' outcome).
+func (t toolError) Unwrap() error { return t.e }
+
 // answer turns a tool's failure into its typed answer.
 func answer(err error) error {
 	if err == nil {
@@ -159,8 +200,10 @@ func tool[In, Out any](s *Server, name, title, desc string, readOnly, destructiv
 		Name: name, Title: title, Description: desc,
 		Annotations: &mcp.ToolAnnotations{Title: title, ReadOnlyHint: readOnly, DestructiveHint: &destructive},
 	}
-	mcp.AddTool(s.mcp, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, Out, error) {
+	mcp.AddTool(s.mcp, t, func(ctx context.Context, req *mcp.CallToolRequest, in In) (_ *mcp.CallToolResult, _ Out, err error) {
 		var zero Out
+		start := time.Now()
+		defer func() { s.opts.Metrics.Observe(Door, name, agentfs.Outcome(err), time.Since(start)) }()
 		f, err := s.fsFor(ctx, req)
 		if err != nil {
 			return nil, zero, answer(err)

@@ -1,13 +1,18 @@
 package mcpdoor
 
 import (
+	"archive/zip"
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"path/filepath"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/shedfs/shedfs/agentfs"
 	"github.com/shedfs/shedfs/blobs"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/vfs"
@@ -122,5 +127,140 @@ func TestTools(t *testing.T) {
 	}
 	if _, e := call(t, cs, "stat", map[string]any{"path": "output/done"}); e == nil || e["code"] != "NOT_FOUND" {
 		t.Fatalf("stat a deleted directory: %v", e)
+	}
+}
+
+// TestSearchTools calls search, grep, file_type, hexdump and
+// line_endings through the SDK's client.
+func TestSearchTools(t *testing.T) {
+	s := New(Options{Core: newCore(t), Who: asAlice})
+	cs := connect(t, s)
+	if _, e := call(t, cs, "write", map[string]any{"path": "output/a.md", "text": "one\r\nhello there\r\n"}); e != nil {
+		t.Fatal(e)
+	}
+	if out, e := call(t, cs, "search", map[string]any{"pattern": "*.md"}); e != nil || len(out["matches"].([]any)) != 1 || out["matches"].([]any)[0] != "output/a.md" {
+		t.Fatalf("search: %v %v", out, e)
+	}
+	if out, e := call(t, cs, "grep", map[string]any{"pattern": "hello"}); e != nil || out["lines"].([]any)[0] != "output/a.md:2:hello there" {
+		t.Fatalf("grep: %v %v", out, e)
+	}
+	if _, e := call(t, cs, "grep", map[string]any{"pattern": "("}); e == nil || e["code"] != "INVALID_ARGUMENT" {
+		t.Fatalf("grep a bad pattern: %v", e)
+	}
+	if out, e := call(t, cs, "file_type", map[string]any{"path": "output/a.md"}); e != nil || out["mime"] != "text/markdown; charset=utf-8" {
+		t.Fatalf("file_type: %v %v", out, e)
+	}
+	if out, e := call(t, cs, "hexdump", map[string]any{"path": "output/a.md", "length": 4}); e != nil || out["dump"] != "00000000  6f 6e 65 0d                                       |one.|\n" {
+		t.Fatalf("hexdump: %q %v", out["dump"], e)
+	}
+	if out, e := call(t, cs, "line_endings", map[string]any{"path": "output/a.md", "to": "lf"}); e != nil || out["changed"] != float64(2) {
+		t.Fatalf("line_endings: %v %v", out, e)
+	}
+	if out, e := call(t, cs, "read", map[string]any{"path": "output/a.md"}); e != nil || out["text"] != "one\nhello there\n" {
+		t.Fatalf("after line_endings: %v %v", out, e)
+	}
+	if _, e := call(t, cs, "hexdump", map[string]any{"path": "/etc/passwd"}); e == nil || e["code"] != "PATH_ESCAPE" {
+		t.Fatalf("hexdump outside: %v", e)
+	}
+}
+
+// TestApplyPatchTool applies a diff through the SDK's client, and a diff
+// one of whose hunks misses changes nothing.
+func TestApplyPatchTool(t *testing.T) {
+	s := New(Options{Core: newCore(t), Who: asAlice})
+	cs := connect(t, s)
+	if _, e := call(t, cs, "write", map[string]any{"path": "output/a.txt", "text": "one\ntwo\n"}); e != nil {
+		t.Fatal(e)
+	}
+	out, e := call(t, cs, "apply_patch", map[string]any{"patch": "--- a/output/a.txt\n+++ b/output/a.txt\n@@ -1,2 +1,2 @@\n one\n-two\n+TWO\n--- /dev/null\n+++ b/output/b.txt\n@@ -0,0 +1 @@\n+new\n"})
+	if e != nil || len(out["files"].([]any)) != 2 {
+		t.Fatalf("apply_patch: %v %v", out, e)
+	}
+	if out, e := call(t, cs, "read", map[string]any{"path": "output/a.txt"}); e != nil || out["text"] != "one\nTWO\n" {
+		t.Fatalf("after the patch: %v %v", out, e)
+	}
+	if _, e := call(t, cs, "apply_patch", map[string]any{"patch": "--- /dev/null\n+++ output/c.txt\n@@ -0,0 +1 @@\n+c\n--- output/a.txt\n+++ output/a.txt\n@@ -1 +1 @@\n-nope\n+x\n"}); e == nil || e["code"] != "CONFLICT" {
+		t.Fatalf("a hunk that misses: %v", e)
+	}
+	if _, e := call(t, cs, "stat", map[string]any{"path": "output/c.txt"}); e == nil || e["code"] != "NOT_FOUND" {
+		t.Fatalf("a failed patch wrote: %v", e)
+	}
+}
+
+// TestArchiveTools packs, lists and unpacks through the SDK's client; an
+// archive with a ../ entry is refused, writing nothing.
+func TestArchiveTools(t *testing.T) {
+	s := New(Options{Core: newCore(t), Who: asAlice})
+	cs := connect(t, s)
+	if _, e := call(t, cs, "write", map[string]any{"path": "output/a.txt", "text": "a\n"}); e != nil {
+		t.Fatal(e)
+	}
+	if out, e := call(t, cs, "zip", map[string]any{"paths": []string{"output/a.txt"}, "to": "p.zip"}); e != nil || out["entries"] != float64(1) {
+		t.Fatalf("zip: %v %v", out, e)
+	}
+	if out, e := call(t, cs, "zipinfo", map[string]any{"path": "p.zip"}); e != nil || out["count"] != float64(1) {
+		t.Fatalf("zipinfo: %v %v", out, e)
+	}
+	if out, e := call(t, cs, "unzip", map[string]any{"path": "p.zip", "to": "x"}); e != nil || out["files"] != float64(1) {
+		t.Fatalf("unzip: %v %v", out, e)
+	}
+	if out, e := call(t, cs, "read", map[string]any{"path": "x/a.txt"}); e != nil || out["text"] != "a\n" {
+		t.Fatalf("unpacked: %v %v", out, e)
+	}
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	w, _ := zw.Create("../evil.txt")
+	w.Write([]byte("x"))
+	zw.Close()
+	if _, e := call(t, cs, "write", map[string]any{"path": "evil.zip", "base64": base64.StdEncoding.EncodeToString(buf.Bytes())}); e != nil {
+		t.Fatal(e)
+	}
+	if _, e := call(t, cs, "unzip", map[string]any{"path": "evil.zip", "to": "y"}); e == nil || e["code"] != "PATH_ESCAPE" || e["rule"] != "archive_escape" {
+		t.Fatalf("unzip ../: %v", e)
+	}
+	if _, e := call(t, cs, "stat", map[string]any{"path": "y"}); e == nil || e["code"] != "NOT_FOUND" {
+		t.Fatalf("a refused unzip wrote: %v", e)
+	}
+}
+
+// TestMetrics counts tool calls by door, tool and outcome.
+func TestMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := agentfs.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := connect(t, New(Options{Core: newCore(t), Who: asAlice, Metrics: m}))
+	call(t, cs, "stat", map[string]any{"path": "output"})
+	call(t, cs, "stat", map[string]any{"path": "../x"})
+	call(t, cs, "stat", map[string]any{"path": "nope"})
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	durations := 0
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			switch f.GetName() {
+			case "shedfs_agent_calls_total":
+				got[labels["door"]+"/"+labels["tool"]+"/"+labels["outcome"]] = m.GetCounter().GetValue()
+			case "shedfs_agent_call_duration_seconds":
+				durations += int(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	want := map[string]float64{"mcp/stat/ok": 1, "mcp/stat/PATH_ESCAPE": 1, "mcp/stat/NOT_FOUND": 1}
+	if len(got) != len(want) || durations != 3 {
+		t.Fatalf("calls %v, %d durations", got, durations)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %v, want %v", k, got[k], v)
+		}
 	}
 }

@@ -44,6 +44,11 @@ type okOut struct {
 
 func (s *Server) addTools() {
 	s.addContentTools()
+	s.addSearchTools()
+	s.addPatchTools()
+	s.addArchiveTools()
+	s.addAdminTools()
+	s.addPageTool()
 	lim := s.opts.Limits
 	tool(s, "stat", "Describe a file or directory",
 		"What a path is: type, size, mode, mtime, owner and ownership mode (who else may change it), zone, a symlink's target, and who holds an edit lock on it.",

@@ -397,8 +397,16 @@ func (s *Service) file(w http.ResponseWriter, r *http.Request, t target, tag str
 		}
 	}
 	h := w.Header()
+	q := r.URL.Query()
+	if isMarkdown(t.name) && size <= maxMarkdownPage && q.Get("raw") != "1" && q.Get("download") != "1" && r.Header.Get("Range") == "" {
+		s.markdown(w, r, t, tag, content)
+		return
+	}
 	h.Set("ETag", tag)
 	ctype := contentType(t.name, content)
+	if isMarkdown(t.name) && q.Get("raw") == "1" {
+		ctype = "text/plain; charset=utf-8" // shown as it is, not downloaded
+	}
 	h.Set("Content-Type", ctype)
 	if active(ctype) {
 		h.Set("Content-Security-Policy", htmlCSP)
@@ -424,6 +432,24 @@ func (s *Service) file(w http.ResponseWriter, r *http.Request, t target, tag str
 		}
 	}
 	http.ServeContent(&errorPages{ResponseWriter: w, s: s, r: r}, r, t.name, t.rec.Mtime, content)
+}
+
+// markdown serves a Markdown file as a page (markdown.go), under the
+// sandboxing CSP of an HTML file, with its own validator.
+func (s *Service) markdown(w http.ResponseWriter, r *http.Request, t target, tag string, content io.ReadSeeker) {
+	b, err := io.ReadAll(io.LimitReader(content, maxMarkdownPage))
+	if err != nil {
+		s.log.Error("read a Markdown file for a link", "ino", t.rec.Ino, "err", err)
+		s.fail(w, r, http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("ETag", strings.TrimSuffix(tag, `"`)+`-page"`)
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Content-Security-Policy", htmlCSP)
+	h.Set("Content-Disposition", "inline")
+	page := markdownPage(t.name, string(b))
+	http.ServeContent(&errorPages{ResponseWriter: w, s: s, r: r}, r, "", t.rec.Mtime, strings.NewReader(page))
 }
 
 // maxRanges is the most byte ranges one request gets: a player seeks with

@@ -26,7 +26,7 @@ func agentFlags() []cli.Flag {
 // on its own address, so that each can be put behind its own proxy.
 func (s *serving) startAgents(c *cli.Context) error {
 	if addr := c.String("mcp"); addr != "" {
-		srv := mcpdoor.New(mcpdoor.Options{Core: s.core, Logger: s.log, Version: version, Who: mcpdoor.PrincipalOfRequest})
+		srv := mcpdoor.New(mcpdoor.Options{Core: s.core, Logger: s.log, Version: version, Who: mcpdoor.PrincipalOfRequest, Admin: s.mcpAdmin(), Metrics: s.agentMetrics})
 		authn := func(token string) (mcpdoor.Principal, time.Time, error) {
 			b, err := s.d.Authenticate(token, mcpdoor.Door)
 			if err != nil {
@@ -42,7 +42,7 @@ func (s *serving) startAgents(c *cli.Context) error {
 		}
 	}
 	if addr := c.String("api"); addr != "" {
-		api := fsapi.New(fsapi.Options{Core: s.core, Logger: s.log, Authenticate: func(token string) (fsapi.Principal, error) {
+		api := fsapi.New(fsapi.Options{Core: s.core, Logger: s.log, Metrics: s.agentMetrics, Authenticate: func(token string) (fsapi.Principal, error) {
 			b, err := s.d.Authenticate(token, fsapi.Door)
 			if err != nil {
 				return fsapi.Principal{}, err
@@ -55,6 +55,16 @@ func (s *serving) startAgents(c *cli.Context) error {
 		}
 	}
 	return nil
+}
+
+// mcpAdmin is the daemon's admin operations, which the MCP tools that are
+// not about files' bytes call (quota, trash, links...).
+func (s *serving) mcpAdmin() mcpdoor.Admin {
+	a, ok := s.d.Admin().(mcpdoor.Admin)
+	if !ok {
+		return nil
+	}
+	return a
 }
 
 // listenAgent serves h at addr until stopAgents.

@@ -83,7 +83,7 @@ func runMCP(c *cli.Context) error {
 		recorder = rec
 	}
 	core := daemon.NewCore(st, recorder, log)
-	srv := mcpdoor.New(mcpdoor.Options{Core: core, Logger: log, Version: version,
+	srv := mcpdoor.New(mcpdoor.Options{Core: core, Logger: log, Version: version, Admin: daemon.NewLocalOn(st, core, log),
 		Who: func(context.Context, *mcp.CallToolRequest) (mcpdoor.Principal, error) {
 			return mcpdoor.Principal{User: user, Session: session}, nil
 		}})

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/shedfs/shedfs"
+	"github.com/shedfs/shedfs/agentfs"
 	"github.com/shedfs/shedfs/audit"
 	"github.com/shedfs/shedfs/content"
 	"github.com/shedfs/shedfs/daemon"
@@ -43,6 +44,8 @@ type serving struct {
 	// agents serve the agent doors, none without --mcp and --api
 	// (agents.go).
 	agents []*http.Server
+	// agentMetrics count the agent doors' calls, nil without --metrics.
+	agentMetrics *agentfs.Metrics
 }
 
 // openServing reads the shared flags, opens the store (creating it with
@@ -65,6 +68,9 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 			return nil, err
 		}
 		if fsOpts.Metrics, err = fusefs.NewMetrics(s.reg); err != nil {
+			return nil, fmt.Errorf("metrics: %w", err)
+		}
+		if s.agentMetrics, err = agentfs.NewMetrics(s.reg); err != nil {
 			return nil, fmt.Errorf("metrics: %w", err)
 		}
 	}
@@ -109,14 +115,19 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 	}
 	cfg.Store, cfg.Core, cfg.DefaultView, cfg.Logger = s.st, s.core, s.view, log
 	// shedfs mcp reaches the daemon's MCP server over the admin socket.
-	local := mcpdoor.New(mcpdoor.Options{Core: s.core, Logger: log, Version: version, Who: mcpdoor.PrincipalOfHeader})
-	cfg.Doors = append(cfg.Doors, daemon.Route{Pattern: mcpSocketPath, Handler: local.TrustedHandler()})
+	// Its tools call the daemon's admin operations, so it is made once
+	// the daemon is; nothing is served before.
+	var local http.Handler
+	cfg.Doors = append(cfg.Doors, daemon.Route{Pattern: mcpSocketPath, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		local.ServeHTTP(w, r)
+	})})
 	// The views are the FUSE door onto the daemon's core.
 	cfg.Views = func(core *vfs.Core) daemon.Views { return fusefs.New(core, fsOpts) }
 	if s.d, err = daemon.New(cfg); err != nil {
 		s.close()
 		return nil, err
 	}
+	local = mcpdoor.New(mcpdoor.Options{Core: s.core, Logger: log, Version: version, Who: mcpdoor.PrincipalOfHeader, Admin: s.mcpAdmin(), Metrics: s.agentMetrics}).TrustedHandler()
 	return s, nil
 }
 
