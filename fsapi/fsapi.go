@@ -214,6 +214,9 @@ func (a *API) authed(route string, h handler) http.HandlerFunc {
 			fail(w, err)
 			return
 		}
+		// The view lives for this request: whatever a failed step left
+		// open is released with it.
+		defer f.View().Close()
 		h(w, r, f)
 	}
 }

@@ -208,6 +208,9 @@ func tool[In, Out any](s *Server, name, title, desc string, readOnly, destructiv
 		if err != nil {
 			return nil, zero, answer(err)
 		}
+		// The view lives for this call: whatever a failed step left
+		// open is released with it.
+		defer f.View().Close()
 		out, err := h(ctx, f, in)
 		if err != nil {
 			return nil, zero, answer(err)
