@@ -172,3 +172,33 @@ func TestEditLocks(t *testing.T) {
 	}
 	wantCode(t, "bob forces a lock of alice's file", bob.ForceUnlock("groups/team/docs/plan.md"), CodePermissionDenied)
 }
+
+// TestOwnership sets a group file's mode and gives it away as its owner
+// may, and refuses what the rules refuse.
+func TestOwnership(t *testing.T) {
+	fx := newFixture(t)
+	ctx := context.Background()
+	alice := fx.fs(t, "alice", nil)
+	if err := fx.store.AddMember("team", "bob"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alice.Write(ctx, "groups/team/plan.md", []byte("x"), CreateOnly, ""); err != nil {
+		t.Fatal(err)
+	}
+	if in, err := alice.SetMode("groups/team/plan.md", "owner"); err != nil || in.Ownership != "owner" {
+		t.Fatalf("set mode: %+v %v", in, err)
+	}
+	bob := fx.fs(t, "bob", nil)
+	if e := wantCode(t, "bob sets the mode of alice's file", func() error { _, err := bob.SetMode("groups/team/plan.md", "group"); return err }(), CodePermissionDenied); e.Rule != acl.ReasonOwnerOnly {
+		t.Errorf("rule %q", e.Rule)
+	}
+	wantCode(t, "a bad mode", func() error { _, err := alice.SetMode("groups/team/plan.md", "rw"); return err }(), CodeInvalidArgument)
+	wantCode(t, "to a non-member", func() error { _, err := alice.Chown("groups/team/plan.md", "carol"); return err }(), CodeInvalidArgument)
+	if in, err := alice.Chown("groups/team/plan.md", "bob"); err != nil || in.Owner != "bob" {
+		t.Fatalf("chown: %+v %v", in, err)
+	}
+	ro := fx.fs(t, "bob", &acl.Grant{Access: acl.AccessRead | acl.AccessList | acl.AccessWrite})
+	if e := wantCode(t, "without metadata access", func() error { _, err := ro.SetMode("groups/team/plan.md", "group"); return err }(), CodePermissionDenied); e.Rule != acl.ReasonTokenAccess {
+		t.Errorf("rule %q", e.Rule)
+	}
+}

@@ -44,6 +44,7 @@ type okOut struct {
 
 func (s *Server) addTools() {
 	s.addContentTools()
+	s.addOwnershipTools()
 	s.addSearchTools()
 	s.addPatchTools()
 	s.addArchiveTools()
@@ -223,5 +224,28 @@ func (s *Server) addContentTools() {
 		"Release an edit lock someone else holds on a file you own (the owner's override).",
 		false, false, func(ctx context.Context, f *agentfs.FS, in pathIn) (okOut, error) {
 			return okOut{OK: true, Path: in.Path}, f.ForceUnlock(in.Path)
+		})
+}
+
+type setModeIn struct {
+	Path string `json:"path" jsonschema:"a file or directory in share/ or a group"`
+	Mode string `json:"mode" jsonschema:"owner (only its owner may change it), owner_ro (nobody may, its owner included, until set back) or group (any member may)"`
+}
+
+type chownIn struct {
+	Path  string `json:"path" jsonschema:"a file or directory you own in share/ or a group"`
+	Owner string `json:"owner" jsonschema:"the user to give it to: a member of the group (anyone, in share/)"`
+}
+
+func (s *Server) addOwnershipTools() {
+	tool(s, "set_mode", "Set who may change an entry",
+		"Set the ownership mode of a file or directory in share/ or a group: owner, owner_ro or group. Only its owner may.",
+		false, false, func(ctx context.Context, f *agentfs.FS, in setModeIn) (agentfs.Info, error) {
+			return f.SetMode(in.Path, in.Mode)
+		})
+	tool(s, "chown", "Give an entry to another user",
+		"Give a file or directory you own in share/ or a group to another user who can see it.",
+		false, false, func(ctx context.Context, f *agentfs.FS, in chownIn) (agentfs.Info, error) {
+			return f.Chown(in.Path, in.Owner)
 		})
 }
