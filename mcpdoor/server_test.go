@@ -119,6 +119,16 @@ func TestTools(t *testing.T) {
 	if out, e := call(t, cs, "move", map[string]any{"from": "output/run", "to": "output/done"}); e != nil || out["path"] != "output/done" {
 		t.Fatalf("move: %v %v", out, e)
 	}
+	// Across zones a move is a copy and a delete, and says so.
+	if out, e := call(t, cs, "move", map[string]any{"from": "output/done", "to": "done-here"}); e != nil || out["copied_across_zones"] != true || out["path"] != "done-here" {
+		t.Fatalf("move across zones: %v %v", out, e)
+	}
+	if _, e := call(t, cs, "stat", map[string]any{"path": "output/done"}); e == nil || e["code"] != "NOT_FOUND" {
+		t.Fatalf("the source of a move across zones is still there: %v", e)
+	}
+	if out, e := call(t, cs, "move", map[string]any{"from": "done-here", "to": "output/done"}); e != nil || out["copied_across_zones"] != true {
+		t.Fatalf("move back: %v %v", out, e)
+	}
 	if _, e := call(t, cs, "delete", map[string]any{"path": "output/done"}); e == nil || e["code"] != "DIRECTORY_NOT_EMPTY" {
 		t.Fatalf("delete a full directory: %v", e)
 	}

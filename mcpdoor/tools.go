@@ -37,6 +37,14 @@ type moveIn struct {
 	Replace bool   `json:"replace,omitempty" jsonschema:"replace an existing entry at to (it goes to the trash); without it an existing one is ALREADY_EXISTS"`
 }
 
+type movedOut struct {
+	agentfs.Info
+	// CopiedAcrossZones says the move crossed zones, which a rename cannot:
+	// the entry was copied (charged to the destination's quota) and the
+	// source deleted to the trash.
+	CopiedAcrossZones bool `json:"copied_across_zones,omitempty"`
+}
+
 type okOut struct {
 	OK   bool   `json:"ok"`
 	Path string `json:"path"`
@@ -79,9 +87,19 @@ func (s *Server) addTools() {
 			return okOut{OK: true, Path: in.Path}, nil
 		})
 	tool(s, "move", "Move or rename",
-		"Move or rename an entry within its zone (your files, output/, share/, a group...). Across zones a move is refused: copy, then delete.",
-		false, true, func(ctx context.Context, f *agentfs.FS, in moveIn) (agentfs.Info, error) {
-			return f.Move(in.From, in.To, in.Replace)
+		"Move or rename an entry. Within a zone (your files, output/, share/, a group...) it is a rename; across zones it becomes a copy followed by a delete of the source (to the trash), and the answer says copied_across_zones.",
+		false, true, func(ctx context.Context, f *agentfs.FS, in moveIn) (movedOut, error) {
+			in2, err := f.Move(in.From, in.To, in.Replace)
+			if e := agentfs.AsError(err); err != nil && e.Rule == "cross_zone" {
+				if in2, err = f.Copy(ctx, in.From, in.To, in.Replace, lim.MaxWrite); err != nil {
+					return movedOut{}, err
+				}
+				if err := f.Delete(in.From, true); err != nil {
+					return movedOut{}, err
+				}
+				return movedOut{Info: in2, CopiedAcrossZones: true}, nil
+			}
+			return movedOut{Info: in2}, err
 		})
 }
 
