@@ -274,3 +274,78 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestEditingTools calls, through the SDK's client, the editing tools
+// and the ownership tools, two users on one core.
+func TestEditingTools(t *testing.T) {
+	core := newCore(t)
+	st := core.Store()
+	if _, err := st.AddUser("bob"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AddGroup("team"); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"alice", "bob"} {
+		if err := st.AddMember("team", u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	as := func(user string) *mcp.ClientSession {
+		return connect(t, New(Options{Core: core, Who: func(context.Context, *mcp.CallToolRequest) (Principal, error) {
+			return Principal{User: user}, nil
+		}}))
+	}
+	a, b := as("alice"), as("bob")
+	ok := func(cs *mcp.ClientSession, tool string, args map[string]any) map[string]any {
+		t.Helper()
+		out, e := call(t, cs, tool, args)
+		if e != nil {
+			t.Fatalf("%s %v: %v", tool, args, e)
+		}
+		return out
+	}
+	plan := "groups/team/plan.md"
+	ok(a, "write", map[string]any{"path": plan, "text": "one\nthree\n"})
+	ok(a, "insert", map[string]any{"path": plan, "line": 2, "text": "two"})
+	if out := ok(a, "replace", map[string]any{"path": plan, "old": "three", "new": "THREE"}); out["replaced"] != float64(1) {
+		t.Fatalf("replace: %v", out)
+	}
+	if _, e := call(t, a, "replace", map[string]any{"path": plan, "old": "four", "new": "x"}); e == nil || e["code"] != "INVALID_ARGUMENT" {
+		t.Fatalf("replace what is not there: %v", e)
+	}
+	ok(a, "copy", map[string]any{"from": plan, "to": "plan-copy.md"})
+	if out := ok(a, "read", map[string]any{"path": "plan-copy.md"}); out["text"] != "one\ntwo\nTHREE\n" {
+		t.Fatalf("the copy reads %v", out["text"])
+	}
+	// bob locks; alice, the owner, forces it open; bob's cancel then
+	// finds no lock of his.
+	ok(b, "lock_open", map[string]any{"path": plan})
+	if _, e := call(t, a, "write", map[string]any{"path": plan, "text": "x"}); e == nil || e["code"] != "FILE_LOCKED" {
+		t.Fatalf("alice writes bob's locked file: %v", e)
+	}
+	if _, e := call(t, b, "force_unlock", map[string]any{"path": "plan-copy.md"}); e == nil {
+		t.Fatal("force_unlock of a file without a lock")
+	}
+	ok(a, "force_unlock", map[string]any{"path": plan})
+	if _, e := call(t, b, "lock_cancel", map[string]any{"path": plan}); e == nil || e["code"] != "CONFLICT" {
+		t.Fatalf("cancel of a lock forced open: %v", e)
+	}
+	ok(b, "lock_open", map[string]any{"path": plan})
+	ok(b, "lock_cancel", map[string]any{"path": plan})
+	ok(a, "write", map[string]any{"path": plan, "text": "after\n"})
+	// Ownership: only the owner sets the mode; chown to a member.
+	if out := ok(a, "set_mode", map[string]any{"path": plan, "mode": "owner"}); out["ownership"] != "owner" {
+		t.Fatalf("set_mode: %v", out)
+	}
+	if _, e := call(t, b, "set_mode", map[string]any{"path": plan, "mode": "group"}); e == nil || e["code"] != "PERMISSION_DENIED" {
+		t.Fatalf("bob sets the mode of alice's file: %v", e)
+	}
+	if _, e := call(t, b, "write", map[string]any{"path": plan, "text": "x"}); e == nil || e["code"] != "PERMISSION_DENIED" {
+		t.Fatalf("bob writes alice's owner-mode file: %v", e)
+	}
+	if out := ok(a, "chown", map[string]any{"path": plan, "owner": "bob"}); out["owner"] != "bob" {
+		t.Fatalf("chown: %v", out)
+	}
+	ok(b, "write", map[string]any{"path": plan, "text": "bob's now\n"})
+}
