@@ -512,12 +512,49 @@ func (d *Daemon) startSessions(ctx context.Context) error {
 	}
 	stop := make(chan struct{})
 	d.stopExpiry = stop
-	d.wg.Add(1)
+	d.wg.Add(2)
 	go func() {
 		defer d.wg.Done()
 		d.expireSessions(stop)
 	}()
+	go func() {
+		defer d.wg.Done()
+		d.purgeExpired(stop)
+	}()
 	return nil
+}
+
+// purgeEvery is how often the daemon deletes the records of expired edit
+// locks and tokens, and tokenGrace how long an expired token stays listed
+// (as expired) before it goes.
+const (
+	purgeEvery = time.Minute
+	tokenGrace = 24 * time.Hour
+)
+
+// purgeExpired deletes, until stop closes, the records of edit locks past
+// their expiry (they bind nobody already) and of tokens expired for
+// tokenGrace, so that neither piles up in the store.
+func (d *Daemon) purgeExpired(stop <-chan struct{}) {
+	t := time.NewTicker(purgeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			if n, err := d.core.PurgeEditLocks(now); err != nil {
+				d.log.Warn("purge expired edit locks", "err", err)
+			} else if n > 0 {
+				d.log.Debug("expired edit locks purged", "locks", n)
+			}
+			if n, err := d.cfg.Store.Meta.DropTokens(func(t metadata.Token) bool { return now.Sub(t.Expires) > tokenGrace }); err != nil {
+				d.log.Warn("purge expired tokens", "err", err)
+			} else if n > 0 {
+				d.log.Info("expired tokens purged", "tokens", n)
+			}
+		}
+	}
 }
 
 // expiryEvery is how often the daemon looks for sessions whose time is up.

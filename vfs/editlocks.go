@@ -158,3 +158,21 @@ func (v *View) editLocked(ino uint64, named bool) acl.Decision {
 	}
 	return acl.CheckEditLock(l, v.Actor(), time.Now())
 }
+
+// PurgeEditLocks deletes the records of edit locks expired at now and
+// drops them from the core's copy, so that a store whose locks all ended
+// answers checks again with one atomic load. It returns how many
+// records went.
+func (c *Core) PurgeEditLocks(now time.Time) (int, error) {
+	c.loadEditLocks()
+	n, err := c.store.PurgeEditLocks(now)
+	c.edits.mu.Lock()
+	for ino, l := range c.edits.byIno {
+		if !l.Held(now) {
+			delete(c.edits.byIno, ino)
+		}
+	}
+	c.edits.live.Store(int32(len(c.edits.byIno)))
+	c.edits.mu.Unlock()
+	return n, err
+}

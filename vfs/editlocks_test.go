@@ -79,3 +79,23 @@ func TestEditLocks(t *testing.T) {
 		t.Fatalf("an expired lock binds: %v", d)
 	}
 }
+
+// TestPurgeEditLocks: an expired lock's record goes, and the core's copy
+// with it.
+func TestPurgeEditLocks(t *testing.T) {
+	f := newFixture(t, nil)
+	n := f.file(t, "a", 1)
+	if _, err := f.core.TakeEditLock(n.Ino, acl.Actor{User: "alice"}, "mcp", "a", time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if got, err := f.core.PurgeEditLocks(time.Now()); err != nil || got != 1 {
+		t.Fatalf("purge: %d %v", got, err)
+	}
+	if f.core.edits.live.Load() != 0 {
+		t.Fatal("the core's copy keeps an expired lock")
+	}
+	if ls, _ := f.store.ListEditLocks(); len(ls) != 0 {
+		t.Fatalf("records left: %+v", ls)
+	}
+}
