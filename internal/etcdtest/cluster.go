@@ -116,7 +116,35 @@ func StartShared(n int) (*Cluster, error) {
 	return c, nil
 }
 
+// start starts the cluster, again on fresh ports when a member lost its
+// port to another process between freeURL's probe and etcd's listen (the
+// probe closes the port it found; a busy machine running other tests may
+// take it meanwhile).
 func start(dir string, n, maxTxnOps int) (*Cluster, error) {
+	for attempt := 1; ; attempt++ {
+		sub := filepath.Join(dir, fmt.Sprintf("try%d", attempt))
+		c, err := startOnce(sub, n, maxTxnOps)
+		if err == nil || attempt == 3 || !strings.Contains(err.Error()+c.logsOrEmpty(), "address already in use") {
+			return c, err
+		}
+		if c != nil {
+			c.Stop()
+		}
+	}
+}
+
+// logsOrEmpty is the members' logs, "" for no cluster.
+func (c *Cluster) logsOrEmpty() string {
+	if c == nil {
+		return ""
+	}
+	return c.Logs()
+}
+
+func startOnce(dir string, n, maxTxnOps int) (*Cluster, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("etcd test cluster: %w", err)
+	}
 	c := &Cluster{token: fmt.Sprintf("shedfs-test-%d", time.Now().UnixNano()), maxTxnOps: maxTxnOps}
 	var initial []string
 	for i := range n {
