@@ -1,0 +1,120 @@
+//go:build linux
+
+package fuseuring
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// enableForTest turns the module parameter on for the test and restores
+// it after. Without the parameter (an old kernel) or without root the test
+// skips, loudly under CI=true.
+func enableForTest(t *testing.T) {
+	t.Helper()
+	old, err := os.ReadFile(ParamPath)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("FUSE over io_uring not testable here: %v", err)
+		}
+		t.Skipf("FUSE over io_uring not testable here: %v", err)
+	}
+	if err := os.WriteFile(ParamPath, []byte("Y"), 0); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("cannot turn on %s: %v", ParamPath, err)
+		}
+		t.Skipf("cannot turn on %s: %v", ParamPath, err)
+	}
+	t.Cleanup(func() { os.WriteFile(ParamPath, old[:1], 0) })
+}
+
+// TestServeLoopback mounts go-fuse's loopback file system with the
+// transport and checks that the kernel's requests come through the rings.
+func TestServeLoopback(t *testing.T) {
+	enableForTest(t)
+	dir, mnt := t.TempDir(), t.TempDir()
+	root, err := fs.NewLoopbackRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := &fs.Options{MountOptions: fuse.MountOptions{MaxWrite: 1 << 20, ExtraCapabilities: Capability, DirectMount: true}}
+	var served atomic.Int64
+	var tr *Transport
+	var trErr error
+	raw := Wrap(fs.NewNodeFS(root, opts), Options{MaxWrite: 1 << 20, Served: func() { served.Add(1) }}, func(t *Transport, err error) { tr, trErr = t, err })
+	server, err := fuse.NewServer(raw, mnt, &opts.MountOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go server.Serve()
+	defer server.Unmount()
+	watchdog(t, mnt)
+	if err := server.WaitMount(); err != nil {
+		t.Fatal(err)
+	}
+	if trErr != nil {
+		t.Fatal(trErr)
+	}
+	p := filepath.Join(mnt, "a")
+	big := make([]byte, 3<<20)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	if err := os.WriteFile(p, big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(p)
+	if err != nil || len(got) != len(big) || string(got) != string(big) {
+		t.Fatalf("read back %d bytes, err %v", len(got), err)
+	}
+	if err := os.Rename(p, p+"2"); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(mnt)
+	if err != nil || len(ents) != 1 || ents[0].Name() != "a2" {
+		t.Fatalf("readdir %v %v", ents, err)
+	}
+	if err := os.Remove(p + "2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("stat after remove: %v", err)
+	}
+	if served.Load() < 10 {
+		t.Fatalf("only %d requests over io_uring", served.Load())
+	}
+	t.Logf("%d requests over %d rings", served.Load(), tr.Queues())
+	if err := server.Unmount(); err != nil {
+		t.Fatal(err)
+	}
+	tr.Wait()
+}
+
+// watchdog aborts the mount's FUSE connection if the test is still
+// running after a while, so that a hang in the transport fails the test
+// instead of leaving a stuck mount.
+func watchdog(t *testing.T, mnt string) {
+	var st unix.Stat_t
+	if err := unix.Stat(mnt, &st); err != nil {
+		t.Fatal(err)
+	}
+	abort := fmt.Sprintf("/sys/fs/fuse/connections/%d/abort", unix.Minor(st.Dev))
+	tm := time.AfterFunc(30*time.Second, func() {
+		buf := make([]byte, 1<<20)
+		fmt.Fprintf(os.Stderr, "hung; aborting the connection\n%s", buf[:runtime.Stack(buf, true)])
+		t.Error("hung")
+		os.WriteFile(abort, []byte("1"), 0)
+	})
+	t.Cleanup(func() { tm.Stop() })
+}
