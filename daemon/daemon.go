@@ -48,6 +48,9 @@ type Config struct {
 	// (fusefs.New); nil: the daemon mounts nothing.
 	Views  func(core *vfs.Core) Views
 	Logger *slog.Logger
+	// Transport is how the views' requests reach the daemon, as status
+	// shows it ("io_uring", "/dev/fuse (why)").
+	Transport string
 }
 
 // Views serves the users' views through a kernel transport, attached to
@@ -583,6 +586,7 @@ func (d *Daemon) fillStatus(st *Status) {
 	st.OpenFiles = d.OpenFiles()
 	st.Locks = d.Locks()
 	st.Requests = d.rate.current()
+	st.Transport = d.cfg.Transport
 }
 
 // Locks lists the file locks held through the views and, on a store

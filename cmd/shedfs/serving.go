@@ -60,6 +60,9 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 			return nil, fmt.Errorf("metrics: %w", err)
 		}
 	}
+	if cfg.Transport, err = setTransport(c.String("transport"), log, s.reg, &fsOpts); err != nil {
+		return nil, err
+	}
 	loc, err := location(c)
 	if err != nil {
 		return nil, err
