@@ -31,14 +31,8 @@ import (
 // upstream fix is small: a Server method returning its ProtocolServer and
 // one returning the device fd (go-fuse issue #560 asks for io_uring).
 func attach(server *fuse.Server) (*fuse.ProtocolServer, int, error) {
-	st := reflect.TypeOf(fuse.Server{})
-	pt := reflect.TypeOf(fuse.ProtocolServer{})
-	if st.NumField() == 0 || pt.NumField() != 1 {
-		return nil, -1, fmt.Errorf("go-fuse layout changed: Server has %d fields, ProtocolServer %d", st.NumField(), pt.NumField())
-	}
-	first, inner := st.Field(0), pt.Field(0)
-	if !first.Anonymous || first.Offset != 0 || first.Type != inner.Type || inner.Offset != 0 {
-		return nil, -1, fmt.Errorf("go-fuse layout changed: Server does not start with ProtocolServer's %s", inner.Type)
+	if err := checkLayout(); err != nil {
+		return nil, -1, err
 	}
 	ps := (*fuse.ProtocolServer)(unsafe.Pointer(server))
 
@@ -69,4 +63,27 @@ func attach(server *fuse.Server) (*fuse.ProtocolServer, int, error) {
 		return nil, -1, fmt.Errorf("dup /dev/fuse: %w", derr)
 	}
 	return ps, dup, nil
+}
+
+// checkLayout checks, on the types alone, what attach relies on: Server
+// starts with the protocolServer that is ProtocolServer's only field, and
+// holds its device in fuseFD.file.
+func checkLayout() error {
+	st := reflect.TypeOf(fuse.Server{})
+	pt := reflect.TypeOf(fuse.ProtocolServer{})
+	if st.NumField() == 0 || pt.NumField() != 1 {
+		return fmt.Errorf("go-fuse layout changed: Server has %d fields, ProtocolServer %d", st.NumField(), pt.NumField())
+	}
+	first, inner := st.Field(0), pt.Field(0)
+	if !first.Anonymous || first.Offset != 0 || first.Type != inner.Type || inner.Offset != 0 {
+		return fmt.Errorf("go-fuse layout changed: Server does not start with ProtocolServer's %s", inner.Type)
+	}
+	f, ok := st.FieldByName("fuseFD")
+	if !ok || f.Type.Kind() != reflect.Pointer || f.Type.Elem().Kind() != reflect.Struct {
+		return fmt.Errorf("go-fuse layout changed: Server has no fuseFD")
+	}
+	if file, ok := f.Type.Elem().FieldByName("file"); !ok || file.Type != reflect.TypeOf((*os.File)(nil)) {
+		return fmt.Errorf("go-fuse layout changed: fuseFD has no *os.File")
+	}
+	return nil
 }

@@ -48,11 +48,11 @@ func TestServeLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := &fs.Options{MountOptions: fuse.MountOptions{MaxWrite: 1 << 20, ExtraCapabilities: Capability, DirectMount: true}}
+	opts := &fs.Options{MountOptions: fuse.MountOptions{MaxWrite: 1 << 20, DirectMount: true}}
 	var served atomic.Int64
 	var tr *Transport
 	var trErr error
-	raw := Wrap(fs.NewNodeFS(root, opts), Options{MaxWrite: 1 << 20, Served: func() { served.Add(1) }}, func(t *Transport, err error) { tr, trErr = t, err })
+	raw := Wrap(fs.NewNodeFS(root, opts), &opts.MountOptions, Options{MaxWrite: 1 << 20, Served: func() { served.Add(1) }}, func(t *Transport, err error) { tr, trErr = t, err })
 	server, err := fuse.NewServer(raw, mnt, &opts.MountOptions)
 	if err != nil {
 		t.Fatal(err)

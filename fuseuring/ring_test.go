@@ -48,3 +48,11 @@ func TestRingNop(t *testing.T) {
 		}
 	}
 }
+
+// TestGoFuseLayout: the go-fuse in go.mod has the layout attach reads (a
+// go-fuse upgrade that changes it fails here, not at a mount).
+func TestGoFuseLayout(t *testing.T) {
+	if err := checkLayout(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -89,6 +89,7 @@ type Transport struct {
 	queues []*queue
 	wg     sync.WaitGroup
 	fd     int
+	once   sync.Once
 }
 
 // Start registers rings for the mount server serves. It must run once
@@ -97,9 +98,6 @@ type Transport struct {
 // queue has an entry (or a registration failed). Wrap arranges that. On
 // error nothing is left registered and the mount goes on over /dev/fuse.
 func Start(server *fuse.Server, opts Options) (*Transport, error) {
-	if err := Enabled(); err != nil {
-		return nil, err
-	}
 	if opts.Depth <= 0 {
 		opts.Depth = DefaultDepth
 	}
@@ -129,7 +127,14 @@ func Start(server *fuse.Server, opts Options) (*Transport, error) {
 	started := make(chan error, nq)
 	for qid := range nq {
 		q := &queue{t: t, ps: ps, fd: fd, qid: uint16(qid), depth: opts.Depth, payloadSize: payload, log: opts.Logger, served: opts.Served}
+		if q.efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC); err != nil {
+			t.finish()
+			fallBack(fd)
+			return nil, fmt.Errorf("eventfd: %w", err)
+		}
 		t.queues = append(t.queues, q)
+	}
+	for _, q := range t.queues {
 		t.wg.Add(1)
 		go q.run(started)
 	}
@@ -142,14 +147,24 @@ func Start(server *fuse.Server, opts Options) (*Transport, error) {
 	if first != nil {
 		t.Close()
 		fallBack(fd)
-		unix.Close(fd)
+		t.finish()
 		return nil, first
 	}
 	go func() {
 		t.wg.Wait()
-		unix.Close(fd)
+		t.finish()
 	}()
 	return t, nil
+}
+
+// finish closes what the rings shared, once they have all stopped.
+func (t *Transport) finish() {
+	t.once.Do(func() {
+		for _, q := range t.queues {
+			unix.Close(q.efd)
+		}
+		unix.Close(t.fd)
+	})
 }
 
 // Queues is the number of rings (one per possible CPU).
@@ -238,7 +253,7 @@ type entry struct {
 const efdTag = ^uint64(0)
 
 func (q *queue) stop() {
-	if q.stopped.CompareAndSwap(false, true) && q.efd > 0 {
+	if q.stopped.CompareAndSwap(false, true) {
 		var one [8]byte
 		one[0] = 1
 		unix.Write(q.efd, one[:])
@@ -263,9 +278,6 @@ func (q *queue) run(started chan<- error) {
 
 func (q *queue) setup() error {
 	var err error
-	if q.efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC); err != nil {
-		return fmt.Errorf("eventfd: %w", err)
-	}
 	if q.r, err = newRing(uint32(q.depth+1), 0); err != nil {
 		return err
 	}
@@ -325,9 +337,6 @@ func (q *queue) release() {
 	}
 	if q.hdrMem != nil {
 		unix.Munmap(q.hdrMem)
-	}
-	if q.efd > 0 {
-		unix.Close(q.efd)
 	}
 }
 
@@ -468,11 +477,19 @@ func fallBack(fd int) {
 	r.reap(func(cqe) {})
 }
 
-// Wrap returns fs with an Init that starts the rings right after go-fuse
+// Wrap prepares a mount for the transport: it adds Capability to mo and
+// returns fs with an Init that starts the rings right after go-fuse
 // answers INIT (go-fuse calls RawFileSystem.Init then, before it reads the
 // next request). done gets the transport, or why there is none; the mount
-// is served over /dev/fuse then. The mount options must carry Capability.
-func Wrap(fs fuse.RawFileSystem, opts Options, done func(*Transport, error)) fuse.RawFileSystem {
+// is served over /dev/fuse then. When this go-fuse's layout is not the one
+// attach knows, Wrap leaves mo and fs alone (the kernel must not be told
+// io_uring without rings to follow) and calls done with the reason.
+func Wrap(fs fuse.RawFileSystem, mo *fuse.MountOptions, opts Options, done func(*Transport, error)) fuse.RawFileSystem {
+	if err := checkLayout(); err != nil {
+		done(nil, err)
+		return fs
+	}
+	mo.ExtraCapabilities |= Capability
 	return &initHook{RawFileSystem: fs, opts: opts, done: done}
 }
 

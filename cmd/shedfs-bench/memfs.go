@@ -87,9 +87,8 @@ func mountMemfsOver(mnt string, writeback, uring bool) (*fuse.Server, error) {
 	if err := fuseuring.Enabled(); err != nil {
 		return nil, err
 	}
-	opts.MountOptions.ExtraCapabilities |= fuseuring.Capability
 	var trErr error
-	raw := fuseuring.Wrap(fs.NewNodeFS(root, opts), fuseuring.Options{MaxWrite: opts.MaxWrite}, func(_ *fuseuring.Transport, err error) { trErr = err })
+	raw := fuseuring.Wrap(fs.NewNodeFS(root, opts), &opts.MountOptions, fuseuring.Options{MaxWrite: opts.MaxWrite}, func(_ *fuseuring.Transport, err error) { trErr = err })
 	server, err := fuse.NewServer(raw, mnt, &opts.MountOptions)
 	if err != nil {
 		return nil, fmt.Errorf("mount memfs at %s: %w", mnt, err)

@@ -60,7 +60,6 @@ type uringViews struct {
 }
 
 func (u *uringViews) Wrap(view string, raw fuse.RawFileSystem, mo *fuse.MountOptions) fuse.RawFileSystem {
-	mo.ExtraCapabilities |= fuseuring.Capability
 	opts := fuseuring.Options{
 		Depth:    uringDepth,
 		MaxWrite: mo.MaxWrite,
@@ -72,7 +71,7 @@ func (u *uringViews) Wrap(view string, raw fuse.RawFileSystem, mo *fuse.MountOpt
 			}
 		},
 	}
-	return fuseuring.Wrap(raw, opts, func(t *fuseuring.Transport, err error) {
+	return fuseuring.Wrap(raw, mo, opts, func(t *fuseuring.Transport, err error) {
 		if err != nil {
 			u.log.Error("view served over /dev/fuse: io_uring did not start", "view", view, "err", err)
 			return
