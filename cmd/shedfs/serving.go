@@ -13,6 +13,7 @@ import (
 	"github.com/shedfs/shedfs/content"
 	"github.com/shedfs/shedfs/daemon"
 	"github.com/shedfs/shedfs/fusefs"
+	"github.com/shedfs/shedfs/fuseuring"
 	"github.com/shedfs/shedfs/vfs"
 	"github.com/shedfs/shedfs/web"
 )
@@ -60,7 +61,7 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 			return nil, fmt.Errorf("metrics: %w", err)
 		}
 	}
-	if cfg.Transport, err = setTransport(c.String("transport"), log, s.reg, &fsOpts); err != nil {
+	if cfg.Transport, err = setTransport(c.String("transport"), log, s.reg, fuseuring.Enabled, &fsOpts); err != nil {
 		return nil, err
 	}
 	loc, err := location(c)

@@ -78,11 +78,11 @@ func printStatus(w io.Writer, st *daemon.Status) error {
 		}
 		fmt.Fprintf(tw, "daemon:\t%s\n", d)
 		fmt.Fprintf(tw, "views:\t%d\n", len(st.Views))
-		if st.Transport != "" {
-			fmt.Fprintf(tw, "transport:\t%s\n", st.Transport)
-		}
 		for _, v := range st.Views {
 			fmt.Fprintf(tw, "\t  %s → %s\n", v.User, v.Mountpoint)
+		}
+		if st.Transport != "" {
+			fmt.Fprintf(tw, "transport:\t%s\n", st.Transport)
 		}
 		fmt.Fprintf(tw, "open files:\t%d\n", st.OpenFiles)
 		fmt.Fprintf(tw, "locks:\t%d\n", len(st.Locks))

@@ -89,8 +89,9 @@ var _ fusefs.Transport = (*uringViews)(nil)
 // setTransport applies --transport to the FS options: it says once in the
 // log which transport the views use, registers the per-transport metrics
 // and returns the transport for shedfs status.
-func setTransport(flag string, log *slog.Logger, reg prometheus.Registerer, opts *fusefs.Options) (string, error) {
-	tr, why, err := chooseTransport(flag, fuseuring.Enabled)
+// reg is nil without --metrics; enabled is fuseuring.Enabled but in tests.
+func setTransport(flag string, log *slog.Logger, reg *prometheus.Registry, enabled func() error, opts *fusefs.Options) (string, error) {
+	tr, why, err := chooseTransport(flag, enabled)
 	if err != nil {
 		return "", err
 	}
