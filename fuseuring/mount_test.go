@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
+
 	"os"
 	"path/filepath"
 	"sync/atomic"
@@ -36,8 +39,14 @@ func enableForTest(t *testing.T) {
 		}
 		t.Skipf("cannot turn on %s: %v", ParamPath, err)
 	}
-	t.Cleanup(func() { os.WriteFile(ParamPath, old[:1], 0) })
+	restore := func() { os.WriteFile(ParamPath, old[:1], 0) }
+	t.Cleanup(restore)
+	restoreParam.Store(&restore)
 }
+
+// restoreParam puts the module parameter back; the watchdog calls it
+// too, as a hung test may never reach its cleanups.
+var restoreParam atomic.Pointer[func()]
 
 // TestServeLoopback mounts go-fuse's loopback file system with the
 // transport and checks that the kernel's requests come through the rings.
@@ -105,16 +114,68 @@ func TestServeLoopback(t *testing.T) {
 // running after a while, so that a hang in the transport fails the test
 // instead of leaving a stuck mount.
 func watchdog(t *testing.T, mnt string) {
-	var st unix.Stat_t
-	if err := unix.Stat(mnt, &st); err != nil {
+	// From mountinfo, not stat: a stat of a mount whose kernel holds
+	// every request (the hang this guards against) would hang too.
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
 		t.Fatal(err)
 	}
-	abort := fmt.Sprintf("/sys/fs/fuse/connections/%d/abort", unix.Minor(st.Dev))
-	tm := time.AfterFunc(30*time.Second, func() {
+	minor := -1
+	for _, line := range strings.Split(string(info), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && f[4] == mnt {
+			if _, m, ok := strings.Cut(f[2], ":"); ok {
+				minor, _ = strconv.Atoi(m)
+			}
+		}
+	}
+	if minor < 0 {
+		t.Fatalf("%s not in mountinfo", mnt)
+	}
+	abort := fmt.Sprintf("/sys/fs/fuse/connections/%d/abort", minor)
+	tm := time.AfterFunc(20*time.Second, func() {
 		buf := make([]byte, 1<<20)
 		fmt.Fprintf(os.Stderr, "hung; aborting the connection\n%s", buf[:runtime.Stack(buf, true)])
 		t.Error("hung")
+		if r := restoreParam.Load(); r != nil {
+			(*r)()
+		}
 		os.WriteFile(abort, []byte("1"), 0)
+		unix.Unmount(mnt, unix.MNT_DETACH)
 	})
 	t.Cleanup(func() { tm.Stop() })
+}
+
+// TestFallBackToDev: rings that cannot start after INIT accepted io_uring
+// (here: a queue depth io_uring refuses) leave the mount working over
+// /dev/fuse instead of holding every request for rings that never come.
+func TestFallBackToDev(t *testing.T) {
+	enableForTest(t)
+	dir, mnt := t.TempDir(), t.TempDir()
+	root, err := fs.NewLoopbackRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := &fs.Options{MountOptions: fuse.MountOptions{MaxWrite: 1 << 20, DirectMount: true}}
+	var trErr error
+	raw := Wrap(fs.NewNodeFS(root, opts), &opts.MountOptions, Options{Depth: 1 << 20, MaxWrite: 1 << 20}, func(_ *Transport, err error) { trErr = err })
+	server, err := fuse.NewServer(raw, mnt, &opts.MountOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go server.Serve()
+	defer server.Unmount()
+	watchdog(t, mnt)
+	if err := server.WaitMount(); err != nil {
+		t.Fatal(err)
+	}
+	if trErr == nil {
+		t.Fatal("rings of depth 1<<20 started")
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "a"), []byte("x"), 0o644); err != nil {
+		t.Fatalf("write over /dev/fuse after the fallback: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "a")); err != nil || string(b) != "x" {
+		t.Fatalf("read back %q %v", b, err)
+	}
 }

@@ -464,6 +464,9 @@ func (q *queue) commit(i int) {
 // the requests held for the ring. Without it, a mount whose INIT accepted
 // io_uring but whose rings never came up would hang every request.
 func fallBack(fd int) {
+	// A single-issuer ring takes submissions from the thread that made it.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	r, err := newRing(2, 0)
 	if err != nil {
 		return
