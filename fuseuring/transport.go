@@ -392,7 +392,14 @@ func (q *queue) collectDone() {
 
 // mayBlock is the request that can wait without bound in the file system
 // (a lock wait): it is served on a goroutine of its own so that the
-// entry's queue goes on with the CPU's other requests.
+// entry's queue goes on with the CPU's other requests. Every other
+// request is served on the ring's thread, as libfuse does: handing each
+// to a goroutine and its reply back through the eventfd made memfs over
+// io_uring 3-5× slower than over /dev/fuse (docs/performance.md). The
+// price: a handler that waited for a later request of the same CPU's
+// queue would wait for ever. The lock wait is the one such wait served
+// apart; no other is known in shedfs, but none is ruled out either
+// (docs/design.md, "FUSE over io_uring").
 func mayBlock(opcode uint32) bool { return opcode == opSetLkW }
 
 const opSetLkW = 33
