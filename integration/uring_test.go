@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -130,6 +131,15 @@ func TestURingTransport(t *testing.T) {
 		t.Errorf("status does not say io_uring:\n%s", out)
 	}
 
+	// A view that goes takes its rings along: no ring is leaked.
+	pid := s.cmd.Process.Pid
+	before := ringFDs(t, pid)
+	if before == 0 || before%3 != 0 {
+		t.Fatalf("%d io_uring descriptors for 3 views", before)
+	}
+	adminOK(t, "user", "remove", "carol", "--force", "--store", store)
+	within2s(t, "carol's rings closed", func() bool { return ringFDs(t, pid) == before/3*2 })
+
 	// kill -9: the kernel ends the rings with the connection. The
 	// daemon is gone at once (Kill fails the test if it lingers), its
 	// mounts answer an error instead of hanging a caller, and umount -l
@@ -158,4 +168,21 @@ func TestURingTransport(t *testing.T) {
 			t.Errorf("%s still mounted after umount -l", m.point)
 		}
 	}
+}
+
+// ringFDs counts the io_uring instances process pid holds.
+func ringFDs(t *testing.T, pid int) int {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil && l == "anon_inode:[io_uring]" {
+			n++
+		}
+	}
+	return n
 }
