@@ -58,10 +58,10 @@ func TestServeLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := &fs.Options{MountOptions: fuse.MountOptions{MaxWrite: 1 << 20, DirectMount: true}}
-	var served atomic.Int64
+	var served, dev atomic.Int64
 	var tr *Transport
 	var trErr error
-	raw := Wrap(fs.NewNodeFS(root, opts), &opts.MountOptions, Options{MaxWrite: 1 << 20, Served: func() { served.Add(1) }}, func(t *Transport, err error) { tr, trErr = t, err })
+	raw := Wrap(fs.NewNodeFS(root, opts), &opts.MountOptions, Options{MaxWrite: 1 << 20, Served: func() { served.Add(1) }, Dev: func() { dev.Add(1) }}, func(t *Transport, err error) { tr, trErr = t, err })
 	server, err := fuse.NewServer(raw, mnt, &opts.MountOptions)
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +103,11 @@ func TestServeLoopback(t *testing.T) {
 	if served.Load() < 10 {
 		t.Fatalf("only %d requests over io_uring", served.Load())
 	}
-	t.Logf("%d requests over %d rings", served.Load(), tr.Queues())
+	// Only forgets (and what came before the rings) use /dev/fuse.
+	if d := dev.Load(); d > served.Load()/2 {
+		t.Errorf("%d requests over /dev/fuse against %d over the rings", d, served.Load())
+	}
+	t.Logf("%d requests over %d rings, %d over /dev/fuse", served.Load(), tr.Queues(), dev.Load())
 	if err := server.Unmount(); err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +162,8 @@ func TestFallBackToDev(t *testing.T) {
 	}
 	opts := &fs.Options{MountOptions: fuse.MountOptions{MaxWrite: 1 << 20, DirectMount: true}}
 	var trErr error
-	raw := Wrap(fs.NewNodeFS(root, opts), &opts.MountOptions, Options{Depth: 1 << 20, MaxWrite: 1 << 20}, func(_ *Transport, err error) { trErr = err })
+	var dev atomic.Int64
+	raw := Wrap(fs.NewNodeFS(root, opts), &opts.MountOptions, Options{Depth: 1 << 20, MaxWrite: 1 << 20, Dev: func() { dev.Add(1) }}, func(_ *Transport, err error) { trErr = err })
 	server, err := fuse.NewServer(raw, mnt, &opts.MountOptions)
 	if err != nil {
 		t.Fatal(err)
@@ -177,5 +182,8 @@ func TestFallBackToDev(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(dir, "a")); err != nil || string(b) != "x" {
 		t.Fatalf("read back %q %v", b, err)
+	}
+	if dev.Load() < 3 {
+		t.Errorf("%d requests counted over /dev/fuse", dev.Load())
 	}
 }

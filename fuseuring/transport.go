@@ -76,6 +76,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Served is called once for every request served over a ring.
 	Served func()
+	// Dev, when set, is called once for every request the file system
+	// gets over /dev/fuse (all of them if the rings do not start).
+	Dev func()
+
+	onRing *sync.Map // the requests being served by a ring, for Dev
 }
 
 // DefaultDepth is the entries per queue: enough for a few concurrent
@@ -126,7 +131,7 @@ func Start(server *fuse.Server, opts Options) (*Transport, error) {
 	t := &Transport{fd: fd}
 	started := make(chan error, nq)
 	for qid := range nq {
-		q := &queue{t: t, ps: ps, fd: fd, qid: uint16(qid), depth: opts.Depth, payloadSize: payload, log: opts.Logger, served: opts.Served}
+		q := &queue{t: t, ps: ps, fd: fd, qid: uint16(qid), depth: opts.Depth, payloadSize: payload, log: opts.Logger, served: opts.Served, onRing: opts.onRing}
 		if q.efd, err = unix.Eventfd(0, unix.EFD_CLOEXEC); err != nil {
 			t.finish()
 			fallBack(fd)
@@ -227,6 +232,7 @@ type queue struct {
 	payloadSize int
 	log         *slog.Logger
 	served      func()
+	onRing      *sync.Map
 
 	r       *ring
 	hdrMem  []byte
@@ -435,6 +441,10 @@ func (q *queue) handle(i int) {
 // entry's buffers.
 func (q *queue) serve(e *entry, req request) {
 	q.served()
+	if q.onRing != nil {
+		q.onRing.Store(req.unique, struct{}{})
+		defer q.onRing.Delete(req.unique)
+	}
 	in := [][]byte{req.inHeader, req.opHeader, req.payload}
 	out := [][]byte{e.hdr[:outHeaderSize], e.payload}
 	n, st := q.ps.HandleRequest(in, out)
@@ -500,6 +510,10 @@ func Wrap(fs fuse.RawFileSystem, mo *fuse.MountOptions, opts Options, done func(
 		return fs
 	}
 	mo.ExtraCapabilities |= Capability
+	if opts.Dev != nil {
+		opts.onRing = &sync.Map{}
+		fs = &counting{RawFileSystem: fs, onRing: opts.onRing, dev: opts.Dev}
+	}
 	return &initHook{RawFileSystem: fs, opts: opts, done: done}
 }
 

@@ -121,8 +121,10 @@ func TestURingTransport(t *testing.T) {
 	}
 
 	fams := scrape(t, addr)
-	if n := fams.value(t, "shedfs_fuse_transport_requests_total", "transport=uring"); n < 20 {
-		t.Errorf("%v requests over io_uring, want the workload's", n)
+	uring := fams.value(t, "shedfs_fuse_transport_requests_total", "transport=uring")
+	dev := fams.value(t, "shedfs_fuse_transport_requests_total", "transport=dev")
+	if uring < 20 || dev > uring/2 {
+		t.Errorf("%v requests over io_uring and %v over /dev/fuse, want the workload's over io_uring", uring, dev)
 	}
 	if n := fams.value(t, "shedfs_fuse_uring_views"); n < 2 {
 		t.Errorf("%v views over io_uring, want 2", n)

@@ -53,10 +53,12 @@ func chooseTransport(flag string, enabled func() error) (string, string, error) 
 // uringViews serves each view over FUSE io_uring (fusefs.Transport). A
 // view whose rings cannot start stays on /dev/fuse, logged.
 type uringViews struct {
-	log      *slog.Logger
-	requests prometheus.Counter // nil without --metrics
-	views    atomic.Int64
-	served   atomic.Uint64
+	log *slog.Logger
+	// requests and dev count the requests served over the rings and
+	// over /dev/fuse; nil without --metrics.
+	requests, dev prometheus.Counter
+	views         atomic.Int64
+	served        atomic.Uint64
 }
 
 func (u *uringViews) Wrap(view string, raw fuse.RawFileSystem, mo *fuse.MountOptions) fuse.RawFileSystem {
@@ -70,6 +72,9 @@ func (u *uringViews) Wrap(view string, raw fuse.RawFileSystem, mo *fuse.MountOpt
 				u.requests.Inc()
 			}
 		},
+	}
+	if u.dev != nil {
+		opts.Dev = u.dev.Inc
 	}
 	return fuseuring.Wrap(raw, mo, opts, func(t *fuseuring.Transport, err error) {
 		if err != nil {
@@ -85,6 +90,14 @@ func (u *uringViews) Wrap(view string, raw fuse.RawFileSystem, mo *fuse.MountOpt
 }
 
 var _ fusefs.Transport = (*uringViews)(nil)
+
+// devViews counts the requests of views served over /dev/fuse only
+// (fusefs.Transport with --metrics and no io_uring).
+type devViews struct{ dev prometheus.Counter }
+
+func (d devViews) Wrap(_ string, raw fuse.RawFileSystem, _ *fuse.MountOptions) fuse.RawFileSystem {
+	return fuseuring.CountDev(raw, d.dev.Inc)
+}
 
 // setTransport applies --transport to the FS options: it says once in the
 // log which transport the views use, registers the per-transport metrics
@@ -106,13 +119,13 @@ func setTransport(flag string, log *slog.Logger, reg *prometheus.Registry, enabl
 	if reg != nil {
 		c := prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "shedfs_fuse_transport_requests_total",
-			Help: "FUSE requests served over io_uring (transport=\"uring\"); the rest of the views' requests came through /dev/fuse.",
+			Help: "FUSE requests the views got, by transport: uring (FUSE over io_uring) or dev (/dev/fuse; a batch forget counts once per node).",
 		}, []string{"transport"})
 		if err := reg.Register(c); err != nil {
 			return "", fmt.Errorf("metrics: %w", err)
 		}
 		if u != nil {
-			u.requests = c.WithLabelValues(transportURing)
+			u.requests, u.dev = c.WithLabelValues(transportURing), c.WithLabelValues(transportDev)
 			if err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "shedfs_fuse_uring_views",
 				Help: "Views whose requests are served over io_uring.",
@@ -121,6 +134,7 @@ func setTransport(flag string, log *slog.Logger, reg *prometheus.Registry, enabl
 			}
 		} else {
 			c.WithLabelValues(transportURing)
+			opts.Transport = devViews{dev: c.WithLabelValues(transportDev)}
 		}
 	}
 	if tr == transportURing {

@@ -54,3 +54,17 @@ func TestSetTransportWithoutMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestSetTransportDevCounts: views on /dev/fuse are counted too, with
+// --metrics (transport="dev"), and left unwrapped without.
+func TestSetTransportDevCounts(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var opts fusefs.Options
+	if _, err := setTransport("dev", log, prometheus.NewRegistry(), func() error { return nil }, &opts); err != nil || opts.Transport == nil {
+		t.Errorf("dev with metrics: %v, transport %v", err, opts.Transport)
+	}
+	opts = fusefs.Options{}
+	if _, err := setTransport("dev", log, nil, func() error { return nil }, &opts); err != nil || opts.Transport != nil {
+		t.Errorf("dev without metrics: %v, transport %v", err, opts.Transport)
+	}
+}
