@@ -272,6 +272,7 @@ func (q *queue) run(started chan<- error) {
 	defer q.t.wg.Done()
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	q.pin()
 	if err := q.setup(); err != nil {
 		q.release()
 		started <- err
@@ -280,6 +281,19 @@ func (q *queue) run(started chan<- error) {
 	started <- nil
 	q.loop()
 	q.release()
+}
+
+// pin keeps the queue's thread on the CPU whose requests it serves (the
+// kernel queues a request on its caller's CPU), as libfuse does, when the
+// process may run there; the thread is locked to this goroutine and ends
+// with it, so the mask goes with it.
+func (q *queue) pin() {
+	var all, one unix.CPUSet
+	if unix.SchedGetaffinity(0, &all) != nil || !all.IsSet(int(q.qid)) {
+		return
+	}
+	one.Set(int(q.qid))
+	unix.SchedSetaffinity(0, &one)
 }
 
 func (q *queue) setup() error {
