@@ -270,8 +270,9 @@ func (q *queue) stop() {
 // (the kernel copies requests into the buffers in that thread's context).
 func (q *queue) run(started chan<- error) {
 	defer q.t.wg.Done()
+	// Never unlocked: the thread ends with the goroutine, and its CPU
+	// mask (pin) with it, instead of going back to the scheduler.
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	q.pin()
 	if err := q.setup(); err != nil {
 		q.release()
@@ -285,8 +286,7 @@ func (q *queue) run(started chan<- error) {
 
 // pin keeps the queue's thread on the CPU whose requests it serves (the
 // kernel queues a request on its caller's CPU), as libfuse does, when the
-// process may run there; the thread is locked to this goroutine and ends
-// with it, so the mask goes with it.
+// process may run there.
 func (q *queue) pin() {
 	var all, one unix.CPUSet
 	if unix.SchedGetaffinity(0, &all) != nil || !all.IsSet(int(q.qid)) {
