@@ -4,6 +4,7 @@
 #   make run     the demo, bin/shedfs demo: alice, bob, carol and team-alpha under demo/mnt, links and metrics on loopback (Ctrl-C stops)
 #   make docs    regenerate README.md's flag reference from the command definitions
 #   make test    every test: unit tests with -race, the metadata tests again on etcd, FUSE/integration tests, a short fuzz budget
+#   make test-uring  the FUSE/integration tests again with views over FUSE io_uring (turns the fuse module's enable_uring on for the run, puts it back)
 #   make bench   native dir vs go-fuse loopback (no passthrough: the anchor) vs shedfs, medians, ratios and PASS/MISS per docs/design.md "Performance" target (cmd/shedfs-bench)
 #   make lint    gofmt, go vet, staticcheck
 #   make image   the container image (Containerfile): a static shedfs built here, FROM scratch, with podman
@@ -69,7 +70,7 @@ IMAGE  ?= localhost/shedfs:$(RELEASE)
 # IMAGE_TAGS: every tag the image gets (a test gives only its own).
 IMAGE_TAGS ?= -t $(IMAGE) -t localhost/shedfs:latest
 
-.PHONY: build run docs test bench lint clean image
+.PHONY: build run docs test test-uring bench lint clean image
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(SHEDFS) ./cmd/shedfs
@@ -134,6 +135,21 @@ test:
 	done; \
 	if [ $$rc -ne 0 ]; then echo "make test: FAILED (see above)"; else echo "make test: all passed"; fi; \
 	exit $$rc
+
+# test-uring runs the FUSE and integration packages with the kernel's
+# switch for FUSE over io_uring on, so that every view (--transport auto,
+# the default) is served over io_uring; the switch is put back as it was,
+# whatever happens. A kernel without the switch fails under CI=true.
+URING_PARAM := /sys/module/fuse/parameters/enable_uring
+test-uring:
+	@if [ ! -e $(URING_PARAM) ]; then \
+	  echo "test-uring: this kernel has no $(URING_PARAM)"; \
+	  if [ "$${CI:-}" = true ]; then exit 1; fi; exit 0; \
+	fi; \
+	old="$$(cat $(URING_PARAM))"; trap 'echo "$$old" > $(URING_PARAM)' EXIT; \
+	echo Y > $(URING_PARAM); \
+	echo "==> go test (FUSE and integration packages) over FUSE io_uring"; \
+	$(GO) test -count=1 -timeout $(INTEGRATION_TIMEOUT) $(TESTFLAGS) $(NORACE_PKGS)
 
 # bench builds both binaries and runs the benchmark; BENCH_FLAGS go to
 # shedfs-bench (-quick, -reps N, -json FILE, -targets native,loopback, -workloads smallfiles,views ...).

@@ -246,6 +246,9 @@ type Status struct {
 	// Requests is the daemon's recent rate of FUSE requests; nil when no
 	// daemon runs.
 	Requests *RequestRate `json:"requests"`
+	// Transport is how the kernel hands the views' requests to the
+	// daemon (serve/mount --transport); empty when no daemon runs.
+	Transport string `json:"transport,omitempty"`
 	// Quotas is every holder's usage against its limit, as quota show.
 	Quotas []QuotaInfo `json:"quotas"`
 	// Size is what the store takes on disk.

@@ -51,6 +51,9 @@ type Config struct {
 	// Doors are more handlers the admin socket serves beside the admin
 	// API, behind the same peer check (the MCP server of shedfs mcp).
 	Doors []Route
+	// Transport is how the views' requests reach the daemon, as status
+	// shows it ("io_uring", "/dev/fuse (why)").
+	Transport string
 }
 
 // Views serves the users' views through a kernel transport, attached to
@@ -650,6 +653,7 @@ func (d *Daemon) fillStatus(st *Status) {
 	st.OpenFiles = d.OpenFiles()
 	st.Locks = d.Locks()
 	st.Requests = d.rate.current()
+	st.Transport = d.cfg.Transport
 }
 
 // Locks lists the file locks held through the views and, on a store

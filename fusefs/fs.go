@@ -51,6 +51,11 @@ type Options struct {
 	// Content takes files whose content changed for their digest and
 	// scan, and decides opens by the scan verdict; nil: neither.
 	Content *content.Service
+	// Transport, when set, may serve each view over another channel
+	// than reads of /dev/fuse (FUSE over io_uring, package fuseuring):
+	// it adjusts the view's mount options and wraps its file system
+	// before the mount. nil: /dev/fuse.
+	Transport Transport
 }
 
 const (

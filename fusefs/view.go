@@ -63,6 +63,11 @@ type View struct {
 // in the store: one the store never assigns.
 const groupsIno = metadata.SyntheticIno
 
+// Transport hooks a view's mount (see Options.Transport).
+type Transport interface {
+	Wrap(view string, raw fuse.RawFileSystem, mo *fuse.MountOptions) fuse.RawFileSystem
+}
+
 // Mount mounts the view of user at mountpoint and starts serving it.
 func (f *FS) Mount(user, mountpoint string, opts vfs.ViewOptions) (*View, error) {
 	return f.mount(user, nil, mountpoint, opts)
@@ -96,7 +101,10 @@ func (f *FS) mount(user string, ss *metadata.Session, mountpoint string, opts vf
 		MountOptions:   f.mountOptions(v.name(), opts),
 	}
 	bridge := &setIDKillingFS{RawFileSystem: fs.NewNodeFS(v.root, fsOpts), v: v}
-	raw := &lockingFS{RawFileSystem: &forgetCounter{RawFileSystem: bridge, v: v}, v: v}
+	var raw fuse.RawFileSystem = &lockingFS{RawFileSystem: &forgetCounter{RawFileSystem: bridge, v: v}, v: v}
+	if f.opts.Transport != nil {
+		raw = f.opts.Transport.Wrap(v.name(), raw, &fsOpts.MountOptions)
+	}
 	server, err := fuse.NewServer(raw, mountpoint, &fsOpts.MountOptions)
 	if err != nil {
 		f.memLimit.mounted(-1)

@@ -56,11 +56,11 @@ func main() {
 	}
 
 	if len(os.Args) > 1 && (os.Args[1] == serveMemfsArg || os.Args[1] == "-"+serveMemfsArg) {
-		if len(os.Args) != 3 && (len(os.Args) != 4 || os.Args[3] != "writeback") {
-			fmt.Fprintf(os.Stderr, "shedfs-bench: usage: shedfs-bench %s MNT [writeback]\n", serveMemfsArg)
+		if len(os.Args) != 3 && (len(os.Args) != 4 || os.Args[3] != "writeback" && os.Args[3] != "uring") {
+			fmt.Fprintf(os.Stderr, "shedfs-bench: usage: shedfs-bench %s MNT [writeback|uring]\n", serveMemfsArg)
 			os.Exit(2)
 		}
-		if err := serveMemfs(os.Args[2], len(os.Args) == 4); err != nil {
+		if err := serveMemfs(os.Args[2], len(os.Args) == 4 && os.Args[3] == "writeback", len(os.Args) == 4 && os.Args[3] == "uring"); err != nil {
 			fmt.Fprintf(os.Stderr, "shedfs-bench: serve memfs: %v\n", err)
 			os.Exit(1)
 		}

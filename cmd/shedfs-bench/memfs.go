@@ -11,6 +11,8 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/shedfs/shedfs/fuseuring"
 )
 
 // serveMemfsArg is the hidden first argument that turns this binary into the
@@ -25,8 +27,8 @@ const memfsTimeout = time.Hour
 // serveMemfs mounts an empty in-memory filesystem at mnt (with the kernel's
 // writeback cache if writeback) and serves it until SIGTERM or SIGINT, or
 // until someone unmounts it.
-func serveMemfs(mnt string, writeback bool) error {
-	server, err := mountMemfs(mnt, writeback)
+func serveMemfs(mnt string, writeback, uring bool) error {
+	server, err := mountMemfsOver(mnt, writeback, uring)
 	if err != nil {
 		return err
 	}
@@ -48,6 +50,13 @@ func serveMemfs(mnt string, writeback bool) error {
 // also keeps written pages and sizes itself and sends WRITEs in page-cache
 // batches (FUSE_WRITEBACK_CACHE), which views do not negotiate.
 func mountMemfs(mnt string, writeback bool) (*fuse.Server, error) {
+	return mountMemfsOver(mnt, writeback, false)
+}
+
+// mountMemfsOver mounts memfs, served over FUSE io_uring if uring (target
+// memfs-uring: the transport's own gain, apart from shedfs's work). The
+// kernel's switch must be on; the bench never turns it on.
+func mountMemfsOver(mnt string, writeback, uring bool) (*fuse.Server, error) {
 	mfs := &memfs{}
 	root := mfs.newNode(syscall.S_IFDIR|0o755, 0, 0)
 	timeout := memfsTimeout
@@ -68,9 +77,29 @@ func mountMemfs(mnt string, writeback bool) (*fuse.Server, error) {
 	if writeback {
 		opts.MountOptions.ExtraCapabilities = fuse.CAP_WRITEBACK_CACHE
 	}
-	server, err := fs.Mount(mnt, root, opts)
+	if !uring {
+		server, err := fs.Mount(mnt, root, opts)
+		if err != nil {
+			return nil, fmt.Errorf("mount memfs at %s: %w", mnt, err)
+		}
+		return server, nil
+	}
+	if err := fuseuring.Enabled(); err != nil {
+		return nil, err
+	}
+	var trErr error
+	raw := fuseuring.Wrap(fs.NewNodeFS(root, opts), &opts.MountOptions, fuseuring.Options{MaxWrite: opts.MaxWrite}, func(_ *fuseuring.Transport, err error) { trErr = err })
+	server, err := fuse.NewServer(raw, mnt, &opts.MountOptions)
 	if err != nil {
 		return nil, fmt.Errorf("mount memfs at %s: %w", mnt, err)
+	}
+	go server.Serve()
+	if err := server.WaitMount(); err != nil {
+		return nil, fmt.Errorf("mount memfs at %s: %w", mnt, err)
+	}
+	if trErr != nil {
+		server.Unmount()
+		return nil, fmt.Errorf("memfs over io_uring: %w", trErr)
 	}
 	return server, nil
 }

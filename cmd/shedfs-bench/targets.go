@@ -51,8 +51,12 @@ func allTargets() []target {
 		// The ceiling: go-fuse serving an in-memory tree, asked what a
 		// view is asked (memfs.go); and the same with the kernel's
 		// writeback cache, which views do not use. Opt-in.
-		{Name: "memfs", Compare: []string{"loopback"}, Start: memfsTarget(false)},
-		{Name: "memfs-writeback", Compare: []string{"memfs"}, Start: memfsTarget(true)},
+		{Name: "memfs", Compare: []string{"loopback"}, Start: memfsTarget("")},
+		{Name: "memfs-writeback", Compare: []string{"memfs"}, Start: memfsTarget("writeback")},
+		// FUSE over io_uring (needs the kernel's switch on; opt-in):
+		// the transport's own gain, and shedfs's over it.
+		{Name: "memfs-uring", Compare: []string{"loopback", "memfs"}, Start: memfsTarget("uring")},
+		{Name: "shedfs-uring", Compare: []string{"loopback", "shedfs", "memfs-uring"}, Start: shedfsQuotaTarget(append([]string{"--transport", "uring"}, shedfsMetricsFlags...))},
 		{Name: "shedfs", Compare: []string{"native", "loopback"}, Start: shedfsQuotaTarget(shedfsMetricsFlags)}, // quota.go
 		// An A/B of two builds in one run: "shedfs" with the binary of
 		// -shedfs-base (base.go).
@@ -150,7 +154,7 @@ func loopbackTarget(passthrough bool) func(context.Context, *bench, string) (*mo
 // memfsTarget returns a Start function that mounts the in-memory ceiling
 // filesystem, with the kernel's writeback cache if writeback, served by
 // this binary re-executed as a child.
-func memfsTarget(writeback bool) func(context.Context, *bench, string) (*mounted, error) {
+func memfsTarget(mode string) func(context.Context, *bench, string) (*mounted, error) {
 	return func(ctx context.Context, b *bench, name string) (*mounted, error) {
 		mnt := filepath.Join(b.work, name+"-mnt")
 		if err := os.MkdirAll(mnt, 0o755); err != nil {
@@ -161,8 +165,8 @@ func memfsTarget(writeback bool) func(context.Context, *bench, string) (*mounted
 			return nil, fmt.Errorf("find own binary for the memfs child: %w", err)
 		}
 		args := []string{serveMemfsArg, mnt}
-		if writeback {
-			args = append(args, "writeback")
+		if mode != "" {
+			args = append(args, mode)
 		}
 		return startFUSEChild(ctx, b, name, mnt, self, args...)
 	}

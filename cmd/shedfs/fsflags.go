@@ -20,6 +20,7 @@ func fsFlags() []cli.Flag {
 		&cli.IntFlag{Name: "metrics-max-holders", Value: daemon.DefaultMaxHolders, Usage: "export quota gauges for at most this many holders"},
 		&cli.StringFlag{Name: "memory-limit", Value: "128MiB", Usage: "soft limit for the daemon's Go heap, kept by collecting garbage more often near it, raised by each mounted view's FUSE read buffers (0: none; GOMEMLIMIT wins when set)"},
 		&cli.BoolFlag{Name: "pprof", Usage: "also serve Go's profiler at /debug/pprof/ on the metrics address"},
+		&cli.StringFlag{Name: "transport", Value: transportAuto, Usage: "how the kernel hands the views' requests to the daemon: uring (FUSE over io_uring, Linux 6.14+ with /sys/module/fuse/parameters/enable_uring on), dev (/dev/fuse) or auto (uring when the kernel offers it)"},
 		&cli.BoolFlag{Name: "no-passthrough", Usage: "serve every read through the daemon instead of FUSE passthrough"},
 		&cli.StringFlag{Name: "symlinks", Value: "shared-in-zone", Usage: "symlink policy: shared-in-zone (any target in a user's own zones, none leaving share/ or a group), in-zone (none leaving any zone), allow or deny"},
 		&cli.StringFlag{Name: "share-mode", Value: "group", Usage: "ownership mode of new entries in share/: owner, group or owner_ro"},

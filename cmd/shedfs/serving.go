@@ -16,6 +16,7 @@ import (
 	"github.com/shedfs/shedfs/content"
 	"github.com/shedfs/shedfs/daemon"
 	"github.com/shedfs/shedfs/fusefs"
+	"github.com/shedfs/shedfs/fuseuring"
 	"github.com/shedfs/shedfs/mcpdoor"
 	"github.com/shedfs/shedfs/vfs"
 	"github.com/shedfs/shedfs/web"
@@ -73,6 +74,9 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 		if s.agentMetrics, err = agentfs.NewMetrics(s.reg); err != nil {
 			return nil, fmt.Errorf("metrics: %w", err)
 		}
+	}
+	if cfg.Transport, err = setTransport(c.String("transport"), log, s.reg, fuseuring.Enabled, &fsOpts); err != nil {
+		return nil, err
 	}
 	loc, err := location(c)
 	if err != nil {

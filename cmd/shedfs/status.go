@@ -81,6 +81,9 @@ func printStatus(w io.Writer, st *daemon.Status) error {
 		for _, v := range st.Views {
 			fmt.Fprintf(tw, "\t  %s → %s\n", v.User, v.Mountpoint)
 		}
+		if st.Transport != "" {
+			fmt.Fprintf(tw, "transport:\t%s\n", st.Transport)
+		}
 		fmt.Fprintf(tw, "open files:\t%d\n", st.OpenFiles)
 		fmt.Fprintf(tw, "locks:\t%d\n", len(st.Locks))
 		if r := st.Requests; r != nil {
