@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"encoding/binary"
 	"sync/atomic"
 	"time"
 
@@ -41,6 +42,16 @@ type follower struct {
 	locks atomic.Pointer[func(uint64)]
 	// wants is FollowWants's fn.
 	wants atomic.Pointer[func(shedfs.Holder)]
+	// edits is FollowEditLocks's fn.
+	edits atomic.Pointer[func(ino uint64, all bool)]
+}
+
+// FollowEditLocks makes fn run (on the feed's goroutine) whenever another
+// daemon takes or releases an edit lock, with the file's inode, or with
+// all when the feed lost track and every lock must be read again. It does
+// nothing on an embedded store.
+func (s *Store) FollowEditLocks(fn func(ino uint64, all bool)) {
+	s.follow.edits.Store(&fn)
 }
 
 // FollowDepartures makes fn run (on a goroutine of the feed) whenever
@@ -98,6 +109,16 @@ func (s *Store) startFeed() {
 				c.c.reset()
 			} else {
 				c.Invalidate(keys...)
+			}
+		}
+		if fn := s.follow.edits.Load(); fn != nil {
+			if lost {
+				(*fn)(0, true)
+			}
+			for _, k := range keys {
+				if len(k) == 9 && k[0] == pEditLock {
+					(*fn)(binary.BigEndian.Uint64(k[1:]), false)
+				}
 			}
 		}
 		fn := s.follow.fn.Load()

@@ -284,3 +284,35 @@ func TestEtcdAuditAcrossDaemons(t *testing.T) {
 		t.Fatalf("records by host %v: want every one named %q", hosts, daemonHost())
 	}
 }
+
+// TestEtcdFollowEditLocks: an edit lock one daemon takes or releases
+// reaches the other through the feed, with the file's inode.
+func TestEtcdFollowEditLocks(t *testing.T) {
+	a, b := openPair(t)
+	got := make(chan uint64, 8)
+	a.FollowEditLocks(func(ino uint64, all bool) {
+		if !all {
+			got <- ino
+		}
+	})
+	now := time.Now()
+	wait := func(what string, want uint64) {
+		t.Helper()
+		select {
+		case ino := <-got:
+			if ino != want {
+				t.Fatalf("%s: told of %d, want %d", what, ino, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the other daemon was not told", what)
+		}
+	}
+	if _, err := b.TakeEditLock(EditLock{Ino: 4242, User: "bob", Taken: now, Expires: now.Add(time.Hour)}, now); err != nil {
+		t.Fatal(err)
+	}
+	wait("take", 4242)
+	if _, err := b.ReleaseEditLock(4242, nil); err != nil {
+		t.Fatal(err)
+	}
+	wait("release", 4242)
+}

@@ -14,14 +14,13 @@ import (
 
 // Edit locks (acl.EditLock) are kept in the store, so that they outlive a
 // restart and bind every daemon of a shared store. Every change of a file
-// through any door asks CheckEditLock; on a store of one daemon the core
-// answers from memory (every lock of the store was taken or released
-// through it, or loaded when it started), and a store without edit locks
-// costs one atomic load per check. On a shared store, where another
-// daemon may have taken one, the check reads the record — but only for
-// the changes that name a file (an open for writing, a truncate, a rename,
-// a delete), never for each write through a handle already open, which
-// answers from memory.
+// through any door asks the core, which answers from its copy of the
+// store's locks: a store without edit locks costs one atomic load per
+// check. The copy is loaded once, kept by every take and release through
+// this core, and, on a store other daemons share, by theirs through the
+// store's feed (FollowEditLocks): a lock taken on another host binds here
+// as soon as the feed brings it, milliseconds later, without a read of
+// the store per check.
 
 // editLocks is the core's copy of the store's edit locks.
 type editLocks struct {
@@ -36,19 +35,47 @@ type editLocks struct {
 func (c *Core) loadEditLocks() {
 	c.edits.once.Do(func() {
 		c.edits.byIno = map[uint64]acl.EditLock{}
-		ls, err := c.store.ListEditLocks()
-		if err != nil {
-			c.log.Error("read edit locks: files locked before the start are not protected until their lock is taken again", "err", err)
-			return
-		}
-		now := time.Now()
-		for _, l := range ls {
-			if now.Before(l.Expires) {
-				c.edits.byIno[l.Ino] = acl.EditLock{User: l.User, Session: l.Session, Expires: l.Expires}
-			}
-		}
-		c.edits.live.Store(int32(len(c.edits.byIno)))
+		c.store.FollowEditLocks(c.editLockChanged)
+		c.reloadEditLocks()
 	})
+}
+
+// reloadEditLocks reads every live edit lock of the store into the copy.
+func (c *Core) reloadEditLocks() {
+	ls, err := c.store.ListEditLocks()
+	if err != nil {
+		c.log.Error("read edit locks: files locked before the start are not protected until their lock is taken again", "err", err)
+		return
+	}
+	now := time.Now()
+	fresh := map[uint64]acl.EditLock{}
+	for _, l := range ls {
+		if now.Before(l.Expires) {
+			fresh[l.Ino] = acl.EditLock{User: l.User, Session: l.Session, Expires: l.Expires}
+		}
+	}
+	c.edits.mu.Lock()
+	c.edits.byIno = fresh
+	c.edits.live.Store(int32(len(fresh)))
+	c.edits.mu.Unlock()
+}
+
+// editLockChanged takes in a change another daemon made to the edit lock
+// of ino (all: to any), as the store's feed tells it.
+func (c *Core) editLockChanged(ino uint64, all bool) {
+	if all {
+		c.reloadEditLocks()
+		return
+	}
+	l, err := c.store.GetEditLock(ino)
+	switch {
+	case err == nil:
+		c.rememberEditLock(ino, &acl.EditLock{User: l.User, Session: l.Session, Expires: l.Expires})
+	case errors.Is(err, syscall.ENOENT):
+		c.rememberEditLock(ino, nil)
+	default:
+		c.log.Warn("read an edit lock another daemon changed", "ino", ino, "err", err)
+	}
 }
 
 func (c *Core) rememberEditLock(ino uint64, l *acl.EditLock) {
@@ -85,20 +112,10 @@ func (c *Core) CheckEditLock(ino uint64, a acl.Actor) acl.Decision {
 }
 
 // CheckEditLockNamed decides a change by a that names file ino (an open
-// for writing, a truncate, a rename, a delete): from memory on a store of
-// one daemon, from the store's record on a shared one.
+// for writing, a truncate, a rename, a delete): as CheckEditLock, from the
+// core's copy.
 func (c *Core) CheckEditLockNamed(ino uint64, a acl.Actor) acl.Decision {
-	if !c.store.Shared() {
-		return c.CheckEditLock(ino, a)
-	}
-	l, err := c.store.GetEditLock(ino)
-	if err != nil {
-		if !errors.Is(err, syscall.ENOENT) {
-			c.log.Warn("read edit lock", "ino", ino, "err", err)
-		}
-		return c.CheckEditLock(ino, a)
-	}
-	return acl.CheckEditLock(&acl.EditLock{User: l.User, Session: l.Session, Expires: l.Expires}, a, time.Now())
+	return c.CheckEditLock(ino, a)
 }
 
 // TakeEditLock takes, or renews, the edit lock of a on file ino for ttl.
@@ -143,16 +160,10 @@ func (c *Core) ReleaseEditLock(ino uint64, may func(acl.EditLock) acl.Decision) 
 	return l, err
 }
 
-// editLocked decides a change by v of file ino: from memory, where the
-// answer for a file without a lock costs no more than an atomic load;
-// named (an open for writing, a truncate, a rename, a delete) reads the
-// store's record on a shared store.
+// editLocked decides a change by v of file ino from the core's copy: the
+// answer for a file without a lock costs no more than an atomic load.
 func (v *View) editLocked(ino uint64, named bool) acl.Decision {
-	c := v.c
-	if named && c.store.Shared() {
-		return c.CheckEditLockNamed(ino, v.Actor())
-	}
-	l := c.EditLockOf(ino)
+	l := v.c.EditLockOf(ino)
 	if l == nil {
 		return acl.Decision{}
 	}
