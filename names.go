@@ -81,7 +81,7 @@ func printable(s string) bool {
 // ErrPathEscape is a path given to a door without a kernel (a tool call,
 // a file API request, a token's root) that is absolute or climbs out of
 // the view root with "..".
-var ErrPathEscape = errors.New("the path leaves the view root: give a path relative to it, without ..")
+var ErrPathEscape = errors.New("the path leaves the view root: give a path relative to it, with no \"..\" that climbs out")
 
 // CleanViewPath reads a path relative to a view root as the doors without
 // a kernel take it: "." and empty components are dropped, so "" and "."

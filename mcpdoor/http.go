@@ -15,8 +15,6 @@ import (
 // as, and when it ends. A refusal is answered 401 with its message.
 type Authenticate func(token string) (Principal, time.Time, error)
 
-type principalKey struct{}
-
 // HTTPHandler serves the Streamable HTTP transport, every request
 // authenticated anew by its bearer token (a revoked or expired token is
 // refused from its next request on), and every session bound to the
