@@ -31,6 +31,10 @@ type Event struct {
 	// Door is the way the change or refusal came in ("fuse" for a
 	// view), "" for what no door caused (the admin API, the daemon).
 	Door string
+	// Token and TokenReason are, for a request of an agent door, the id
+	// of its bearer token and why the token was made.
+	Token       string
+	TokenReason string
 }
 
 // NoUser is the User of an event no user caused: the daemon's own (trash

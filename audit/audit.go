@@ -452,6 +452,9 @@ func recordOf(e shedfs.Event) metadata.AuditRecord {
 
 		Session: e.Session,
 		Door:    e.Door,
+
+		Token:       e.Token,
+		TokenReason: e.TokenReason,
 	}
 }
 

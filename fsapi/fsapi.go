@@ -35,6 +35,7 @@ type Principal struct {
 	User, Session string
 	Grant         *acl.Grant
 	TokenID       string
+	TokenReason   string
 }
 
 // Options are what the API is built from.
@@ -234,6 +235,7 @@ func (a *API) fsFor(who Principal) (*agentfs.FS, error) {
 	if err != nil {
 		return nil, &agentfs.Error{Code: agentfs.CodeNotFound, Message: fmt.Sprintf("the view of %s: %v", who.User, err)}
 	}
+	v.SetToken(who.TokenID, who.TokenReason)
 	var uid, gid uint32
 	if u, err := core.Store().GetUser(who.User); err == nil {
 		uid, gid = u.Uid, u.Gid

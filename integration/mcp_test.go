@@ -166,8 +166,11 @@ func TestMCPOverHTTP(t *testing.T) {
 	}
 	// The refusals are in the audit trail with the door.
 	audit := adminOK(t, "audit", "--denied", "--door", "mcp", "--json", "--store", store)
-	if !strings.Contains(audit, `"door":"mcp"`) || !strings.Contains(audit, "token_access") {
-		t.Errorf("the audit trail has no mcp refusal:\n%s", audit)
+	if !strings.Contains(audit, `"door":"mcp"`) || !strings.Contains(audit, "token_access") || !strings.Contains(audit, `"token":"`) {
+		t.Errorf("the audit trail has no mcp refusal with its token:\n%s", audit)
+	}
+	if !strings.Contains(adminOK(t, "audit", "--door", "mcp", "--json", "--store", store), `"token_reason":"integration test"`) {
+		t.Errorf("the audit trail does not say why the token was made")
 	}
 }
 

@@ -86,6 +86,8 @@ type Principal struct {
 	// Grant is nil for the whole view (stdio, run as the user).
 	Grant   *acl.Grant
 	TokenID string
+	// TokenReason is why the token was made, recorded with its id.
+	TokenReason string
 }
 
 // Options are what a server is built from.
@@ -160,6 +162,7 @@ func (s *Server) fsFor(ctx context.Context, req *mcp.CallToolRequest) (*agentfs.
 	if err != nil {
 		return nil, &agentfs.Error{Code: agentfs.CodeNotFound, Message: fmt.Sprintf("the view of %s: %v", who.User, err)}
 	}
+	v.SetToken(who.TokenID, who.TokenReason)
 	uid, gid := s.opts.Uid, s.opts.Gid
 	if u, err := core.Store().GetUser(who.User); err == nil && u.Uid != 0 {
 		uid, gid = u.Uid, u.Gid

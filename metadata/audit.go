@@ -76,6 +76,10 @@ type AuditRecord struct {
 	// Door is the way in the event came through ("fuse" for a view),
 	// empty for the admin API and the daemon's own.
 	Door string `json:"door,omitempty"`
+	// Token and TokenReason are the id and the reason of the bearer
+	// token of an agent door's request.
+	Token       string `json:"token,omitempty"`
+	TokenReason string `json:"token_reason,omitempty"`
 	// Host is the daemon that wrote the record ("host pid N") when
 	// several daemons share the store, so that one trail read on any
 	// host tells them apart; empty on an embedded store.
@@ -108,6 +112,8 @@ type auditValue struct {
 	Scan    string `json:"s,omitempty"`
 	Session string `json:"e,omitempty"`
 	Door    string `json:"g,omitempty"`
+	Token   string `json:"k,omitempty"`
+	TokenR  string `json:"q,omitempty"`
 	Host    string `json:"d,omitempty"`
 }
 
@@ -193,24 +199,26 @@ func decodeAudit(k, v []byte) (AuditRecord, error) {
 		view = av.User
 	}
 	return AuditRecord{
-		ID:      auditID(k),
-		Time:    time.Unix(0, int64(binary.BigEndian.Uint64(k[1:9]))),
-		User:    av.User,
-		View:    view,
-		Zone:    av.Zone,
-		Path:    av.Path,
-		Op:      av.Op,
-		Result:  av.Result,
-		Rule:    av.Rule,
-		Bytes:   av.Bytes,
-		Dropped: av.Dropped,
-		Link:    av.Link,
-		Client:  av.Client,
-		SHA256:  av.SHA256,
-		Scan:    av.Scan,
-		Session: av.Session,
-		Door:    av.Door,
-		Host:    av.Host,
+		ID:          auditID(k),
+		Time:        time.Unix(0, int64(binary.BigEndian.Uint64(k[1:9]))),
+		User:        av.User,
+		View:        view,
+		Zone:        av.Zone,
+		Path:        av.Path,
+		Op:          av.Op,
+		Result:      av.Result,
+		Rule:        av.Rule,
+		Bytes:       av.Bytes,
+		Dropped:     av.Dropped,
+		Link:        av.Link,
+		Client:      av.Client,
+		SHA256:      av.SHA256,
+		Scan:        av.Scan,
+		Session:     av.Session,
+		Door:        av.Door,
+		Token:       av.Token,
+		TokenReason: av.TokenR,
+		Host:        av.Host,
 	}, nil
 }
 
@@ -269,6 +277,7 @@ func (s *Store) appendAudit(records []AuditRecord) error {
 				Result: r.Result, Rule: r.Rule, Bytes: r.Bytes, Dropped: r.Dropped,
 				Link: r.Link, Client: r.Client,
 				SHA256: r.SHA256, Scan: r.Scan, Session: r.Session, Door: r.Door,
+				Token: r.Token, TokenR: r.TokenReason,
 				Host: s.host,
 			}
 			if r.View != r.User {

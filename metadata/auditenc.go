@@ -58,6 +58,8 @@ func appendAuditValue(buf []byte, av *auditValue) []byte {
 	str("s", av.Scan, false)
 	str("e", av.Session, false)
 	str("g", av.Door, false)
+	str("k", av.Token, false)
+	str("q", av.TokenR, false)
 	str("d", av.Host, false)
 	return append(buf, '}')
 }

@@ -28,7 +28,7 @@ func (v *View) contentChanged(at At, write bool, bytes int64, known *shedfs.Cont
 	}
 	var closed func(shedfs.Content)
 	if write && c.Recording() {
-		ev := shedfs.Event{Time: time.Now(), User: v.user, Zone: at.Zone, Path: at.pathOf(""), Op: "write", Bytes: bytes, Session: v.session, Door: v.door}
+		ev := shedfs.Event{Time: time.Now(), User: v.user, Zone: at.Zone, Path: at.pathOf(""), Op: "write", Bytes: bytes, Session: v.session, Door: v.door, Token: v.token, TokenReason: v.tokenReason}
 		closed = func(cont shedfs.Content) {
 			ev.SHA256 = cont.SHA256
 			ev.Scan = cont.ScanLabel()

@@ -47,6 +47,9 @@ type View struct {
 
 	// onRefusal, when set, is told each refusal's decision (OnRefusal).
 	onRefusal func(acl.Decision)
+	// token and tokenReason name the bearer token of an agent door's
+	// request, recorded with every event of the view (SetToken).
+	token, tokenReason string
 }
 
 // viewOpen is what one view holds open: its file handles and its open
@@ -63,6 +66,11 @@ type viewOpen struct {
 // errno (a tool call's typed error names the rule) sets it on a view of
 // its own, before the view is used.
 func (v *View) OnRefusal(fn func(acl.Decision)) { v.onRefusal = fn }
+
+// SetToken names the bearer token (its id and reason) a door's request
+// came with, so that every change and refusal through v is recorded with
+// it. Set before the view is used.
+func (v *View) SetToken(id, reason string) { v.token, v.tokenReason = id, reason }
 
 // NewView returns the view of user for a door, or of session ss when ss
 // is not nil: its root is then the session's scratch, with home/ the
@@ -250,7 +258,7 @@ func (v *View) DenyScan(op acl.Op, p string, z shedfs.Zone, d acl.Decision, scan
 	}
 	return v.c.refused(shedfs.Event{
 		Time: time.Now(), User: v.user, Zone: z, Path: p, Op: op.String(),
-		Scan: scan, Session: v.session, Door: v.door,
+		Scan: scan, Session: v.session, Door: v.door, Token: v.token, TokenReason: v.tokenReason,
 	}, d)
 }
 
@@ -263,7 +271,7 @@ func (v *View) deny(op acl.Op, at At, name string, d acl.Decision) syscall.Errno
 func (v *View) Changed(op, p string, z shedfs.Zone, bytes int64) {
 	v.c.Record(shedfs.Event{
 		Time: time.Now(), User: v.user, Zone: z, Path: p, Op: op, Bytes: bytes,
-		Session: v.session, Door: v.door,
+		Session: v.session, Door: v.door, Token: v.token, TokenReason: v.tokenReason,
 	})
 }
 

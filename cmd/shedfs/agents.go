@@ -33,7 +33,7 @@ func (s *serving) startAgents(c *cli.Context) error {
 				return mcpdoor.Principal{}, time.Time{}, err
 			}
 			g := b.Grant
-			return mcpdoor.Principal{User: b.User, Session: b.Session, Grant: &g, TokenID: b.TokenID}, b.Expires, nil
+			return mcpdoor.Principal{User: b.User, Session: b.Session, Grant: &g, TokenID: b.TokenID, TokenReason: b.Reason}, b.Expires, nil
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/mcp", srv.HTTPHandler(authn))
@@ -48,7 +48,7 @@ func (s *serving) startAgents(c *cli.Context) error {
 				return fsapi.Principal{}, err
 			}
 			g := b.Grant
-			return fsapi.Principal{User: b.User, Session: b.Session, Grant: &g, TokenID: b.TokenID}, nil
+			return fsapi.Principal{User: b.User, Session: b.Session, Grant: &g, TokenID: b.TokenID, TokenReason: b.Reason}, nil
 		}})
 		if err := s.listenAgent("--api", addr, api.Handler(), "file API", "/v1/fs/"); err != nil {
 			return err
