@@ -110,7 +110,7 @@ func codeBlock(lines []string, start int) ([]quickLine, int) {
 }
 
 // The demo's fixed loopback addresses, as the README names them.
-var demoPorts = []string{"127.0.0.1:9567", "127.0.0.1:8467"}
+var demoPorts = []string{"127.0.0.1:9567", "127.0.0.1:8467", "127.0.0.1:8468", "127.0.0.1:8469"}
 
 // TestQuickStart follows README.md's quick start literally, as a
 // newcomer would: in a fresh directory it starts the demo with the run
@@ -283,6 +283,14 @@ func checkDoors(t *testing.T, dir string, guide map[string]string) {
 	}
 	if code, body := get(web, guide["metrics"]); code != http.StatusOK || !strings.Contains(body, "shedfs_views 3") {
 		t.Errorf("metrics %s: %d, no shedfs_views 3 in %q", guide["metrics"], code, truncate([]byte(body), 200))
+	}
+	// The file API line is a command to run as printed; the MCP line
+	// names the server's URL.
+	if out, err := exec.Command("bash", "-c", guide["api"]).CombinedOutput(); err != nil || !strings.Contains(string(out), "Welcome to shedfs") {
+		t.Errorf("the demo's api line %q: %v %s", guide["api"], err, out)
+	}
+	if !strings.Contains(guide["mcp"], "http://127.0.0.1:8468/mcp") || guide["token"] == "" {
+		t.Errorf("the demo's mcp and token lines: %q %q", guide["mcp"], guide["token"])
 	}
 	m := regexp.MustCompile(`\(admin API: ([^)]+)\)`).FindStringSubmatch(guide["admin"])
 	if m == nil {

@@ -21,6 +21,8 @@ import (
 const (
 	demoMetrics = "127.0.0.1:9567"
 	demoHTTP    = "127.0.0.1:8467"
+	demoMCP     = "127.0.0.1:8468"
+	demoAPI     = "127.0.0.1:8469"
 )
 
 // demoWelcome is the file the demo imports into the first user's
@@ -60,6 +62,10 @@ func demoCommand() *cli.Command {
 				f.Value = demoMetrics
 			case "http":
 				f.Value = demoHTTP
+			case "mcp":
+				f.Value = demoMCP
+			case "api":
+				f.Value = demoAPI
 			}
 		case *cli.BoolFlag:
 			if f.Name == "init" {
@@ -70,7 +76,7 @@ func demoCommand() *cli.Command {
 	}
 	return &cli.Command{
 		Name:  "demo",
-		Usage: "the quick start: a store in DIR with a few users and a group, every view, links and metrics on loopback; SIGINT or SIGTERM stops it",
+		Usage: "the quick start: a store in DIR with a few users and a group, every view, links, metrics, the MCP server and the file API on loopback; SIGINT or SIGTERM stops it",
 		Flags: flags,
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 0 {
@@ -151,6 +157,18 @@ func runDemo(c *cli.Context) error {
 		}
 		return fmt.Errorf("demo: %w", err)
 	}
+	token := ""
+	if c.String("mcp") != "" || c.String("api") != "" {
+		ta, ok := s.d.Admin().(daemon.TokenAdmin)
+		if ok {
+			t, err := ta.CreateToken(ctx, daemon.TokenCreateRequest{User: users[0], TTL: "24h", Reason: "shedfs demo"})
+			if err != nil {
+				s.stop()
+				return fmt.Errorf("demo: a token for the agent doors: %w", err)
+			}
+			token = t.Token
+		}
+	}
 	driver, err := startCSI(c, s, log)
 	if err != nil {
 		s.stop()
@@ -159,7 +177,7 @@ func runDemo(c *cli.Context) error {
 	demoGuide(c.App.Writer, demoGuideInfo{
 		bin: os.Args[0], dir: dir, store: store, mnt: mnt, users: users, group: group,
 		members: c.StringSlice("members"), link: link, metrics: c.String("metrics"),
-		socket: s.st.Location().SocketPath(),
+		socket: s.st.Location().SocketPath(), mcp: c.String("mcp"), api: c.String("api"), token: token,
 	})
 	<-ctx.Done()
 	stopSignals()
@@ -256,6 +274,9 @@ type demoGuideInfo struct {
 	members              []string
 	link, metrics        string
 	socket               string
+	// mcp and api are the agent doors' addresses, token a bearer token
+	// of the first user for them.
+	mcp, api, token string
 }
 
 // demoGuide prints one line per door to try; the "label: value" lines
@@ -278,6 +299,15 @@ func demoGuide(w io.Writer, g demoGuideInfo) {
 	}
 	if g.metrics != "" {
 		fmt.Fprintf(w, "  metrics:  http://%s/metrics\n", g.metrics)
+	}
+	if g.token != "" {
+		fmt.Fprintf(w, "  token:    %s   (%s's, for the agent doors, 24h)\n", g.token, g.users[0])
+	}
+	if g.mcp != "" {
+		fmt.Fprintf(w, "  mcp:      http://%s/mcp with Authorization: Bearer TOKEN; on stdio: %s mcp --store %s --user %s\n", g.mcp, g.bin, g.store, g.users[0])
+	}
+	if g.api != "" {
+		fmt.Fprintf(w, "  api:      curl -s -H 'Authorization: Bearer %s' -d '{\"path\":\"uploads/welcome.txt\"}' http://%s/v1/fs/read\n", g.token, g.api)
 	}
 	fmt.Fprintf(w, "  admin:    %s status --store %s   (admin API: %s)\n", g.bin, g.store, g.socket)
 	fmt.Fprintf(w, "  audit:    %s audit --store %s --denied\n", g.bin, g.store)
