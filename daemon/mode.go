@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -135,68 +134,9 @@ func (l *Local) resolve(user, path string) (*shedfs.Inode, string, error) {
 	if err := ValidPrincipalName("user", user); err != nil {
 		return nil, "", err
 	}
-	var parts []string
-	for _, p := range strings.Split(path, "/") {
-		switch p {
-		case "", ".":
-			continue
-		case "..":
-			return nil, "", errorf(CodeInvalid, "path %q: \"..\" is not allowed; give the path from the view root", path)
-		}
-		if len(p) > shedfs.MaxNameLen {
-			return nil, "", errorf(CodeInvalid, "path %q: a name is longer than %d bytes", path, shedfs.MaxNameLen)
-		}
-		parts = append(parts, p)
-	}
-	rel := strings.Join(parts, "/")
-	if rel == "" {
-		rel = "."
-	}
-	u, err := l.st.Meta.GetUser(user)
+	n, rel, err := l.core.Admin(user).Resolve(path)
 	if err != nil {
-		return nil, "", asError(err, fmt.Sprintf("no user named %s", user))
-	}
-	notFound := errorf(CodeNotFound, "no %s in the view of %s", rel, user)
-	ino := u.Roots.Private
-	i := 0
-	if len(parts) > 0 {
-		switch parts[0] {
-		case zones.NameOutput:
-			ino, i = u.Roots.Output, 1
-		case zones.NameUploads:
-			ino, i = u.Roots.Uploads, 1
-		case zones.NameShare:
-			ino, i = l.st.Meta.ShareRoot(), 1
-		case zones.NameGroups:
-			if len(parts) == 1 {
-				return nil, "", errorf(CodeInvalid, "groups/ itself has no owner or mode; name a group in it")
-			}
-			groups, err := l.st.Meta.GroupsOf(user)
-			if err != nil {
-				return nil, "", asError(err, fmt.Sprintf("groups of %s", user))
-			}
-			if !slices.Contains(groups, parts[1]) {
-				return nil, "", notFound
-			}
-			g, err := l.st.Meta.GetGroup(parts[1])
-			if err != nil {
-				return nil, "", asError(err, fmt.Sprintf("no group named %s", parts[1]))
-			}
-			ino, i = g.Root, 2
-		}
-	}
-	n, err := l.st.Meta.GetInode(ino)
-	if err != nil {
-		return nil, "", asError(err, fmt.Sprintf("zone root of %s", rel))
-	}
-	for _, name := range parts[i:] {
-		n, err = l.st.Meta.Lookup(n.Ino, name)
-		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) {
-			return nil, "", notFound
-		}
-		if err != nil {
-			return nil, "", asError(err, fmt.Sprintf("look up %s in the view of %s", rel, user))
-		}
+		return nil, "", asError(err, "resolve "+path)
 	}
 	return n, rel, nil
 }
