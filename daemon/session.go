@@ -18,7 +18,6 @@ import (
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/vfs"
-	"github.com/shedfs/shedfs/zones"
 )
 
 // sessionHooks is how a serving daemon follows sessions: it mounts a new
@@ -90,21 +89,15 @@ func (l *Local) OpenSession(ctx context.Context, req SessionOpenRequest) (*Sessi
 func (l *Local) openSession(req SessionOpenRequest, expires time.Time) (*metadata.Session, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	u, err := l.st.Meta.GetUser(req.User)
-	if err != nil {
+	if _, err := l.st.Meta.GetUser(req.User); err != nil {
 		return nil, asError(err, fmt.Sprintf("no user named %s", req.User))
 	}
 	ss, err := l.st.Meta.OpenSession(req.User, req.ID, expires, shedfs.Limit{Bytes: req.Quota.Bytes, Inodes: req.Quota.Inodes})
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("session %s of %s: it is open, or home/sessions/%s exists", req.ID, req.User, req.ID))
 	}
-	if _, err := l.core.Admin(req.User).UploadsDir(req.ID); err != nil {
+	if err := l.core.Admin(req.User).SessionOpened(ss); err != nil {
 		return nil, asError(err, "uploads/"+req.ID)
-	}
-	dir, err := l.st.Meta.GetInode(ss.Placeholder)
-	if err == nil {
-		l.core.EntryChanged(dir.Parent, req.ID, nil, false)
-		l.core.EntryChanged(u.Roots.Private, zones.NameSessions, nil, false)
 	}
 	return ss, nil
 }

@@ -199,17 +199,6 @@ func (a *Admin) sessionDir(u *shedfs.User, session string) (uint64, error) {
 	return 0, adminErrorf(syscall.EBUSY, "create %s of user %s: it keeps changing; retry", rel, u.Name)
 }
 
-// UploadsDir returns the directory of the user's uploads/ that session's
-// imports go to (uploads/ itself for ""), creating uploads/session on
-// first use (a session's open).
-func (a *Admin) UploadsDir(session string) (uint64, error) {
-	u, err := a.c.store.GetUser(a.v.user)
-	if err != nil {
-		return 0, adminErr(err, fmt.Sprintf("no user named %s", a.v.user))
-	}
-	return a.sessionDir(u, session)
-}
-
 // adminRoom refuses growth of the store by bytes and inodes that its disk
 // has no room for (Admit's disk, which evicts the oldest kept files
 // first, as for the views); without a guard (a store open read-only)

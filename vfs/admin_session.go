@@ -14,6 +14,25 @@ import (
 // trash.
 const TrashSessionClose = "session-close"
 
+// SessionOpened finishes the open of session ss, which the store just
+// made (metadata.Store.OpenSession): its uploads/ID, made if missing, and
+// the views told of home/sessions/ID.
+func (a *Admin) SessionOpened(ss *metadata.Session) error {
+	c := a.c
+	u, err := c.store.GetUser(a.v.user)
+	if err != nil {
+		return adminErr(err, "no user named "+a.v.user)
+	}
+	if _, err := a.sessionDir(u, ss.ID); err != nil {
+		return err
+	}
+	if dir, err := c.store.GetInode(ss.Placeholder); err == nil {
+		a.entryChanged(dir.Parent, dir.Zone, ss.ID, nil, false)
+		a.entryChanged(u.Roots.Private, dir.Zone, zones.NameSessions, nil, false)
+	}
+	return nil
+}
+
 // SessionClose is a close of session Session that the store has marked
 // (metadata.Store.BeginSessionClose), to be carried out or finished.
 type SessionClose struct {
