@@ -31,7 +31,7 @@ type Info struct {
 	// EditLockedBy is the holder of an edit lock on it, if any.
 	EditLockedBy string `json:"edit_locked_by,omitempty"`
 	// SHA256 is a regular file's digest when already known (a stat
-	// never computes one: the checksum tool does); Scan its scan state
+	// never computes one: lock_open does); Scan its scan state
 	// (clean, pending, unscanned, infected:<signature>, error:<why>),
 	// as user.shedfs.scan shows it. Stat answers them, List does not.
 	SHA256 string `json:"sha256,omitempty"`
