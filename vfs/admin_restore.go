@@ -55,11 +55,12 @@ func (a *Admin) Mkdirs(p string) (*shedfs.Inode, error) {
 	return d, nil
 }
 
-// RestoreKept puts kept file ino (entry, as trash/ lists it) back at
-// view path to of the user's view, creating its parent directories; what
-// to named goes to the trash in its place. zone is the zone the file was
+// RestoreKept puts kept file ino back at view path to of the user's
+// view, creating its parent directories; what to named goes to the trash
+// in its place. entry is its name in trash/ and kept the path it was kept
+// from, for the refusals' lines; zone is the label of the zone it was
 // kept from, which to must be in. It reports whether a file was replaced.
-func (a *Admin) RestoreKept(ino uint64, entry, kept string, zone string, to string) (replaced bool, _ error) {
+func (a *Admin) RestoreKept(ino uint64, entry, kept, zone, to string) (replaced bool, _ error) {
 	c, user := a.c, a.v.user
 	z, rel, ok := zones.ZonePath(user, to)
 	if !ok || rel == "" {
