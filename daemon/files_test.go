@@ -351,8 +351,11 @@ func (f *fakeFrontend) Changed(from *vfs.View, z shedfs.Zone, items []vfs.Change
 		return
 	}
 	for _, it := range items {
-		if it.Name != "" {
+		switch {
+		case it.Name != "":
 			f.entries = append(f.entries, it.Name)
+		case it.Off < 0:
+			f.inodes = append(f.inodes, it.Ino)
 		}
 	}
 }

@@ -2,9 +2,6 @@ package daemon
 
 import (
 	"context"
-	"fmt"
-	"slices"
-	"strings"
 	"syscall"
 
 	"github.com/shedfs/shedfs"
@@ -45,60 +42,22 @@ func (l *Local) SetMode(ctx context.Context, user, path string, req ModeSetReque
 			return nil, err
 		}
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n, rel, err := l.resolve(user, path)
-	if err != nil {
+	if err := ValidPrincipalName("user", user); err != nil {
 		return nil, err
 	}
-	if !zones.PolicyOf(n.Zone.Kind).OwnModes {
-		return nil, errorf(CodeInvalid, "%s is in zone %s: owners and modes can be changed only in share/ and groups/", rel, n.Zone.Label())
+	var setMode *shedfs.OwnMode
+	if req.Mode != nil {
+		setMode = &mode
 	}
-	if req.Owner != nil {
-		if err := l.canOwn(*req.Owner, n.Zone); err != nil {
-			return nil, err
-		}
-	}
-	out, err := l.st.Meta.Update(n.Ino, func(n *shedfs.Inode) error {
-		if req.Mode != nil {
-			n.OwnMode = mode
-		}
-		if req.Owner != nil {
-			n.Owner = *req.Owner
-		}
-		return nil
-	}, nil)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out, rel, err := l.core.Admin(user).SetOwnership(path, req.Owner, setMode)
 	if err != nil {
-		return nil, asError(err, fmt.Sprintf("change ownership of %s in the view of %s", rel, user))
+		return nil, asError(err, "mode set "+path)
 	}
-	if err := l.st.Meta.Sync(); err != nil {
-		return nil, asError(err, "sync metadata")
-	}
-	l.core.InodeChanged(n.Ino)
 	info := modeInfo(user, rel, out)
-	l.audit(user, out.Zone, "/"+strings.TrimPrefix(rel, "/"), "admin_set_ownership", 0)
 	l.log.Info("ownership changed by the admin", "user", user, "path", rel, "owner", info.Owner, "mode", info.Mode)
 	return info, nil
-}
-
-// canOwn checks that principal may own an entry of zone z: a member of the
-// group for a group zone, any existing user for share.
-func (l *Local) canOwn(principal string, z shedfs.Zone) error {
-	switch z.Kind {
-	case shedfs.ZoneGroup:
-		g, err := l.st.Meta.GetGroup(z.Principal)
-		if err != nil {
-			return asError(err, fmt.Sprintf("no group named %s", z.Principal))
-		}
-		if !slices.Contains(g.Members, principal) {
-			return errorf(CodeInvalid, "%s cannot own an entry of groups/%s: not a member of group %s", principal, z.Principal, z.Principal)
-		}
-	case shedfs.ZoneShare:
-		if _, err := l.st.Meta.GetUser(principal); err != nil {
-			return asError(err, fmt.Sprintf("%s cannot own an entry of share/: no user named %s", principal, principal))
-		}
-	}
-	return nil
 }
 
 // modeInfo describes an entry's ownership.
