@@ -29,7 +29,9 @@ type Event struct {
 	// Session is the session whose view acted, "" for a main view.
 	Session string
 	// Door is the way the change or refusal came in ("fuse" for a
-	// view), "" for what no door caused (the admin API, the daemon).
+	// view, "admin" for the admin API and the command line, "link" for
+	// the link server, "mcp"... for the agent doors), "" for what no door
+	// caused (the daemon's own: trash eviction and expiry).
 	Door string
 	// Token and TokenReason are, for a request of an agent door, the id
 	// of its bearer token and why the token was made.

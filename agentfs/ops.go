@@ -30,6 +30,12 @@ type Info struct {
 	Target string `json:"target,omitempty"`
 	// EditLockedBy is the holder of an edit lock on it, if any.
 	EditLockedBy string `json:"edit_locked_by,omitempty"`
+	// SHA256 is a regular file's digest when already known (a stat
+	// never computes one: lock_open does); Scan its scan state
+	// (clean, pending, unscanned, infected:<signature>, error:<why>),
+	// as user.shedfs.scan shows it. Stat answers them, List does not.
+	SHA256 string `json:"sha256,omitempty"`
+	Scan   string `json:"scan,omitempty"`
 }
 
 func typeOf(mode uint32) string {
@@ -71,7 +77,14 @@ func (f *FS) Stat(p string) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	return f.info(e), nil
+	in := f.info(e)
+	if !e.groups && e.rec.IsRegular() {
+		// What is known only: a failure to read it leaves them out.
+		if c, err := f.v.Core().ContentOf(e.rec.Ino, e.rec.Zone); err == nil {
+			in.SHA256, in.Scan = c.SHA256, c.ScanLabel()
+		}
+	}
+	return in, nil
 }
 
 // Listing is a directory's entries, cut at a bound.

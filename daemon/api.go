@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/vfs"
 )
 
 // This file holds the vocabulary of the admin API: the operations, their
@@ -359,11 +360,14 @@ func errorf(code, format string, args ...any) *Error {
 // cause follows it for internal errors only.
 func asError(err error, msg string) *Error {
 	var e *Error
+	var ae *vfs.AdminError
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &e):
 		return e
+	case errors.As(err, &ae):
+		return adminError(ae)
 	case errors.Is(err, syscall.ENOENT), errors.Is(err, fs.ErrNotExist):
 		return &Error{Code: CodeNotFound, Message: msg}
 	case errors.Is(err, syscall.EEXIST), errors.Is(err, fs.ErrExist):
@@ -378,6 +382,18 @@ func asError(err error, msg string) *Error {
 		return &Error{Code: CodeBusy, Message: err.Error()}
 	}
 	return &Error{Code: CodeInternal, Message: fmt.Sprintf("%s: %v", msg, err)}
+}
+
+// adminError is the answer to a failure of the core's admin operations:
+// its line, with the code of its errno.
+func adminError(ae *vfs.AdminError) *Error {
+	switch {
+	case errors.Is(ae.Err, syscall.ENOSPC):
+		return &Error{Code: CodeNoSpace, Message: ae.Msg}
+	case errors.Is(ae.Err, syscall.EBUSY):
+		return &Error{Code: CodeBusy, Message: ae.Msg}
+	}
+	return asError(ae.Err, ae.Msg)
 }
 
 // ValidPrincipalName checks a user or group name with the rule of

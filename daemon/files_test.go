@@ -342,10 +342,24 @@ func (f *fakeFrontend) OwnerChanged(user string, opts vfs.ViewOptions) {
 	f.owners = append(f.owners, user)
 	f.ownerOpts = append(f.ownerOpts, opts)
 }
-func (f *fakeFrontend) SettingsChanged()                                          { f.reloads++ }
-func (f *fakeFrontend) SessionsChanged(fresh []string)                            {}
-func (f *fakeFrontend) Changed(from *vfs.View, z shedfs.Zone, items []vfs.Change) {}
-func (f *fakeFrontend) Record(e shedfs.Event)                                     { f.events = append(f.events, e.Op+" "+e.Path) }
+func (f *fakeFrontend) SettingsChanged()               { f.reloads++ }
+func (f *fakeFrontend) SessionsChanged(fresh []string) {}
+func (f *fakeFrontend) Changed(from *vfs.View, z shedfs.Zone, items []vfs.Change) {
+	// The admin's operations reach the views as a view's do, from a
+	// view of the door "admin".
+	if from.Door() != vfs.DoorAdmin {
+		return
+	}
+	for _, it := range items {
+		switch {
+		case it.Name != "":
+			f.entries = append(f.entries, it.Name)
+		case it.Off < 0:
+			f.inodes = append(f.inodes, it.Ino)
+		}
+	}
+}
+func (f *fakeFrontend) Record(e shedfs.Event) { f.events = append(f.events, e.Op+" "+e.Path) }
 
 // localWithFrontend is a Local whose core has h attached and records into h.
 func localWithFrontend(st *Store, h *fakeFrontend) *Local {

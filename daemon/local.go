@@ -610,18 +610,10 @@ func (l *Local) maxFileSize() uint64 {
 	return st.MaxFileSize
 }
 
-// audit records a change made through the admin operations: through the
-// daemon's recorder when one runs, so the trail keeps one order, else
-// straight into the store.
+// audit records a change made through the admin operations, with the
+// door "admin" (vfs.Admin.Record).
 func (l *Local) audit(user string, zone shedfs.Zone, path, op string, bytes int64) {
-	if l.core.Recording() {
-		l.core.Record(shedfs.Event{Time: time.Now(), User: user, Zone: zone, Path: path, Op: op, Bytes: bytes})
-		return
-	}
-	rec := metadata.AuditRecord{Time: time.Now(), User: user, View: user, Zone: zone.String(), Path: path, Op: op, Result: metadata.ResultOK, Bytes: bytes}
-	if err := l.st.Meta.AppendAudit([]metadata.AuditRecord{rec}); err != nil {
-		l.log.Warn("audit record of an admin change not written", "op", op, "err", err)
-	}
+	l.core.Admin(user).Record(zone, path, op, bytes)
 }
 
 // now is the time lifetimes are decided against.

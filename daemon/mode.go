@@ -2,10 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"slices"
-	"strings"
 	"syscall"
 
 	"github.com/shedfs/shedfs"
@@ -46,60 +42,22 @@ func (l *Local) SetMode(ctx context.Context, user, path string, req ModeSetReque
 			return nil, err
 		}
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n, rel, err := l.resolve(user, path)
-	if err != nil {
+	if err := ValidPrincipalName("user", user); err != nil {
 		return nil, err
 	}
-	if !zones.PolicyOf(n.Zone.Kind).OwnModes {
-		return nil, errorf(CodeInvalid, "%s is in zone %s: owners and modes can be changed only in share/ and groups/", rel, n.Zone.Label())
+	var setMode *shedfs.OwnMode
+	if req.Mode != nil {
+		setMode = &mode
 	}
-	if req.Owner != nil {
-		if err := l.canOwn(*req.Owner, n.Zone); err != nil {
-			return nil, err
-		}
-	}
-	out, err := l.st.Meta.Update(n.Ino, func(n *shedfs.Inode) error {
-		if req.Mode != nil {
-			n.OwnMode = mode
-		}
-		if req.Owner != nil {
-			n.Owner = *req.Owner
-		}
-		return nil
-	}, nil)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out, rel, err := l.core.Admin(user).SetOwnership(path, req.Owner, setMode)
 	if err != nil {
-		return nil, asError(err, fmt.Sprintf("change ownership of %s in the view of %s", rel, user))
+		return nil, asError(err, "mode set "+path)
 	}
-	if err := l.st.Meta.Sync(); err != nil {
-		return nil, asError(err, "sync metadata")
-	}
-	l.core.InodeChanged(n.Ino)
 	info := modeInfo(user, rel, out)
-	l.audit(user, out.Zone, "/"+strings.TrimPrefix(rel, "/"), "admin_set_ownership", 0)
 	l.log.Info("ownership changed by the admin", "user", user, "path", rel, "owner", info.Owner, "mode", info.Mode)
 	return info, nil
-}
-
-// canOwn checks that principal may own an entry of zone z: a member of the
-// group for a group zone, any existing user for share.
-func (l *Local) canOwn(principal string, z shedfs.Zone) error {
-	switch z.Kind {
-	case shedfs.ZoneGroup:
-		g, err := l.st.Meta.GetGroup(z.Principal)
-		if err != nil {
-			return asError(err, fmt.Sprintf("no group named %s", z.Principal))
-		}
-		if !slices.Contains(g.Members, principal) {
-			return errorf(CodeInvalid, "%s cannot own an entry of groups/%s: not a member of group %s", principal, z.Principal, z.Principal)
-		}
-	case shedfs.ZoneShare:
-		if _, err := l.st.Meta.GetUser(principal); err != nil {
-			return asError(err, fmt.Sprintf("%s cannot own an entry of share/: no user named %s", principal, principal))
-		}
-	}
-	return nil
 }
 
 // modeInfo describes an entry's ownership.
@@ -135,68 +93,9 @@ func (l *Local) resolve(user, path string) (*shedfs.Inode, string, error) {
 	if err := ValidPrincipalName("user", user); err != nil {
 		return nil, "", err
 	}
-	var parts []string
-	for _, p := range strings.Split(path, "/") {
-		switch p {
-		case "", ".":
-			continue
-		case "..":
-			return nil, "", errorf(CodeInvalid, "path %q: \"..\" is not allowed; give the path from the view root", path)
-		}
-		if len(p) > shedfs.MaxNameLen {
-			return nil, "", errorf(CodeInvalid, "path %q: a name is longer than %d bytes", path, shedfs.MaxNameLen)
-		}
-		parts = append(parts, p)
-	}
-	rel := strings.Join(parts, "/")
-	if rel == "" {
-		rel = "."
-	}
-	u, err := l.st.Meta.GetUser(user)
+	n, rel, err := l.core.Admin(user).Resolve(path)
 	if err != nil {
-		return nil, "", asError(err, fmt.Sprintf("no user named %s", user))
-	}
-	notFound := errorf(CodeNotFound, "no %s in the view of %s", rel, user)
-	ino := u.Roots.Private
-	i := 0
-	if len(parts) > 0 {
-		switch parts[0] {
-		case zones.NameOutput:
-			ino, i = u.Roots.Output, 1
-		case zones.NameUploads:
-			ino, i = u.Roots.Uploads, 1
-		case zones.NameShare:
-			ino, i = l.st.Meta.ShareRoot(), 1
-		case zones.NameGroups:
-			if len(parts) == 1 {
-				return nil, "", errorf(CodeInvalid, "groups/ itself has no owner or mode; name a group in it")
-			}
-			groups, err := l.st.Meta.GroupsOf(user)
-			if err != nil {
-				return nil, "", asError(err, fmt.Sprintf("groups of %s", user))
-			}
-			if !slices.Contains(groups, parts[1]) {
-				return nil, "", notFound
-			}
-			g, err := l.st.Meta.GetGroup(parts[1])
-			if err != nil {
-				return nil, "", asError(err, fmt.Sprintf("no group named %s", parts[1]))
-			}
-			ino, i = g.Root, 2
-		}
-	}
-	n, err := l.st.Meta.GetInode(ino)
-	if err != nil {
-		return nil, "", asError(err, fmt.Sprintf("zone root of %s", rel))
-	}
-	for _, name := range parts[i:] {
-		n, err = l.st.Meta.Lookup(n.Ino, name)
-		if errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) {
-			return nil, "", notFound
-		}
-		if err != nil {
-			return nil, "", asError(err, fmt.Sprintf("look up %s in the view of %s", rel, user))
-		}
+		return nil, "", asError(err, "resolve "+path)
 	}
 	return n, rel, nil
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -19,7 +18,6 @@ import (
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/vfs"
-	"github.com/shedfs/shedfs/zones"
 )
 
 // sessionHooks is how a serving daemon follows sessions: it mounts a new
@@ -91,21 +89,15 @@ func (l *Local) OpenSession(ctx context.Context, req SessionOpenRequest) (*Sessi
 func (l *Local) openSession(req SessionOpenRequest, expires time.Time) (*metadata.Session, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	u, err := l.st.Meta.GetUser(req.User)
-	if err != nil {
+	if _, err := l.st.Meta.GetUser(req.User); err != nil {
 		return nil, asError(err, fmt.Sprintf("no user named %s", req.User))
 	}
 	ss, err := l.st.Meta.OpenSession(req.User, req.ID, expires, shedfs.Limit{Bytes: req.Quota.Bytes, Inodes: req.Quota.Inodes})
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("session %s of %s: it is open, or home/sessions/%s exists", req.ID, req.User, req.ID))
 	}
-	if _, err := l.sessionDir(u, req.ID); err != nil {
+	if err := l.core.Admin(req.User).SessionOpened(ss); err != nil {
 		return nil, asError(err, "uploads/"+req.ID)
-	}
-	dir, err := l.st.Meta.GetInode(ss.Placeholder)
-	if err == nil {
-		l.core.EntryChanged(dir.Parent, req.ID, nil, false)
-		l.core.EntryChanged(u.Roots.Private, zones.NameSessions, nil, false)
 	}
 	return ss, nil
 }
@@ -233,40 +225,21 @@ func (l *Local) retryClose(req SessionCloseRequest) (*SessionInfo, error) {
 // Each step is resumable, so the mark makes the close complete. It
 // returns where the files went.
 func (l *Local) finishClose(ss *metadata.Session, keep bool) (string, error) {
-	_, err := l.st.Meta.CloseSession(ss.User, ss.ID, l.st.Blobs)
-	switch {
-	case err == nil:
-		if sh, ok := l.mount.(sessionHooks); ok {
+	sc := vfs.SessionClose{Session: ss, Keep: keep, Step: l.trashStep}
+	if sh, ok := l.mount.(sessionHooks); ok {
+		sc.Closed = func() {
 			sh.sessionsChanged()
 			sh.sessionClosed()
 		}
-	case !errors.Is(err, syscall.ENOENT):
+	}
+	kept, err := l.core.Admin(ss.User).CloseSession(sc)
+	var ae *vfs.AdminError
+	if errors.As(err, &ae) {
 		return "", asError(err, "close the session")
 	}
-	place, err := l.st.Meta.GetInode(ss.Placeholder)
-	if err != nil && !errors.Is(err, syscall.ENOENT) {
-		return "", asError(err, "the closed session's directory")
-	}
-	if place != nil {
-		l.core.EntryChanged(place.Parent, ss.ID, nil, false)
-	}
-	// What the session removed is in the user's trash now.
-	l.core.TrashChanged()
-	kept := path.Join(zones.NameHome, zones.NameSessions, ss.ID)
-	if !keep {
-		kept = zones.NameTrash
-		if place != nil {
-			if n, err := l.st.Meta.Lookup(place.Parent, ss.ID); err == nil && n.Ino == ss.Placeholder {
-				rel := path.Join(zones.NameSessions, ss.ID)
-				if err := l.trashTree(ss.User, place.Parent, ss.ID, rel); err != nil {
-					return "", err
-				}
-				l.core.TrashChanged()
-			}
-		}
-	}
-	if err := l.st.Meta.EndSessionClose(ss.User, ss.ID); err != nil {
-		return "", asError(err, "close the session")
+	if err != nil {
+		// The trash step's own error (tests), as it is.
+		return "", err
 	}
 	return kept, nil
 }
@@ -318,45 +291,7 @@ func (l *Local) noSessions(user string) error {
 
 // TrashSessionClose is why the files of a closed session went to the
 // trash.
-const TrashSessionClose = "session-close"
-
-// trashTree moves name in directory parent, and everything below it, to
-// the trash; rel is its path in the user's private zone.
-func (l *Local) trashTree(user string, parent uint64, name, rel string) error {
-	n, err := l.st.Meta.Lookup(parent, name)
-	if err != nil {
-		return asError(err, "trash "+rel)
-	}
-	if n.IsDir() {
-		entries, err := l.st.Meta.ReadDir(n.Ino)
-		if err != nil {
-			return asError(err, "trash "+rel)
-		}
-		for _, e := range entries {
-			if err := l.trashTree(user, n.Ino, e.Name, path.Join(rel, e.Name)); err != nil {
-				return err
-			}
-		}
-	}
-	if l.trashStep != nil {
-		if err := l.trashStep(); err != nil {
-			return err
-		}
-	}
-	var note *metadata.TrashNote
-	if !l.trashOff() {
-		note = &metadata.TrashNote{By: user, Why: TrashSessionClose, Path: rel}
-	}
-	out, freed, kept, err := l.st.Meta.UnlinkTrash(parent, name, n.IsDir(), l.core.Unused, note)
-	if err != nil {
-		return asError(err, "move "+rel+" to the trash")
-	}
-	if freed && out.IsRegular() {
-		l.core.Freed([]*shedfs.Inode{out}, vfs.FreedPurge, false)
-	}
-	l.core.EntryChanged(parent, name, out, !kept && !freed)
-	return nil
-}
+const TrashSessionClose = vfs.TrashSessionClose
 
 // sessionKey is the key of a session's view among the daemon's views:
 // user@id, which no user name can be.

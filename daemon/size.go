@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/shedfs/shedfs"
 )
 
 // sizeUnits maps a size suffix (lower case) to its multiplier. Bare letters
@@ -93,22 +95,5 @@ func ParseCount(s string) (int64, error) {
 }
 
 // FormatSize renders a byte count the way df -h would, in IEC units:
-// "0 B", "512 B", "1.5 KiB", "10 GiB".
-func FormatSize(n int64) string {
-	if n < 1024 && n > -1024 {
-		return fmt.Sprintf("%d B", n)
-	}
-	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-	v := float64(n)
-	u := ""
-	for _, next := range units {
-		if math.Abs(v) < 1024 {
-			break
-		}
-		v /= 1024
-		u = next
-	}
-	s := strconv.FormatFloat(v, 'f', 1, 64)
-	s = strings.TrimSuffix(s, ".0")
-	return s + " " + u
-}
+// "0 B", "512 B", "1.5 KiB", "10 GiB" (shedfs.FormatSize).
+func FormatSize(n int64) string { return shedfs.FormatSize(n) }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/shedfs/shedfs"
-	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/vfs"
 	"github.com/shedfs/shedfs/zones"
@@ -217,77 +216,19 @@ func (l *Local) RestoreTrash(ctx context.Context, req TrashRestoreRequest) ([]Tr
 }
 
 // restoreOne puts kept file e back at view path to of user's view,
-// creating its parent directories as needed.
+// creating its parent directories as needed (the core's admin restore).
 func (l *Local) restoreOne(user string, e TrashEntry, to string) (TrashRestored, error) {
-	zone, rel, ok := zones.ZonePath(user, to)
-	if !ok || rel == "" {
-		return TrashRestored{}, errorf(CodeInvalid, "cannot restore to %s: not a path inside a zone", to)
-	}
-	if zone.Label() != e.Zone {
-		return TrashRestored{}, errorf(CodeInvalid, "cannot restore %s to %s: across zones (%s to %s)", e.Path, to, e.Zone, zone.Label())
-	}
-	dir, err := l.mkdirs(user, path.Dir(to))
-	if err != nil {
-		return TrashRestored{}, err
-	}
-	note := &metadata.TrashNote{By: user, Why: metadata.TrashRenameOver, Path: rel}
-	if l.trashOff() {
-		note = nil
-	}
-	base := path.Base(to)
-	_, replaced, kept, err := l.st.Meta.RestoreTrash(e.Ino, dir.Ino, base, note)
+	replaced, err := l.core.Admin(user).RestoreKept(e.Ino, e.Entry, e.Path, e.Zone, to)
 	if err != nil {
 		return TrashRestored{}, asError(err, fmt.Sprintf("restore %s to %s", e.Entry, to))
 	}
-	l.core.EntryChanged(dir.Ino, base, replaced, !kept)
-	l.core.TrashChanged()
-	if err := l.st.Meta.Sync(); err != nil {
-		return TrashRestored{}, asError(err, "sync metadata")
-	}
-	l.audit(user, dir.Zone, "/"+to, "admin_trash_restore", 0)
-	return TrashRestored{Entry: e.Entry, Path: to, Replaced: replaced != nil}, nil
+	return TrashRestored{Entry: e.Entry, Path: to, Replaced: replaced}, nil
 }
 
 // trashOff reports whether the store's trash is off.
 func (l *Local) trashOff() bool {
 	st, err := l.st.Meta.GetSettings()
 	return err == nil && st.TrashRetention() == 0
-}
-
-// mkdirs returns directory p of user's view, creating what is missing
-// below its zone root as directories owned by user.
-func (l *Local) mkdirs(user, p string) (*shedfs.Inode, error) {
-	n, _, err := l.resolve(user, p)
-	if err == nil {
-		if !n.IsDir() {
-			return nil, errorf(CodeExists, "%s in the view of %s is not a directory", p, user)
-		}
-		return n, nil
-	}
-	var ae *Error
-	if !errors.As(err, &ae) || ae.Code != CodeNotFound || p == "." || p == "" {
-		return nil, err
-	}
-	parent, err := l.mkdirs(user, path.Dir(p))
-	if err != nil {
-		return nil, err
-	}
-	u, err := l.st.Meta.GetUser(user)
-	if err != nil {
-		return nil, asError(err, "no user named "+user)
-	}
-	tmpl := &shedfs.Inode{Mode: syscall.S_IFDIR | 0o755, Uid: u.Uid, Gid: u.Gid, Owner: user,
-		OwnMode: zones.PolicyOf(parent.Zone.Kind).DefaultMode}
-	var d *shedfs.Inode
-	_, err = l.core.InTxn(shedfs.HolderOf(parent.Zone), 0, 1, func() (dec acl.Decision, err error) {
-		d, err = l.st.Meta.Create(parent.Ino, path.Base(p), tmpl, vfs.AdmitInodes(&dec, 1))
-		return dec, err
-	})
-	if err != nil {
-		return nil, asError(err, fmt.Sprintf("create %s in the view of %s", p, user))
-	}
-	l.core.EntryChanged(parent.Ino, path.Base(p), nil, false)
-	return d, nil
 }
 
 // PurgeTrash deletes kept files for good.

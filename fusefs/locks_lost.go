@@ -8,6 +8,7 @@ import (
 
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
+	"github.com/shedfs/shedfs/vfs"
 )
 
 // A daemon whose lease on a shared store ended loses its locks there, and
@@ -49,7 +50,7 @@ func (f *FS) locksLost(lost []heldLock) {
 	byView := make(map[*View][]inval)
 	now := time.Now()
 	for _, l := range lost {
-		e := shedfs.Event{Time: now, User: l.user, Path: l.path, Op: acl.OpLock.String(), Errno: syscall.EIO, Reason: acl.ReasonLockLost}
+		e := shedfs.Event{Time: now, User: l.user, Path: l.path, Op: acl.OpLock.String(), Errno: syscall.EIO, Reason: acl.ReasonLockLost, Door: vfs.DoorFUSE}
 		if rec, err := f.store.GetInode(l.ino); err == nil {
 			e.Zone = rec.Zone
 		}

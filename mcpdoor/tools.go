@@ -60,7 +60,7 @@ func (s *Server) addTools() {
 	s.addPageTool()
 	lim := s.opts.Limits
 	tool(s, "stat", "Describe a file or directory",
-		"What a path is: type, size, mode, mtime, owner and ownership mode (who else may change it), zone, a symlink's target, and who holds an edit lock on it.",
+		"What a path is: type, size, mode, mtime, owner and ownership mode (who else may change it), zone, a symlink's target, who holds an edit lock on it, and for a file its scan state and its sha256 when already known (a stat never computes one; lock_open does).",
 		true, false, func(ctx context.Context, f *agentfs.FS, in pathIn) (agentfs.Info, error) {
 			return f.Stat(in.Path)
 		})

@@ -84,3 +84,18 @@ func (v *View) admitContent(ctx context.Context, at At, op acl.Op) syscall.Errno
 	}
 	return v.DenyScan(op, at.pathOf(""), at.Zone, d, cont.ScanLabel())
 }
+
+// ContentOf is what a stat shows of regular file ino (zone z): its
+// digest when already known ("" otherwise: a stat never computes one)
+// and its scan state. Without a content service (a core no daemon runs)
+// nothing is scanned, so a file awaiting its digest is unscanned.
+func (c *Core) ContentOf(ino uint64, z shedfs.Zone) (shedfs.Content, error) {
+	if c.content != nil {
+		return c.content.Content(ino, z)
+	}
+	cont, err := c.store.Content(ino)
+	if err == nil && cont.State == shedfs.ScanPending {
+		cont.State = shedfs.ScanUnscanned
+	}
+	return cont, err
+}

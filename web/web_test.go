@@ -221,6 +221,12 @@ func TestFileLink(t *testing.T) {
 	if evs[0].Path != "/output/report.html" || evs[0].User != "alice" || evs[0].Errno != 0 {
 		t.Errorf("first audit event = %+v", evs[0])
 	}
+	// Every event of the link server names its door.
+	for _, e := range evs {
+		if e.Door != Door {
+			t.Errorf("audit event of door %q, want %q: %+v", e.Door, Door, e)
+		}
+	}
 }
 
 func TestGroupLinkStopsWithMembership(t *testing.T) {

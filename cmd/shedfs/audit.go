@@ -23,6 +23,7 @@ import (
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/tokens"
 	"github.com/shedfs/shedfs/vfs"
+	"github.com/shedfs/shedfs/web"
 )
 
 // followEvery is how often --follow asks for new records.
@@ -105,7 +106,7 @@ func auditCommand() *cli.Command {
 			storeFlag(),
 			&cli.StringFlag{Name: "user", Usage: "only records of this principal"},
 			&cli.StringFlag{Name: "session", Usage: "only records made through this session's view"},
-			&cli.StringFlag{Name: "door", Usage: "only records of what came through this door: fuse (the views), mcp or api"},
+			&cli.StringFlag{Name: "door", Usage: "only records of what came through this door: fuse (the views), admin (the admin API and command line), link (the link server), mcp or api"},
 			&cli.StringFlag{Name: "zone", Usage: "only this zone (share, group:team, private:alice) or zone kind (group, uploads)"},
 			&cli.StringFlag{Name: "op", Usage: "only this operation (write, create, unlink, rename, setxattr, audit_overflow, ...)"},
 			&cli.BoolFlag{Name: "denied", Usage: "only denials"},
@@ -181,8 +182,9 @@ func auditFilter(c *cli.Context, now time.Time) (metadata.AuditFilter, error) {
 			return f, fmt.Errorf("--session: %w", err)
 		}
 	}
-	if f.Door != "" && f.Door != vfs.DoorFUSE && !slices.Contains(tokens.Doors, f.Door) {
-		return f, fmt.Errorf("--door %q: one of %s, %s", f.Door, vfs.DoorFUSE, strings.Join(tokens.Doors, ", "))
+	doors := append([]string{vfs.DoorFUSE, vfs.DoorAdmin, web.Door}, tokens.Doors...)
+	if f.Door != "" && !slices.Contains(doors, f.Door) {
+		return f, fmt.Errorf("--door %q: one of %s", f.Door, strings.Join(doors, ", "))
 	}
 	if f.Zone != "" && !validZoneFilter(f.Zone) {
 		return f, fmt.Errorf("--zone %q: not a zone (private:alice, output:alice, uploads:alice, share, group:team) nor a zone kind", f.Zone)
