@@ -131,6 +131,7 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 		s.close()
 		return nil, err
 	}
+	log.Info("views' transport", "transport", cfg.Transport)
 	local = mcpdoor.New(mcpdoor.Options{Core: s.core, Logger: log, Version: version, Who: mcpdoor.PrincipalOfHeader, Admin: s.mcpAdmin(), Metrics: s.agentMetrics}).TrustedHandler()
 	return s, nil
 }

@@ -99,9 +99,10 @@ func (d devViews) Wrap(_ string, raw fuse.RawFileSystem, _ *fuse.MountOptions) f
 	return fuseuring.CountDev(raw, d.dev.Inc)
 }
 
-// setTransport applies --transport to the FS options: it says once in the
-// log which transport the views use, registers the per-transport metrics
-// and returns the transport for shedfs status.
+// setTransport applies --transport to the FS options: it registers the
+// per-transport metrics and returns the transport for shedfs status, which
+// openServing says once in the log when the daemon is built (not before:
+// a command that fails earlier says one line, its error).
 // reg is nil without --metrics; enabled is fuseuring.Enabled but in tests.
 func setTransport(flag string, log *slog.Logger, reg *prometheus.Registry, enabled func() error, opts *fusefs.Options) (string, error) {
 	tr, why, err := chooseTransport(flag, enabled)
@@ -112,9 +113,6 @@ func setTransport(flag string, log *slog.Logger, reg *prometheus.Registry, enabl
 	if tr == transportURing {
 		u = &uringViews{log: log}
 		opts.Transport = u
-		log.Info("views are served over FUSE io_uring", "queue_depth", uringDepth)
-	} else {
-		log.Info("views are served over /dev/fuse", "why", why)
 	}
 	if reg != nil {
 		c := prometheus.NewCounterVec(prometheus.CounterOpts{
