@@ -31,7 +31,7 @@ import (
 // identity table's entries, the parent's child map, and shedfs's node):
 // about perNodeReserve bytes. A walk of a large tree makes the
 // kernel hold every inode it passed until memory pressure or a cache drop
-// makes it forget them, so a walk of 1,000,000 files holds some 500 MiB
+// makes it forget them, so a walk of 1,000,000 files holds some 390 MB
 // of live heap. Against the fixed limit the collector then ran without
 // pause and took 60% of the daemon's CPU (docs/performance.md). So the
 // limit is raised by what go-fuse holds per kernel entry as well, up to a
@@ -75,11 +75,12 @@ func newMemLimit(opts Options) *memLimit {
 	return m
 }
 
-// perNodeReserve is the heap one kernel-held node costs: go-fuse's Inode
-// inside shedfs's node (176 bytes), the identity table's entry and map
-// slots (122), the parent's child map (110). Measured in the heap profile
-// of a 300,000-file walk (390 bytes a node; docs/performance.md, "The
-// limit follows the kernel"), rounded up.
+// perNodeReserve is the heap one kernel-held node costs, measured in the
+// heap profile of a 300,000-file walk (docs/performance.md, "The limit
+// follows the kernel"): shedfs's node with go-fuse's Inode inside it (a
+// 176-byte struct; 164 bytes a node in the profile), the identity table's
+// entry and map slots (128), the parent's child map (95); 387 bytes,
+// rounded up.
 const perNodeReserve = 400
 
 // entryStep is how far the limit is raised ahead of the entries counted,
