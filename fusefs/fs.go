@@ -45,6 +45,10 @@ type Options struct {
 	// views' FUSE read buffers, which the FS adds for every mounted view
 	// (memlimit.go); 0: the FS leaves the process's limit alone.
 	MemoryLimit int64
+	// MemoryLimitMax is the most the nodes the views' kernels hold may
+	// raise the limit to (with MemoryLimit, not counting the views'
+	// buffers); 0: no ceiling (memlimit.go).
+	MemoryLimitMax int64
 	// Links makes the links getxattr user.shedfs.link returns; nil when
 	// the daemon serves no links (no --http): ENOTSUP.
 	Links Links
@@ -126,7 +130,7 @@ func New(core *vfs.Core, opts Options) *FS {
 		notify:    newNotifier(log),
 		known:     newKnownInodes(),
 		negatives: newNegativeEntries(opts.NegativeTimeout),
-		memLimit:  &memLimit{base: opts.MemoryLimit},
+		memLimit:  newMemLimit(opts),
 		acct:      core.Accountant(),
 		locks:     newLockTable(),
 	}

@@ -1,7 +1,9 @@
 package fusefs
 
 import (
+	"encoding/binary"
 	"sync"
+	"unsafe"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -263,16 +265,107 @@ func (c *forgetCounter) ReadDir(cancel <-chan struct{}, in *fuse.ReadIn, out *fu
 // ReadDirPlus implements fuse.RawFileSystem.
 func (c *forgetCounter) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out *fuse.DirEntryList) fuse.Status {
 	c.touch(in.NodeId)
-	return c.RawFileSystem.ReadDirPlus(cancel, in, out)
+	st := c.RawFileSystem.ReadDirPlus(cancel, in, out)
+	if st == fuse.OK {
+		if n := plusEntries(out.Bytes()); n > 0 {
+			c.v.kernelEntries(n)
+		}
+	}
+	return st
+}
+
+// direntSize is the fixed part of struct fuse_dirent (ino, off, namelen,
+// type), before the name.
+const direntSize = 24
+
+// plusEntries counts the entries of a READDIRPLUS reply that hand the
+// kernel a node (not ".", "..", or a name whose lookup failed, which carry
+// node ID 0). The reply is the kernel's struct fuse_direntplus, one after
+// another: an entry_out, a dirent, its name padded to 8 bytes.
+func plusEntries(b []byte) int64 {
+	entrySize := int(unsafe.Sizeof(fuse.EntryOut{}))
+	var n int64
+	for len(b) >= entrySize+direntSize {
+		if binary.NativeEndian.Uint64(b) != 0 {
+			n++
+		}
+		nameLen := int(binary.NativeEndian.Uint32(b[entrySize+16:]))
+		size := entrySize + (direntSize+nameLen+7)&^7
+		if size > len(b) {
+			break
+		}
+		b = b[size:]
+	}
+	return n
 }
 
 func (c *forgetCounter) touch(nodeID uint64) {
 	c.v.fs.known.touch(c.v, c.v.storeIno(nodeID))
 }
 
+// Lookup implements fuse.RawFileSystem. It and the other requests whose
+// reply names a node count the entries the kernel holds, as go-fuse
+// counts them (memlimit.go).
+func (c *forgetCounter) Lookup(cancel <-chan struct{}, header *fuse.InHeader, name string, out *fuse.EntryOut) fuse.Status {
+	st := c.RawFileSystem.Lookup(cancel, header, name, out)
+	c.entry(st, out)
+	return st
+}
+
+// Mknod implements fuse.RawFileSystem.
+func (c *forgetCounter) Mknod(cancel <-chan struct{}, in *fuse.MknodIn, name string, out *fuse.EntryOut) fuse.Status {
+	st := c.RawFileSystem.Mknod(cancel, in, name, out)
+	c.entry(st, out)
+	return st
+}
+
+// Mkdir implements fuse.RawFileSystem.
+func (c *forgetCounter) Mkdir(cancel <-chan struct{}, in *fuse.MkdirIn, name string, out *fuse.EntryOut) fuse.Status {
+	st := c.RawFileSystem.Mkdir(cancel, in, name, out)
+	c.entry(st, out)
+	return st
+}
+
+// Link implements fuse.RawFileSystem.
+func (c *forgetCounter) Link(cancel <-chan struct{}, in *fuse.LinkIn, name string, out *fuse.EntryOut) fuse.Status {
+	st := c.RawFileSystem.Link(cancel, in, name, out)
+	c.entry(st, out)
+	return st
+}
+
+// Symlink implements fuse.RawFileSystem.
+func (c *forgetCounter) Symlink(cancel <-chan struct{}, header *fuse.InHeader, target, name string, out *fuse.EntryOut) fuse.Status {
+	st := c.RawFileSystem.Symlink(cancel, header, target, name, out)
+	c.entry(st, out)
+	return st
+}
+
+// Create implements fuse.RawFileSystem.
+func (c *forgetCounter) Create(cancel <-chan struct{}, in *fuse.CreateIn, name string, out *fuse.CreateOut) fuse.Status {
+	st := c.RawFileSystem.Create(cancel, in, name, out)
+	c.entry(st, &out.EntryOut)
+	return st
+}
+
+// Tmpfile implements fuse.RawFileSystem.
+func (c *forgetCounter) Tmpfile(cancel <-chan struct{}, in *fuse.CreateIn, out *fuse.CreateOut) fuse.Status {
+	st := c.RawFileSystem.Tmpfile(cancel, in, out)
+	c.entry(st, &out.EntryOut)
+	return st
+}
+
+// entry counts the node a successful reply hands the kernel; a negative
+// entry (node ID 0) holds none.
+func (c *forgetCounter) entry(st fuse.Status, out *fuse.EntryOut) {
+	if st == fuse.OK && out.NodeId != 0 {
+		c.v.kernelEntries(1)
+	}
+}
+
 // Forget implements fuse.RawFileSystem.
 func (c *forgetCounter) Forget(nodeid, nlookup uint64) {
 	c.RawFileSystem.Forget(nodeid, nlookup)
+	c.v.kernelEntries(-int64(nlookup))
 	c.v.fs.known.forget(c.v, nodeid, nlookup)
 	if ino := c.v.storeIno(nodeid); !c.v.fs.known.knows(c.v, ino) {
 		// The kernel dropped the directory, and its negative entries.

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,13 +26,108 @@ import (
 // after creating and writing in share/ stayed at 197 MiB, against 256 MiB
 // with a 5 s period and 730 MiB with none.
 
+// The kernel of a view holds an inode for as long as it caches a name of
+// it, and go-fuse keeps a node for each such inode (its Inode, the
+// identity table's entries, the parent's child map, and shedfs's node):
+// about perNodeReserve bytes. A walk of a large tree makes the
+// kernel hold every inode it passed until memory pressure or a cache drop
+// makes it forget them, so a walk of 1,000,000 files holds some 390 MB
+// of live heap. Against the fixed limit the collector then ran without
+// pause and took 60% of the daemon's CPU (docs/performance.md). So the
+// limit is raised by what go-fuse holds per kernel entry as well, up to a
+// ceiling: past it, the heap is held near the ceiling at the cost of
+// collecting often, and the daemon cannot grow without bound.
+//
+// The count is what go-fuse counts: every entry of a reply that names a
+// node (LOOKUP, CREATE, MKDIR, MKNOD, SYMLINK, LINK, TMPFILE, and each
+// entry of READDIRPLUS) adds one, a FORGET takes back its count
+// (forgetCounter). That is the kernel's lookup count summed over the
+// inodes it holds: one per inode after a walk, more for an inode found
+// by several names or listed again.
+
 // memLimit keeps the process's soft memory limit at a base plus the
-// read buffers of the mounted views.
+// read buffers of the mounted views and the nodes their kernels hold.
 type memLimit struct {
+	// entries is the kernel entries every view holds; raiseAt is the
+	// count past which the limit set no longer covers them.
+	entries atomic.Int64
+	raiseAt atomic.Int64
+
 	mu      sync.Mutex
 	base    int64 // 0: the FS does not set the limit
+	ceiling int64 // the most base plus the nodes may raise it to; 0: none
 	views   int64
 	running bool // scavenge runs
+	set     int64
+	gauge   func(entries, limit int64) // metrics; nil: none
+}
+
+// newMemLimit is the limit keeper of opts, which feeds opts' metrics.
+func newMemLimit(opts Options) *memLimit {
+	m := &memLimit{base: opts.MemoryLimit, ceiling: opts.MemoryLimitMax}
+	if mt := opts.Metrics; mt != nil {
+		m.gauge = func(entries, limit int64) {
+			mt.kernelEntries.Set(float64(entries))
+			mt.memoryLimit.Set(float64(limit))
+		}
+	}
+	m.raiseAt.Store(entryStep)
+	return m
+}
+
+// perNodeReserve is the heap one kernel-held node costs, measured in the
+// heap profile of a 300,000-file walk (docs/performance.md, "The limit
+// follows the kernel"): shedfs's node with go-fuse's Inode inside it (a
+// 176-byte struct; 164 bytes a node in the profile), the identity table's
+// entry and map slots (128), the parent's child map (95); 387 bytes,
+// rounded up.
+const perNodeReserve = 400
+
+// entryStep is how far the limit is raised ahead of the entries counted,
+// so that a walk sets it once per entryStep lookups, not at each.
+const entryStep = 4096
+
+// limitFor is the soft limit for base, views and kernel entries: the
+// views' buffers always (they are reserved, not resident), the nodes up to
+// the ceiling.
+func limitFor(base, ceiling, views, entries int64) int64 {
+	l := base + max(entries, 0)*perNodeReserve
+	if ceiling > 0 && l > ceiling {
+		l = max(ceiling, base)
+	}
+	return l + views*perViewReserve()
+}
+
+// added counts n kernel entries in (n > 0) or out (n < 0). A count past
+// the one the limit covers raises the limit at once; a lower one lowers
+// it at the next scavenge, once the forgotten nodes are garbage.
+func (m *memLimit) added(n int64) {
+	if c := m.entries.Add(n); n > 0 && c > m.raiseAt.Load() {
+		m.update()
+	}
+}
+
+// update sets the limit for the views and entries counted now, with room
+// for entryStep more entries.
+func (m *memLimit) update() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.updateLocked()
+}
+
+func (m *memLimit) updateLocked() {
+	c := m.entries.Load()
+	ahead := (max(c, 0)/entryStep + 1) * entryStep
+	m.raiseAt.Store(ahead)
+	if m.base != 0 {
+		if l := limitFor(m.base, m.ceiling, m.views, ahead); l != m.set {
+			m.set = l
+			debug.SetMemoryLimit(l)
+		}
+	}
+	if m.gauge != nil {
+		m.gauge(c, m.set)
+	}
 }
 
 // defaultMaxThreads is the Go runtime's default thread limit.
@@ -78,7 +174,7 @@ func (m *memLimit) mounted(delta int64) {
 		return
 	}
 	if delta > 0 {
-		debug.SetMemoryLimit(m.base + m.views*perViewReserve())
+		m.updateLocked()
 	}
 	if m.views > 0 && !m.running {
 		m.running = true
@@ -86,13 +182,14 @@ func (m *memLimit) mounted(delta int64) {
 	}
 }
 
-// scavenge returns freed memory to the system while views are mounted.
+// scavenge returns freed memory to the system while views are mounted,
+// and lowers the limit to what the views and their kernels hold now.
 func (m *memLimit) scavenge() {
 	t := time.NewTicker(scavengeEvery)
 	defer t.Stop()
 	for range t.C {
 		m.mu.Lock()
-		debug.SetMemoryLimit(m.base + m.views*perViewReserve())
+		m.updateLocked()
 		if m.views == 0 {
 			m.running = false
 			m.mu.Unlock()

@@ -25,6 +25,9 @@ type Metrics struct {
 	trashFreed *prometheus.CounterVec
 	// locksLost counts locks lost with the lease (locks_lost.go).
 	locksLost prometheus.Counter
+	// kernelEntries and memoryLimit are the entries the views' kernels
+	// hold and the soft memory limit set for them (memlimit.go).
+	kernelEntries, memoryLimit prometheus.Gauge
 
 	// perRequest holds the resolved children of requests and duration
 	// (metricseries.go); readBy and writtenBy those of the byte counters
@@ -68,10 +71,18 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		m.readBy[k] = m.bytesRead.WithLabelValues(k.String())
 		m.writtenBy[k] = m.bytesWritten.WithLabelValues(k.String())
 	}
+	m.kernelEntries = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "shedfs_fuse_kernel_entries",
+		Help: "Entries the views' kernels hold (their lookup counts summed), each a node in the daemon's memory.",
+	})
+	m.memoryLimit = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "shedfs_memory_limit_bytes",
+		Help: "Soft memory limit of the daemon's Go heap: --memory-limit raised by the mounted views' read buffers and the nodes their kernels hold, up to --memory-limit-max (0 when not set).",
+	})
 	m.perRequest = newRequestSeries(m.requests, m.duration)
 	m.trashFreed = newTrashFreed()
 	m.locksLost = newLocksLost()
-	for _, c := range []prometheus.Collector{m.requests, m.duration, m.bytesRead, m.bytesWritten, m.denials, m.trashFreed, m.locksLost} {
+	for _, c := range []prometheus.Collector{m.requests, m.duration, m.bytesRead, m.bytesWritten, m.denials, m.trashFreed, m.locksLost, m.kernelEntries, m.memoryLimit} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

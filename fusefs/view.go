@@ -57,6 +57,16 @@ type View struct {
 
 	// io counts its open handles by kernel I/O mode, per inode (file.go).
 	io ioModes
+
+	// entries counts the entries its kernel holds (memlimit.go).
+	entries atomic.Int64
+}
+
+// kernelEntries counts n entries handed to (n > 0) or forgotten by (n < 0)
+// the view's kernel.
+func (v *View) kernelEntries(n int64) {
+	v.entries.Add(n)
+	v.fs.memLimit.added(n)
 }
 
 // groupsIno is the synthetic inode number of groups/, which has no record
@@ -128,6 +138,8 @@ func (f *FS) mount(user string, ss *metadata.Session, mountpoint string, opts vf
 		// (a forced session close), stops here without a successful
 		// Unmount: it is told of no more changes either.
 		server.Wait()
+		// Its kernel forgets all it held, without a FORGET.
+		f.memLimit.added(-v.entries.Swap(0))
 		f.memLimit.mounted(-1)
 		f.locks.dropView(v.id)
 		// Its kernel will release no handle any more: what they
