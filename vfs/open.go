@@ -3,6 +3,7 @@ package vfs
 import (
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -52,6 +53,9 @@ type openFile struct {
 	retired []*os.File
 	// held are attributes a SETATTR set while dirty (hold.go).
 	held heldAttrs
+	// cow says the blob may be shared with a snapshot: the next change
+	// copies it first (cow.go).
+	cow atomic.Bool
 }
 
 // setSize moves the in-memory size and keeps the holder's pending charge
@@ -104,6 +108,11 @@ func (c *Core) acquire(n *shedfs.Inode, create bool) (*openFile, syscall.Errno) 
 		persisted: n.Size,
 		mtime:     n.Mtime,
 		newBlob:   create,
+	}
+	if !create && sharedBlob(blob) {
+		// Under c.ft.mu, as Freeze links: a snapshot's link is
+		// either seen here or marks the open file itself.
+		oi.cow.Store(true)
 	}
 	c.ft.open[n.Ino] = oi
 	if c.store.Shared() && !create {
@@ -275,6 +284,12 @@ func (v *View) resizeLocked(at At, oi *openFile, op acl.Op, newSize uint64, bloc
 			}
 			return e
 		}
+	}
+	if err := c.unshareLocked(oi); err != nil {
+		if oi.size != old {
+			c.setSizeLocked(oi, old) // nothing was written
+		}
+		return c.Errno(op.String(), err)
 	}
 	got, err := apply()
 	if got != oi.size {
