@@ -1,0 +1,190 @@
+package integration
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+type snapInfo struct {
+	Name      string   `json:"name"`
+	Path      string   `json:"path"`
+	Entries   int      `json:"entries"`
+	Bytes     int64    `json:"bytes"`
+	OnlyBytes int64    `json:"only_bytes"`
+	Open      []string `json:"open"`
+	Took      int64    `json:"took_ns"`
+}
+
+type snapChange struct {
+	Path      string `json:"path"`
+	OldPath   string `json:"old_path"`
+	OldSize   int64  `json:"old_size"`
+	NewSize   int64  `json:"new_size"`
+	OldSHA256 string `json:"old_sha256"`
+	NewSHA256 string `json:"new_sha256"`
+	OldMode   string `json:"old_mode"`
+	NewMode   string `json:"new_mode"`
+}
+
+type snapDiff struct {
+	Added, Removed, Modified, Renamed []snapChange
+	Modes                             []snapChange `json:"mode_changed"`
+}
+
+func hexSum(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+
+func snapshotJSON[T any](t *testing.T, args ...string) T {
+	t.Helper()
+	var v T
+	out := adminOK(t, append(args, "--json")...)
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("shedfs %s --json: %q: %v", strings.Join(args, " "), out, err)
+	}
+	return v
+}
+
+// TestSnapshots takes a snapshot of a tree with a 200 MiB file through a
+// running daemon: it is instant (links, no copy) and charges nothing;
+// writes, a truncate, a delete, a rename and a chmod through the view
+// afterwards leave it as it was (diff shows each, with the old content's
+// sha256), the bytes only it holds are shown and freed by delete,
+// --max-snapshots refuses, and fsck is clean after all of it.
+func TestSnapshots(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	adminOK(t, "user", "add", "alice", "--quota", "2G", "--store", store)
+	s := startServe(t, store, "alice")
+	A := func(e ...string) string { return s.In("alice", e...) }
+
+	mustMkdir(t, A("proj"), 0o755)
+	mustWrite(t, A("proj", "a.txt"), []byte("alpha"), 0o644)
+	mustWrite(t, A("proj", "b.txt"), []byte("bravo"), 0o644)
+	mustWrite(t, A("proj", "c.txt"), []byte("charlie"), 0o644)
+	mustWrite(t, A("proj", "mode.sh"), []byte("#!/bin/sh\n"), 0o644)
+	mustWrite(t, A("outside.txt"), []byte("not in the snapshot"), 0o644)
+	big, err := os.OpenFile(A("proj", "big.bin"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 1<<20)
+	for i := range chunk {
+		chunk[i] = byte(i)
+	}
+	for i := 0; i < 200; i++ {
+		if _, err := big.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := big.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	// big.bin stays open for writing across the snapshot.
+
+	start := time.Now()
+	s1 := snapshotJSON[snapInfo](t, "snapshot", "create", "--store", store, "--user", "alice", "--path", "proj", "s1")
+	took := time.Since(start)
+	if s1.Entries != 6 || s1.Bytes != 200<<20+5+5+7+10 || s1.Path != "proj" {
+		t.Errorf("snapshot s1: %+v", s1)
+	}
+	if time.Duration(s1.Took) > 500*time.Millisecond {
+		t.Errorf("snapshot of 200 MiB took %v in the daemon (%v with the CLI): not independent of bytes", time.Duration(s1.Took), took)
+	}
+	if len(s1.Open) != 1 || s1.Open[0] != "proj/big.bin" && s1.Open[0] != "big.bin" {
+		t.Errorf("snapshot s1 open files %v, want big.bin", s1.Open)
+	}
+	if sh := snapshotJSON[snapInfo](t, "snapshot", "show", "--store", store, "--user", "alice", "s1"); sh.OnlyBytes != 0 {
+		t.Errorf("a fresh snapshot holds %d bytes of its own", sh.OnlyBytes)
+	}
+
+	// Change everything through the view.
+	if _, err := big.WriteAt([]byte("CHANGED"), 0); err != nil {
+		t.Fatal(err)
+	}
+	big.Close()
+	mustWrite(t, A("proj", "a.txt"), []byte("ALPHA, longer"), 0o644)
+	if err := os.Remove(A("proj", "b.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(A("proj", "c.txt"), A("proj", "d.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(A("proj", "mode.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, A("proj", "new.txt"), []byte("new"), 0o644)
+
+	d := snapshotJSON[snapDiff](t, "snapshot", "diff", "--store", store, "--user", "alice", "s1", "--now")
+	wantPaths := func(what string, got []snapChange, want ...string) {
+		t.Helper()
+		var ps []string
+		for _, c := range got {
+			ps = append(ps, c.Path)
+		}
+		if strings.Join(ps, ",") != strings.Join(want, ",") {
+			t.Errorf("diff %s: %v, want %v", what, ps, want)
+		}
+	}
+	wantPaths("added", d.Added, "new.txt")
+	wantPaths("removed", d.Removed, "b.txt")
+	wantPaths("modified", d.Modified, "a.txt", "big.bin")
+	wantPaths("renamed", d.Renamed, "d.txt")
+	wantPaths("mode changed", d.Modes, "mode.sh")
+	for _, m := range d.Modified {
+		if m.Path == "a.txt" && (m.OldSHA256 != hexSum([]byte("alpha")) || m.NewSHA256 != hexSum([]byte("ALPHA, longer")) || m.OldSize != 5 || m.NewSize != 13) {
+			t.Errorf("diff of a.txt: %+v", m)
+		}
+		if m.Path == "big.bin" {
+			old := make([]byte, 0, 200<<20)
+			for i := 0; i < 200; i++ {
+				old = append(old, chunk...)
+			}
+			if m.OldSHA256 != hexSum(old) {
+				t.Errorf("the snapshot's big.bin changed with the live file: %+v", m)
+			}
+		}
+	}
+	if len(d.Renamed) == 1 && d.Renamed[0].OldPath != "c.txt" {
+		t.Errorf("renamed from %q, want c.txt", d.Renamed[0].OldPath)
+	}
+	if len(d.Modes) == 1 && (d.Modes[0].OldMode != "0644" || d.Modes[0].NewMode != "0755") {
+		t.Errorf("mode change %+v", d.Modes[0])
+	}
+	// What only the snapshot holds now: big.bin's old content (the old
+	// a.txt and b.txt are in the trash too, which shares them).
+	if sh := snapshotJSON[snapInfo](t, "snapshot", "show", "--store", store, "--user", "alice", "s1"); sh.OnlyBytes != 200<<20 {
+		t.Errorf("snapshot s1 holds %d bytes of its own, want %d", sh.OnlyBytes, 200<<20)
+	}
+
+	// A second one; diff between the two; the limit on their number.
+	snapshotJSON[snapInfo](t, "snapshot", "create", "--store", store, "--user", "alice", "--path", "proj", "s2")
+	d2 := snapshotJSON[snapDiff](t, "snapshot", "diff", "--store", store, "--user", "alice", "s1", "s2")
+	wantPaths("added s1..s2", d2.Added, "new.txt")
+	wantPaths("modified s1..s2", d2.Modified, "a.txt", "big.bin")
+	if d3 := snapshotJSON[snapDiff](t, "snapshot", "diff", "--store", store, "--user", "alice", "s2"); len(d3.Added)+len(d3.Removed)+len(d3.Modified)+len(d3.Renamed)+len(d3.Modes) != 0 {
+		t.Errorf("diff of a snapshot just taken against now: %+v", d3)
+	}
+	adminFails(t, "--max-snapshots", "snapshot", "create", "--store", store, "--user", "alice", "--max-snapshots", "2", "s3")
+	adminFails(t, "already", "snapshot", "create", "--store", store, "--user", "alice", "s2")
+	adminFails(t, "no snapshot named", "snapshot", "show", "--store", store, "--user", "alice", "nope")
+	if out := adminOK(t, "snapshot", "list", "--store", store, "--user", "alice"); !strings.Contains(out, "s1") || !strings.Contains(out, "s2") {
+		t.Errorf("snapshot list:\n%s", out)
+	}
+	del := snapshotJSON[snapInfo](t, "snapshot", "delete", "--store", store, "--user", "alice", "s1")
+	if del.OnlyBytes != 200<<20 {
+		t.Errorf("delete of s1 freed %d bytes", del.OnlyBytes)
+	}
+	if out := adminOK(t, "snapshot", "list", "--store", store, "--user", "alice"); strings.Contains(out, "s1") {
+		t.Errorf("snapshot list after delete:\n%s", out)
+	}
+	// The live files read what was written last.
+	if got := string(mustRead(t, A("proj", "a.txt"))); got != "ALPHA, longer" {
+		t.Errorf("a.txt reads %q", got)
+	}
+	s.Stop()
+	fsckClean(t, store)
+}
