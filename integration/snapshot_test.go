@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -34,6 +35,14 @@ type snapChange struct {
 type snapDiff struct {
 	Added, Removed, Modified, Renamed []snapChange
 	Modes                             []snapChange `json:"mode_changed"`
+}
+
+func bigOld(chunk []byte) []byte {
+	old := make([]byte, 0, 200<<20)
+	for i := 0; i < 200; i++ {
+		old = append(old, chunk...)
+	}
+	return old
 }
 
 func hexSum(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
@@ -101,6 +110,19 @@ func TestSnapshots(t *testing.T) {
 		t.Errorf("a fresh snapshot holds %d bytes of its own", sh.OnlyBytes)
 	}
 
+	// The view shows it read-only under snapshots/s1, as it was.
+	if got := listNames(t, A("snapshots")); strings.Join(got, ",") != "s1" {
+		t.Errorf("snapshots/ lists %v", got)
+	}
+	if got := listNames(t, A("snapshots", "s1")); strings.Join(got, ",") != "a.txt,b.txt,big.bin,c.txt,mode.sh" {
+		t.Errorf("snapshots/s1 lists %v", got)
+	}
+	wantErrno(t, "write in a snapshot", writeFile(A("snapshots", "s1", "a.txt"), []byte("x")), syscall.EROFS)
+	wantErrno(t, "create in a snapshot", os.WriteFile(A("snapshots", "s1", "z.txt"), []byte("x"), 0o644), syscall.EROFS)
+	wantErrno(t, "rm in a snapshot", os.Remove(A("snapshots", "s1", "a.txt")), syscall.EROFS)
+	wantErrno(t, "chmod in a snapshot", os.Chmod(A("snapshots", "s1", "a.txt"), 0o600), syscall.EROFS)
+	wantErrno(t, "rmdir a snapshot", os.Remove(A("snapshots", "s1")), syscall.EROFS)
+
 	// Change everything through the view.
 	if _, err := big.WriteAt([]byte("CHANGED"), 0); err != nil {
 		t.Fatal(err)
@@ -139,11 +161,7 @@ func TestSnapshots(t *testing.T) {
 			t.Errorf("diff of a.txt: %+v", m)
 		}
 		if m.Path == "big.bin" {
-			old := make([]byte, 0, 200<<20)
-			for i := 0; i < 200; i++ {
-				old = append(old, chunk...)
-			}
-			if m.OldSHA256 != hexSum(old) {
+			if m.OldSHA256 != hexSum(bigOld(chunk)) {
 				t.Errorf("the snapshot's big.bin changed with the live file: %+v", m)
 			}
 		}
@@ -159,6 +177,24 @@ func TestSnapshots(t *testing.T) {
 	if sh := snapshotJSON[snapInfo](t, "snapshot", "show", "--store", store, "--user", "alice", "s1"); sh.OnlyBytes != 200<<20 {
 		t.Errorf("snapshot s1 holds %d bytes of its own, want %d", sh.OnlyBytes, 200<<20)
 	}
+
+	// The snapshot in the view still reads the old content.
+	if got := string(mustRead(t, A("snapshots", "s1", "a.txt"))); got != "alpha" {
+		t.Errorf("snapshots/s1/a.txt reads %q after the live file changed", got)
+	}
+	if got := string(mustRead(t, A("snapshots", "s1", "b.txt"))); got != "bravo" {
+		t.Errorf("snapshots/s1/b.txt reads %q after the live file was removed", got)
+	}
+	if st, err := os.Stat(A("snapshots", "s1", "mode.sh")); err != nil || st.Mode().Perm() != 0o644 {
+		t.Errorf("snapshots/s1/mode.sh: %v %v", st.Mode(), err)
+	}
+	if got := mustRead(t, A("snapshots", "s1", "big.bin")); len(got) != 200<<20 || hexSum(got) != hexSum(bigOld(chunk)) {
+		t.Errorf("snapshots/s1/big.bin: %d bytes, not the old content", len(got))
+	}
+	// diff -r between the snapshot and a copy made through the view of it.
+	cp := t.TempDir()
+	runTool(t, "", nil, "cp", "-a", A("snapshots", "s1"), cp+"/s1")
+	runTool(t, "", nil, "diff", "-r", A("snapshots", "s1"), cp+"/s1")
 
 	// A second one; diff between the two; the limit on their number.
 	snapshotJSON[snapInfo](t, "snapshot", "create", "--store", store, "--user", "alice", "--path", "proj", "s2")
