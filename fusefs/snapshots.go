@@ -310,4 +310,3 @@ func (n *snapNode) Rename(ctx context.Context, name string, newParent fs.InodeEm
 func (n *snapNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	return n.v.statfs(shedfs.Zone{}, out)
 }
-
