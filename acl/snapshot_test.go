@@ -3,6 +3,8 @@ package acl
 import (
 	"syscall"
 	"testing"
+
+	"github.com/shedfs/shedfs"
 )
 
 func TestSnapshotRules(t *testing.T) {
@@ -14,6 +16,9 @@ func TestSnapshotRules(t *testing.T) {
 	}{
 		{"read", SnapshotRead(), 0, ""},
 		{"change", SnapshotChange(), syscall.EROFS, ReasonSnapshotReadonly},
+		{"copy within the quota", SnapshotCopy(Quota{Usage: shedfs.Usage{Bytes: 10}, Limit: shedfs.Limit{Bytes: 20}}, 10), 0, ""},
+		{"copy past the quota", SnapshotCopy(Quota{Usage: shedfs.Usage{Bytes: 10}, Limit: shedfs.Limit{Bytes: 20}}, 11), syscall.EDQUOT, ReasonQuotaBytes},
+		{"copy without a quota", SnapshotCopy(Quota{Usage: shedfs.Usage{Bytes: 10}}, 1<<40), 0, ""},
 	}
 	for _, tt := range tests {
 		if tt.d.Errno != tt.want || tt.d.Reason != tt.why {

@@ -203,6 +203,9 @@ func (l *Local) CreateSnapshot(ctx context.Context, req SnapshotCreateRequest) (
 	if err != nil {
 		return nil, err
 	}
+	if !root.IsDir() {
+		return nil, errorf(CodeInvalid, "snapshot %s: %s is not a directory; a snapshot is of a directory's tree", req.Name, rel)
+	}
 	if err := l.expireSnapshots(req.User); err != nil {
 		return nil, err
 	}
@@ -224,7 +227,8 @@ func (l *Local) CreateSnapshot(ctx context.Context, req SnapshotCreateRequest) (
 	}
 	var rnd [8]byte
 	rand.Read(rnd[:])
-	sn := metadata.Snapshot{ID: hex.EncodeToString(rnd[:]), Name: req.Name, User: req.User, Session: req.Session, Path: rel, Created: time.Now().UTC(), Entries: len(tree)}
+	sn := metadata.Snapshot{ID: hex.EncodeToString(rnd[:]), Name: req.Name, User: req.User, Session: req.Session, Path: rel,
+		Holder: shedfs.HolderOf(root.Zone), Created: time.Now().UTC(), Entries: len(tree)}
 	if req.TTLSeconds > 0 {
 		sn.Expires = sn.Created.Add(time.Duration(req.TTLSeconds) * time.Second)
 	}
@@ -270,6 +274,9 @@ func (l *Local) CreateSnapshot(ctx context.Context, req SnapshotCreateRequest) (
 	} else if err != nil {
 		return fail(err, "write snapshot")
 	}
+	if err := l.recountSnapshots(sn.Holder); err != nil {
+		return nil, err
+	}
 	l.audit(req.User, root.Zone, rel, "snapshot_create", sn.Bytes)
 	info := snapshotInfo(sn)
 	info.Took = time.Since(start)
@@ -308,6 +315,65 @@ func (l *Local) deleteSnapshot(sn metadata.Snapshot) error {
 	}
 	if err := l.st.Blobs.RemoveSnap(sn.ID); err != nil {
 		return asError(err, "delete snapshot "+sn.Name)
+	}
+	return l.recountSnapshots(sn.Holder)
+}
+
+// recountSnapshots sets the bytes only h's snapshots hold from their
+// links: a blob all of whose links are snapshots' is theirs alone, and
+// charged once. Under h's admission lock, so that a copy-up's charge
+// (vfs/cow.go) is either counted here or added after.
+func (l *Local) recountSnapshots(h shedfs.Holder) error {
+	if h == "" {
+		return nil
+	}
+	unlock := l.core.Accountant().Lock(h)
+	defer unlock()
+	all, err := l.st.Meta.ListSnapshots("")
+	if err != nil {
+		return asError(err, "list snapshots")
+	}
+	type blob struct {
+		links  int
+		nlink  uint64
+		charge int64
+	}
+	blobs := map[[2]uint64]*blob{}
+	for _, sn := range all {
+		if sn.Holder != h {
+			continue
+		}
+		es, err := l.st.Meta.SnapshotEntries(sn.ID)
+		if err != nil {
+			return asError(err, "read snapshot "+sn.Name)
+		}
+		seen := map[uint64]bool{}
+		for _, e := range es {
+			if e.Mode&syscall.S_IFMT != syscall.S_IFREG || seen[e.Ino] {
+				continue
+			}
+			seen[e.Ino] = true
+			var st syscall.Stat_t
+			if err := syscall.Stat(l.st.Blobs.SnapPath(sn.ID, e.Ino), &st); err != nil {
+				continue // never written: no link
+			}
+			k := [2]uint64{uint64(st.Dev), st.Ino}
+			b := blobs[k]
+			if b == nil {
+				b = &blob{nlink: uint64(st.Nlink), charge: shedfs.Charge(uint64(st.Size))}
+				blobs[k] = b
+			}
+			b.links++
+		}
+	}
+	var held int64
+	for _, b := range blobs {
+		if uint64(b.links) >= b.nlink {
+			held += b.charge
+		}
+	}
+	if err := l.st.Meta.AddSnapshotHeld(h, held, true); err != nil {
+		return asError(err, "charge snapshots of "+string(h))
 	}
 	return nil
 }
@@ -359,6 +425,9 @@ func (l *Local) ShowSnapshot(ctx context.Context, user, name string) (*SnapshotI
 	}
 	info := snapshotInfo(*sn)
 	if info.OnlyBytes, err = l.snapshotOnly(sn); err != nil {
+		return nil, err
+	}
+	if err := l.recountSnapshots(sn.Holder); err != nil {
 		return nil, err
 	}
 	return info, nil

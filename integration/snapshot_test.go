@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -43,6 +44,27 @@ func bigOld(chunk []byte) []byte {
 		old = append(old, chunk...)
 	}
 	return old
+}
+
+type quotaRow struct {
+	Used      struct{ Bytes int64 } `json:"used"`
+	Snapshots struct{ Bytes int64 } `json:"snapshots"`
+}
+
+func snapQuotaOf(t *testing.T, store, holder string) quotaRow {
+	t.Helper()
+	var qs []quotaRow
+	if err := json.Unmarshal([]byte(adminOK(t, "quota", "show", holder, "--json", "--store", store)), &qs); err != nil || len(qs) != 1 {
+		t.Fatalf("quota show %s: %v %+v", holder, err, qs)
+	}
+	return qs[0]
+}
+
+func quotaSnapshots(t *testing.T, store, holder string) int64 {
+	return snapQuotaOf(t, store, holder).Snapshots.Bytes
+}
+func quotaUsed(t *testing.T, store, holder string) int64 {
+	return snapQuotaOf(t, store, holder).Used.Bytes
 }
 
 func hexSum(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
@@ -196,6 +218,11 @@ func TestSnapshots(t *testing.T) {
 	runTool(t, "", nil, "cp", "-a", A("snapshots", "s1"), cp+"/s1")
 	runTool(t, "", nil, "diff", "-r", A("snapshots", "s1"), cp+"/s1")
 
+	// Charged to alice, apart in quota show.
+	if q := quotaSnapshots(t, store, "user:alice"); q != 200<<20 {
+		t.Errorf("quota show: snapshots hold %d bytes, want %d", q, 200<<20)
+	}
+
 	// A second one; diff between the two; the limit on their number.
 	snapshotJSON[snapInfo](t, "snapshot", "create", "--store", store, "--user", "alice", "--path", "proj", "s2")
 	d2 := snapshotJSON[snapDiff](t, "snapshot", "diff", "--store", store, "--user", "alice", "s1", "s2")
@@ -217,6 +244,25 @@ func TestSnapshots(t *testing.T) {
 	if out := adminOK(t, "snapshot", "list", "--store", store, "--user", "alice"); strings.Contains(out, "s1") {
 		t.Errorf("snapshot list after delete:\n%s", out)
 	}
+	if q := quotaSnapshots(t, store, "user:alice"); q != 0 {
+		t.Errorf("quota show: snapshots hold %d bytes after the delete, want 0", q)
+	}
+
+	// A copy that would not fit the quota is refused (EDQUOT), and
+	// nothing of the snapshot is evicted for it; deleting it makes room.
+	mustMkdir(t, A("tight"), 0o755)
+	mustWrite(t, A("tight", "f.bin"), make([]byte, 1<<20), 0o644)
+	adminFails(t, "not a directory", "snapshot", "create", "--store", store, "--user", "alice", "--path", "tight/f.bin", "tight")
+	adminOK(t, "snapshot", "create", "--store", store, "--user", "alice", "--path", "tight", "tight")
+	used := quotaUsed(t, store, "user:alice")
+	adminOK(t, "quota", "set", "user:alice", "--bytes", strconv.FormatInt(used+(1<<19), 10), "--store", store)
+	wantErrno(t, "write to a file whose copy does not fit", writeFile(A("tight", "f.bin"), []byte("x")), syscall.EDQUOT)
+	if got := listNames(t, A("snapshots")); strings.Join(got, ",") != "s2,tight" {
+		t.Errorf("snapshots/ lists %v after a refused copy", got)
+	}
+	adminOK(t, "snapshot", "delete", "--store", store, "--user", "alice", "tight")
+	wantOK(t, "write after the snapshot is deleted", writeFile(A("tight", "f.bin"), []byte("x")))
+	adminOK(t, "quota", "set", "user:alice", "--bytes", "2G", "--store", store)
 	// The live files read what was written last.
 	if got := string(mustRead(t, A("proj", "a.txt"))); got != "ALPHA, longer" {
 		t.Errorf("a.txt reads %q", got)

@@ -1,11 +1,14 @@
 package metadata
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"syscall"
 	"time"
+
+	"github.com/shedfs/shedfs"
 )
 
 // A snapshot is a frozen subtree of a user's view: one header record and
@@ -32,12 +35,15 @@ const (
 
 // Snapshot is the header of one snapshot.
 type Snapshot struct {
-	ID      string    `json:"id"`
-	Name    string    `json:"name"`
-	User    string    `json:"user"`
-	Session string    `json:"session,omitempty"`
-	Path    string    `json:"path"`
-	Created time.Time `json:"created"`
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	User    string `json:"user"`
+	Session string `json:"session,omitempty"`
+	Path    string `json:"path"`
+	// Holder is who is charged for the bytes only it holds: the holder
+	// of the zone it was taken in.
+	Holder  shedfs.Holder `json:"holder"`
+	Created time.Time     `json:"created"`
 	// Expires is when the snapshot goes by itself (zero: never).
 	Expires time.Time `json:"expires,omitzero"`
 	Entries int       `json:"entries"`
@@ -212,4 +218,60 @@ func (s *Store) DeleteSnapshot(user, name, id string) error {
 			return fmt.Errorf("delete snapshot entries: %w", err)
 		}
 	}
+}
+
+// pSnapshotHeld keys, per holder, the bytes (charged) that only
+// snapshots still hold: 'Z' holder -> int64. Store.Usage adds them to the
+// holder's usage, so admission counts them; the namespace's usage
+// counters (and the check of them) do not.
+const pSnapshotHeld = 'Z'
+
+func snapshotHeldKey(h shedfs.Holder) []byte { return strKey(pSnapshotHeld, string(h)) }
+
+func readSnapshotHeld(tx Txn, h shedfs.Holder) (int64, error) {
+	v, err := tx.Get(snapshotHeldKey(h))
+	if errors.Is(err, ErrNotFound) {
+		return 0, nil
+	} else if err != nil {
+		return 0, err
+	}
+	if len(v) != 8 {
+		return 0, fmt.Errorf("snapshot bytes of %s: bad record", h)
+	}
+	return int64(binary.BigEndian.Uint64(v)), nil
+}
+
+// SnapshotHeld returns the bytes that only h's snapshots still hold.
+func (s *Store) SnapshotHeld(h shedfs.Holder) (int64, error) {
+	var n int64
+	err := s.kv.View(func(tx Txn) error {
+		var err error
+		n, err = readSnapshotHeld(tx, h)
+		return err
+	})
+	return n, err
+}
+
+// AddSnapshotHeld adds delta to the bytes only h's snapshots hold (a
+// copy-up made a shared blob theirs alone); set replaces the figure (a
+// recount).
+func (s *Store) AddSnapshotHeld(h shedfs.Holder, delta int64, set bool) error {
+	if s.readOnly {
+		return syscall.EROFS
+	}
+	return s.kv.Update(func(tx Txn) error {
+		n := delta
+		if !set {
+			old, err := readSnapshotHeld(tx, h)
+			if err != nil {
+				return err
+			}
+			n += old
+		}
+		n = max(n, 0)
+		if n == 0 {
+			return tx.Delete(snapshotHeldKey(h))
+		}
+		return tx.Set(snapshotHeldKey(h), binary.BigEndian.AppendUint64(nil, uint64(n)))
+	})
 }

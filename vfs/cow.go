@@ -45,6 +45,37 @@ func sharedBlob(blob *os.File) bool {
 	return st.Nlink > 1
 }
 
+// needsCopyUp reports whether oi's blob is shared and must be copied
+// before it changes. oi.mu must be held.
+func (c *Core) needsCopyUp(oi *openFile) bool {
+	if !oi.cow.Load() {
+		return false
+	}
+	if !sharedBlob(oi.blob) {
+		oi.cow.Store(false)
+		return false
+	}
+	return true
+}
+
+// copyUpLocked copies oi's shared blob and charges the old content, now
+// only the snapshots', to the holder (metadata.Store.AddSnapshotHeld).
+// oi.mu and the holder's admission lock must be held.
+func (c *Core) copyUpLocked(oi *openFile, charge int64) error {
+	if err := c.unshareLocked(oi); err != nil {
+		return err
+	}
+	if charge == 0 {
+		return nil
+	}
+	if err := c.store.AddSnapshotHeld(oi.holder, charge, false); err != nil {
+		// The copy stands; the next recount of the holder's
+		// snapshots (any snapshot command) sets the figure right.
+		c.log.Error("charge snapshot bytes", "holder", oi.holder, "err", err)
+	}
+	return nil
+}
+
 // unshareLocked gives an open file whose blob is shared a blob of its own
 // before it is changed: a clone (FICLONE) where the host filesystem can,
 // else a copy, put in the live blob's place by rename, so the snapshots'

@@ -244,7 +244,20 @@ func (v *View) resizeLocked(at At, oi *openFile, op acl.Op, newSize uint64, bloc
 	c := v.c
 	a := v.Actor()
 	grows := shedfs.Charge(newSize) > shedfs.Charge(oi.size) || newSize > oi.size
+	// A blob shared with a snapshot is copied first, and the old
+	// content's charge becomes the snapshot's, the holder's (cow.go).
+	copyUp := c.needsCopyUp(oi)
+	var copyCharge int64
+	if copyUp {
+		copyCharge = shedfs.Charge(oi.size)
+	}
 	decide := func(q acl.Quota) acl.Decision {
+		if copyCharge > 0 {
+			if d := acl.SnapshotCopy(q, copyCharge); !d.Allowed() {
+				return d
+			}
+			q.Usage.Bytes += copyCharge
+		}
 		if op != acl.OpWrite {
 			return acl.Truncate(a, oi.entry, q, oi.size, newSize)
 		}
@@ -259,12 +272,24 @@ func (v *View) resizeLocked(at At, oi *openFile, op acl.Op, newSize uint64, bloc
 		// other daemons sharing the store in this one's allotment.
 		g.Holder, g.Bytes, g.Allot = oi.holder, shedfs.Charge(newSize)-shedfs.Charge(oi.size), true
 	}
+	if copyUp {
+		g.Holder, g.Bytes, g.Disk = oi.holder, g.Bytes+copyCharge, g.Disk+int64(oi.size)
+		g.Hold = !grows
+	}
 	adm, d, aerr := c.Admit(g)
 	if aerr != nil {
 		return c.Errno("quota", aerr)
 	}
 	if !d.Allowed() {
 		return v.deny(op, at, "", d)
+	}
+	if copyUp {
+		// Under the holder's lock (Allot or Hold): charged before any
+		// other admission of the holder decides.
+		if err := c.copyUpLocked(oi, copyCharge); err != nil {
+			adm.Done()
+			return c.Errno(op.String(), err)
+		}
 	}
 	old := oi.size
 	if grows {
