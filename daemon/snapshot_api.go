@@ -698,6 +698,9 @@ func snapshotRoutes(h func(pattern string, fn endpoint), admin Admin) {
 	h("GET /v1/snapshots/{user}/{name}", route2(pathArg("user"), pathArg("name"), sa.ShowSnapshot))
 	h("DELETE /v1/snapshots/{user}/{name}", route2(pathArg("user"), pathArg("name"), sa.DeleteSnapshot))
 	h("GET /v1/snapshots/{user}/{name}/diff", route3(pathArg("user"), pathArg("name"), queryArg("other"), sa.DiffSnapshot))
+	if sr, ok := admin.(SnapshotRestorer); ok {
+		h("POST /v1/snapshots/restore", route(jsonBody[SnapshotRestoreRequest], sr.RestoreSnapshot))
+	}
 }
 
 // CreateSnapshot asks the daemon to take a snapshot.

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -266,6 +267,63 @@ func TestSnapshots(t *testing.T) {
 	// The live files read what was written last.
 	if got := string(mustRead(t, A("proj", "a.txt"))); got != "ALPHA, longer" {
 		t.Errorf("a.txt reads %q", got)
+	}
+
+	// Restore: a dry run changes nothing; the restore puts s2 back and
+	// its automatic snapshot undoes it.
+	mustWrite(t, A("proj", "a.txt"), []byte("third"), 0o644)
+	if err := os.Remove(A("proj", "d.txt")); err != nil {
+		t.Fatal(err)
+	}
+	mustMkdir(t, A("proj", "extra"), 0o755)
+	mustWrite(t, A("proj", "extra", "x"), []byte("x"), 0o644)
+	if err := os.Chmod(A("proj", "mode.sh"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	type restoreResult struct {
+		Undo                       string
+		Created, Replaced, Removed []string
+		Modes                      []string `json:"mode_changed"`
+	}
+	dry := snapshotJSON[restoreResult](t, "snapshot", "restore", "--store", store, "--user", "alice", "--dry-run", "s2")
+	plan := fmt.Sprintf("%v %v %v %v", dry.Created, dry.Replaced, dry.Removed, dry.Modes)
+	if plan != "[d.txt] [a.txt] [extra extra/x] [mode.sh]" {
+		t.Errorf("restore --dry-run plan: %s", plan)
+	}
+	if got := string(mustRead(t, A("proj", "a.txt"))); got != "third" {
+		t.Errorf("a dry run changed a.txt to %q", got)
+	}
+	r := snapshotJSON[restoreResult](t, "snapshot", "restore", "--store", store, "--user", "alice", "s2")
+	if r.Undo == "" {
+		t.Fatalf("restore took no automatic snapshot: %+v", r)
+	}
+	if got := string(mustRead(t, A("proj", "a.txt"))); got != "ALPHA, longer" {
+		t.Errorf("a.txt reads %q after the restore", got)
+	}
+	if got := string(mustRead(t, A("proj", "d.txt"))); got != "charlie" {
+		t.Errorf("d.txt reads %q after the restore", got)
+	}
+	if st, err := os.Stat(A("proj", "mode.sh")); err != nil || st.Mode().Perm() != 0o755 {
+		t.Errorf("mode.sh after the restore: %v %v", st.Mode(), err)
+	}
+	if _, err := os.Stat(A("proj", "extra")); !os.IsNotExist(err) {
+		t.Errorf("extra/ after the restore: %v", err)
+	}
+	if d := snapshotJSON[snapDiff](t, "snapshot", "diff", "--store", store, "--user", "alice", "s2"); len(d.Added)+len(d.Removed)+len(d.Modified)+len(d.Renamed)+len(d.Modes) != 0 {
+		t.Errorf("diff of s2 against now after its restore: %+v", d)
+	}
+	snapshotJSON[restoreResult](t, "snapshot", "restore", "--store", store, "--user", "alice", r.Undo)
+	if got := string(mustRead(t, A("proj", "a.txt"))); got != "third" {
+		t.Errorf("a.txt reads %q after the undo", got)
+	}
+	if got := string(mustRead(t, A("proj", "extra", "x"))); got != "x" {
+		t.Errorf("extra/x reads %q after the undo", got)
+	}
+	if _, err := os.Stat(A("proj", "d.txt")); !os.IsNotExist(err) {
+		t.Errorf("d.txt after the undo: %v", err)
+	}
+	if st, err := os.Stat(A("proj", "mode.sh")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("mode.sh after the undo: %v %v", st.Mode(), err)
 	}
 	s.Stop()
 	fsckClean(t, store)

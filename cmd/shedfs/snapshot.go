@@ -57,6 +57,15 @@ func snapshotCommand() *cli.Command {
 				Flags:     []cli.Flag{storeFlag(), jsonFlag(), userFlag, &cli.BoolFlag{Name: "now", Usage: "against the view now (the default)"}},
 				Action:    runSnapshotDiff,
 			},
+			{
+				Name:      "restore",
+				Usage:     "put snapshot NAME (or --path of it) back through the view's rules, after an automatic snapshot that undoes it",
+				ArgsUsage: "NAME",
+				Flags: []cli.Flag{storeFlag(), jsonFlag(), userFlag,
+					&cli.StringFlag{Name: "path", Usage: "only this part, relative to the snapshot's root"},
+					&cli.BoolFlag{Name: "dry-run", Usage: "say what would change, change nothing"}},
+				Action: runSnapshotRestore,
+			},
 		},
 	}
 }
@@ -190,6 +199,44 @@ func runSnapshotDiff(c *cli.Context) error {
 		}
 		for _, x := range d.Modes {
 			fmt.Fprintf(w, "P %s (%s -> %s)\n", cell(x.Path), x.OldMode, x.NewMode)
+		}
+		return nil
+	})
+}
+
+func runSnapshotRestore(c *cli.Context) error {
+	if err := nargs(c, "one NAME", 1); err != nil {
+		return err
+	}
+	return withAdmin(c, func(ctx context.Context, a daemon.Admin) error {
+		sr, ok := a.(daemon.SnapshotRestorer)
+		if !ok {
+			return errors.New("snapshot restore: this admin connection has no snapshot operations")
+		}
+		r, err := sr.RestoreSnapshot(ctx, daemon.SnapshotRestoreRequest{User: c.String("user"), Name: c.Args().First(), Path: c.String("path"), DryRun: c.Bool("dry-run")})
+		if err != nil {
+			return err
+		}
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, r)
+		}
+		w := c.App.Writer
+		for _, p := range r.Created {
+			fmt.Fprintf(w, "create %s\n", cell(p))
+		}
+		for _, p := range r.Replaced {
+			fmt.Fprintf(w, "replace %s\n", cell(p))
+		}
+		for _, p := range r.Removed {
+			fmt.Fprintf(w, "remove %s (to the trash)\n", cell(p))
+		}
+		for _, p := range r.Modes {
+			fmt.Fprintf(w, "chmod %s\n", cell(p))
+		}
+		if r.DryRun {
+			fmt.Fprintln(w, "dry run: nothing changed")
+		} else {
+			fmt.Fprintf(w, "restored; snapshot %s holds what was there before (restore it to undo)\n", r.Undo)
 		}
 		return nil
 	})
