@@ -67,7 +67,7 @@ func (v *View) snapIno(id, p string) uint64 {
 // user's, taken of this view (its session's scratch, or the main view).
 func (v *View) snapshot(name string) (*snapTree, syscall.Errno) {
 	sn, err := v.fs.store.GetSnapshot(v.user, name)
-	if err != nil || sn.Session != v.session {
+	if err != nil || sn.Session != v.session || expired(sn) {
 		return nil, syscall.ENOENT
 	}
 	s := &v.snaps
@@ -99,6 +99,12 @@ func (v *View) snapshot(name string) (*snapTree, syscall.Errno) {
 	s.trees[sn.ID] = t
 	s.mu.Unlock()
 	return t, 0
+}
+
+// expired reports whether sn's time is up: it is shown no more, and the
+// next snapshot command deletes it.
+func expired(sn *metadata.Snapshot) bool {
+	return !sn.Expires.IsZero() && !time.Now().Before(sn.Expires)
 }
 
 // snapRoot is snapshots/.
@@ -162,7 +168,7 @@ func (d *snapRoot) Readdir(ctx context.Context) (_ fs.DirStream, errno syscall.E
 	}
 	var list []fuse.DirEntry
 	for _, sn := range all {
-		if sn.Session == d.v.session {
+		if sn.Session == d.v.session && !expired(&sn) {
 			list = append(list, fuse.DirEntry{Name: sn.Name, Ino: d.v.snapIno(sn.ID, ""), Mode: syscall.S_IFDIR})
 		}
 	}

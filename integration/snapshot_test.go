@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -324,6 +325,20 @@ func TestSnapshots(t *testing.T) {
 	}
 	if st, err := os.Stat(A("proj", "mode.sh")); err != nil || st.Mode().Perm() != 0o600 {
 		t.Errorf("mode.sh after the undo: %v %v", st.Mode(), err)
+	}
+
+	// --ttl: gone from the view when its time is up, deleted by the
+	// next snapshot command.
+	adminOK(t, "snapshot", "create", "--store", store, "--user", "alice", "--path", "proj", "--ttl", "1s", "short")
+	if got := listNames(t, A("snapshots")); !slices.Contains(got, "short") {
+		t.Errorf("snapshots/ lists %v without the new one", got)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if got := listNames(t, A("snapshots")); slices.Contains(got, "short") {
+		t.Errorf("snapshots/ lists %v after its ttl", got)
+	}
+	if out := adminOK(t, "snapshot", "list", "--store", store, "--user", "alice"); strings.Contains(out, "short") {
+		t.Errorf("snapshot list after the ttl:\n%s", out)
 	}
 	s.Stop()
 	fsckClean(t, store)
