@@ -343,3 +343,31 @@ func TestSnapshots(t *testing.T) {
 	s.Stop()
 	fsckClean(t, store)
 }
+
+// TestSnapshotOfSession: a snapshot of a session's scratch is shown in
+// that session's snapshots/ and not in the main view's; a write in the
+// session afterwards leaves it as it was.
+func TestSnapshotOfSession(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	adminOK(t, "user", "add", "alice", "--store", store)
+	s := startServe(t, store, "alice")
+	s.sessionOpen(t, "alice", "w1")
+	S := func(e ...string) string { return s.In("alice@w1", e...) }
+	mustWrite(t, S("work.txt"), []byte("draft"), 0o644)
+	adminOK(t, "snapshot", "create", "--store", store, "--user", "alice", "--session", "w1", "cp1")
+	mustWrite(t, S("work.txt"), []byte("final"), 0o644)
+	if got := string(mustRead(t, S("snapshots", "cp1", "work.txt"))); got != "draft" {
+		t.Errorf("the session's snapshots/cp1/work.txt reads %q", got)
+	}
+	if got := listNames(t, s.In("alice", "snapshots")); len(got) != 0 {
+		t.Errorf("the main view's snapshots/ lists %v", got)
+	}
+	d := snapshotJSON[snapDiff](t, "snapshot", "diff", "--store", store, "--user", "alice", "cp1")
+	if len(d.Modified) != 1 || d.Modified[0].Path != "work.txt" {
+		t.Errorf("diff of the session's snapshot: %+v", d)
+	}
+	adminOK(t, "session", "close", "--store", store, "--user", "alice", "w1")
+	s.Stop()
+	fsckClean(t, store)
+}
