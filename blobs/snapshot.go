@@ -70,3 +70,21 @@ func (d *Dir) RemoveSnap(id string) error {
 	}
 	return nil
 }
+
+// SnapIDs returns the ids of the snapshots that have links here.
+func (d *Dir) SnapIDs() ([]string, error) {
+	ents, err := os.ReadDir(filepath.Join(d.root, "snapshots"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list snapshot blobs: %w", err)
+	}
+	var ids []string
+	for _, e := range ents {
+		if e.IsDir() {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids, nil
+}

@@ -329,9 +329,22 @@ func (l *Local) recountSnapshots(h shedfs.Holder) error {
 	}
 	unlock := l.core.Accountant().Lock(h)
 	defer unlock()
-	all, err := l.st.Meta.ListSnapshots("")
+	held, err := snapshotHeldOf(l.st, h)
 	if err != nil {
-		return asError(err, "list snapshots")
+		return err
+	}
+	if err := l.st.Meta.AddSnapshotHeld(h, held, true); err != nil {
+		return asError(err, "charge snapshots of "+string(h))
+	}
+	return nil
+}
+
+// snapshotHeldOf counts the bytes only h's snapshots hold, from their
+// links.
+func snapshotHeldOf(st *Store, h shedfs.Holder) (int64, error) {
+	all, err := st.Meta.ListSnapshots("")
+	if err != nil {
+		return 0, asError(err, "list snapshots")
 	}
 	type blob struct {
 		links  int
@@ -343,9 +356,9 @@ func (l *Local) recountSnapshots(h shedfs.Holder) error {
 		if sn.Holder != h {
 			continue
 		}
-		es, err := l.st.Meta.SnapshotEntries(sn.ID)
+		es, err := st.Meta.SnapshotEntries(sn.ID)
 		if err != nil {
-			return asError(err, "read snapshot "+sn.Name)
+			return 0, asError(err, "read snapshot "+sn.Name)
 		}
 		seen := map[uint64]bool{}
 		for _, e := range es {
@@ -353,14 +366,14 @@ func (l *Local) recountSnapshots(h shedfs.Holder) error {
 				continue
 			}
 			seen[e.Ino] = true
-			var st syscall.Stat_t
-			if err := syscall.Stat(l.st.Blobs.SnapPath(sn.ID, e.Ino), &st); err != nil {
+			var fi syscall.Stat_t
+			if err := syscall.Stat(st.Blobs.SnapPath(sn.ID, e.Ino), &fi); err != nil {
 				continue // never written: no link
 			}
-			k := [2]uint64{uint64(st.Dev), st.Ino}
+			k := [2]uint64{uint64(fi.Dev), fi.Ino}
 			b := blobs[k]
 			if b == nil {
-				b = &blob{nlink: uint64(st.Nlink), charge: shedfs.Charge(uint64(st.Size))}
+				b = &blob{nlink: uint64(fi.Nlink), charge: shedfs.Charge(uint64(fi.Size))}
 				blobs[k] = b
 			}
 			b.links++
@@ -372,10 +385,7 @@ func (l *Local) recountSnapshots(h shedfs.Holder) error {
 			held += b.charge
 		}
 	}
-	if err := l.st.Meta.AddSnapshotHeld(h, held, true); err != nil {
-		return asError(err, "charge snapshots of "+string(h))
-	}
-	return nil
+	return held, nil
 }
 
 // ListSnapshots returns the snapshots of user, of everyone if empty.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -369,5 +370,18 @@ func TestSnapshotOfSession(t *testing.T) {
 	}
 	adminOK(t, "session", "close", "--store", store, "--user", "alice", "w1")
 	s.Stop()
+	fsckClean(t, store)
+
+	// Links of no snapshot (a create cut short) are found and removed.
+	stray := filepath.Join(store, "blobs", "snapshots", "0123456789abcdef")
+	mustMkdir(t, stray, 0o700)
+	mustWrite(t, filepath.Join(stray, "42.s"), []byte("left over"), 0o600)
+	if out, _, code := runCLI(t, "fsck", "--store", store, "--dry-run"); code == 0 || !strings.Contains(out, "snapshot") {
+		t.Errorf("fsck --dry-run with stray snapshot links: exit %d\n%s", code, out)
+	}
+	adminOK(t, "fsck", "--store", store)
+	if _, err := os.Stat(stray); !os.IsNotExist(err) {
+		t.Errorf("stray snapshot links after fsck: %v", err)
+	}
 	fsckClean(t, store)
 }
