@@ -157,6 +157,9 @@ const (
 	// ReasonTrashReadonly: creating anything in a view's trash/, or
 	// writing, truncating or changing a file kept there (EACCES).
 	ReasonTrashReadonly = "trash_readonly"
+	// ReasonSnapshotReadonly: creating, writing or changing anything in
+	// a view's snapshots/: a snapshot is frozen (EROFS).
+	ReasonSnapshotReadonly = "snapshot_readonly"
 	// ReasonSessionReadonly: changing a session's scratch tree from
 	// anywhere but that session's own view (the main view shows it
 	// read-only under sessions/ID) (EACCES).

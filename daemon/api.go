@@ -185,6 +185,9 @@ type QuotaInfo struct {
 	// Trash is the part of Used that kept files take: evicted, oldest
 	// first, before anything is refused.
 	Trash Amount `json:"trash"`
+	// Snapshots is the part of Used that only snapshots still hold
+	// (never evicted: freed by snapshot delete).
+	Snapshots Amount `json:"snapshots"`
 	// Over is how far Used is above Limit (acl.Overshoot): a limit set
 	// below the usage deletes nothing, and growth is refused until it is
 	// zero again.

@@ -508,7 +508,11 @@ func (l *Local) quotaInfo(h shedfs.Holder) (*QuotaInfo, error) {
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("trash of %s", h))
 	}
-	return &QuotaInfo{Holder: string(h), Used: amount(used), Limit: limitAmount(lim), Trash: amount(trash),
+	snaps, err := l.st.Meta.SnapshotHeld(h)
+	if err != nil {
+		return nil, asError(err, fmt.Sprintf("snapshots of %s", h))
+	}
+	return &QuotaInfo{Holder: string(h), Used: amount(used), Limit: limitAmount(lim), Trash: amount(trash), Snapshots: Amount{Bytes: snaps},
 		Over: amount(acl.Overshoot(used, lim))}, nil
 }
 

@@ -232,6 +232,7 @@ func newHandler(admin Admin, log *slog.Logger) http.Handler {
 	quarantineRoutes(h, admin) // content_api.go
 	trashRoutes(h, admin)      // trash_api.go
 	sessionRoutes(h, admin)    // session_api.go
+	snapshotRoutes(h, admin)   // snapshot_api.go
 	// Everything else is a JSON error too, never Go's plain-text 404 or
 	// 405: a known path with another method is 405, the rest 404.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -41,6 +41,8 @@ type View struct {
 
 	// trash is what the view keeps of its trash/ (trash.go).
 	trash trashView
+	// snaps is what it keeps of its snapshots/ (snapshots.go).
+	snaps snapView
 
 	// queue holds the invalidations still to be told to this view's
 	// kernel; waiting counts its requests waiting for deliveries to
@@ -213,6 +215,8 @@ func (v *View) lookupReserved(ctx context.Context, parent *node, name string, ou
 	switch r {
 	case vfs.ReservedTrash:
 		return v.lookupTrash(ctx, parent, name, out)
+	case vfs.ReservedSnapshots:
+		return v.lookupSnapshots(ctx, parent, out)
 	case vfs.ReservedGroups:
 		v.groups.fillAttr(&out.Attr)
 		out.SetEntryTimeout(v.fs.opts.EntryTimeout)

@@ -547,7 +547,7 @@ func TestPolicyReservedNames(t *testing.T) {
 			t.Errorf("alice: rm -rf %s: exit %d %q, want Operation not permitted", name, code, out)
 		}
 	}
-	if got := strings.Join(listNames(t, A()), " "); got != "f.txt groups output share trash uploads x" {
+	if got := strings.Join(listNames(t, A()), " "); got != "f.txt groups output share snapshots trash uploads x" {
 		t.Errorf("alice's root after the refused changes: %q", got)
 	}
 	// groups/ is read-only: nothing is created in it.

@@ -161,7 +161,7 @@ func charged(t testing.TB, root string, skip ...string) qAmount {
 // uploads; not share or groups).
 func privateOf(t testing.TB, v string) qAmount {
 	t.Helper()
-	return charged(t, v, "share", "groups", "trash")
+	return charged(t, v, "share", "groups", "trash", "snapshots")
 }
 
 // wantUsage fails the test unless holder's usage is want.

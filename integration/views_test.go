@@ -16,7 +16,7 @@ import (
 )
 
 // reservedNames are the entries every view root shows.
-var reservedNames = []string{"groups", "output", "share", "trash", "uploads"}
+var reservedNames = []string{"groups", "output", "share", "snapshots", "trash", "uploads"}
 
 // TestSeveralViews runs three views (three stores, three daemons) at once,
 // one of them presenting every entry as owned by --uid/--gid, and checks

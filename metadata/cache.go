@@ -210,7 +210,8 @@ var errViewMoved = errors.New("metadata changed under a cached read")
 
 // cacheable reports whether records under key are cached: the ones every
 // lookup, getattr and admission reads, a file's content records, which
-// every persist of a write and every checksum reads, and the audit
+// every persist of a write and every checksum reads (and the snapshot
+// bytes every admission reads with the usage), and the audit
 // trail's count, which every batch of records reads (on etcd each read the
 // cache cannot serve is a round trip).
 func cacheable(key []byte) bool {
@@ -221,7 +222,7 @@ func cacheable(key []byte) bool {
 		return true
 	}
 	switch key[0] {
-	case pInode, pEntry, pUsage, pLimit, pPending, pContent:
+	case pInode, pEntry, pUsage, pLimit, pPending, pContent, pSnapshotHeld:
 		return true
 	}
 	return false

@@ -59,6 +59,9 @@ const (
 	// short. Reported only by a read-only check, which checks nothing
 	// else then; a writable open finishes the migration before any check.
 	KindLayout
+	// KindSnapshot: snapshot records or links that do not match
+	// (daemon.CheckSnapshots, which fsck runs after Check).
+	KindSnapshot
 	// KindOverQuota is the Problem kind of a holder using more than its
 	// limit: found by Check, never repaired by it (that would mean deleting
 	// data), so it stays among the unrepaired problems until an operator
@@ -75,6 +78,8 @@ func (k ProblemKind) String() string {
 		return "orphan-inode"
 	case KindTrash:
 		return "trash"
+	case KindSnapshot:
+		return "snapshot"
 	case KindParent:
 		return "parent"
 	case KindNlink:

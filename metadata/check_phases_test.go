@@ -490,7 +490,7 @@ func TestCheckReportOrder(t *testing.T) {
 // the name, and the name reads back.
 func TestProblemKindText(t *testing.T) {
 	want := []string{"dangling-entry", "orphan-inode", "trash", "parent", "nlink", "size", "missing-blob",
-		"orphan-blob", "usage", "ino-lease", "layout", "over-quota"}
+		"orphan-blob", "usage", "ino-lease", "layout", "snapshot", "over-quota"}
 	var got []string
 	for k := KindDanglingEntry; k.valid(); k++ {
 		got = append(got, k.String())

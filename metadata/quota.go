@@ -8,12 +8,17 @@ import (
 	"github.com/shedfs/shedfs"
 )
 
-// Usage returns what a holder stores now.
+// Usage returns what a holder stores now: its usage counters and the
+// bytes only its snapshots still hold (snapshots.go).
 func (s *Store) Usage(h shedfs.Holder) (shedfs.Usage, error) {
 	var u shedfs.Usage
 	err := s.kv.View(func(tx Txn) error {
 		var err error
-		u, err = readUsage(tx, h)
+		if u, err = readUsage(tx, h); err != nil {
+			return err
+		}
+		held, err := readSnapshotHeld(tx, h)
+		u.Bytes += held
 		return err
 	})
 	return u, err

@@ -3,6 +3,7 @@ package vfs
 import (
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -52,6 +53,9 @@ type openFile struct {
 	retired []*os.File
 	// held are attributes a SETATTR set while dirty (hold.go).
 	held heldAttrs
+	// cow says the blob may be shared with a snapshot: the next change
+	// copies it first (cow.go).
+	cow atomic.Bool
 }
 
 // setSize moves the in-memory size and keeps the holder's pending charge
@@ -104,6 +108,11 @@ func (c *Core) acquire(n *shedfs.Inode, create bool) (*openFile, syscall.Errno) 
 		persisted: n.Size,
 		mtime:     n.Mtime,
 		newBlob:   create,
+	}
+	if !create && sharedBlob(blob) {
+		// Under c.ft.mu, as Freeze links: a snapshot's link is
+		// either seen here or marks the open file itself.
+		oi.cow.Store(true)
 	}
 	c.ft.open[n.Ino] = oi
 	if c.store.Shared() && !create {
@@ -235,7 +244,20 @@ func (v *View) resizeLocked(at At, oi *openFile, op acl.Op, newSize uint64, bloc
 	c := v.c
 	a := v.Actor()
 	grows := shedfs.Charge(newSize) > shedfs.Charge(oi.size) || newSize > oi.size
+	// A blob shared with a snapshot is copied first, and the old
+	// content's charge becomes the snapshot's, the holder's (cow.go).
+	copyUp := c.needsCopyUp(oi)
+	var copyCharge int64
+	if copyUp {
+		copyCharge = shedfs.Charge(oi.size)
+	}
 	decide := func(q acl.Quota) acl.Decision {
+		if copyCharge > 0 {
+			if d := acl.SnapshotCopy(q, copyCharge); !d.Allowed() {
+				return d
+			}
+			q.Usage.Bytes += copyCharge
+		}
 		if op != acl.OpWrite {
 			return acl.Truncate(a, oi.entry, q, oi.size, newSize)
 		}
@@ -250,12 +272,24 @@ func (v *View) resizeLocked(at At, oi *openFile, op acl.Op, newSize uint64, bloc
 		// other daemons sharing the store in this one's allotment.
 		g.Holder, g.Bytes, g.Allot = oi.holder, shedfs.Charge(newSize)-shedfs.Charge(oi.size), true
 	}
+	if copyUp {
+		g.Holder, g.Bytes, g.Disk = oi.holder, g.Bytes+copyCharge, g.Disk+int64(oi.size)
+		g.Hold = !grows
+	}
 	adm, d, aerr := c.Admit(g)
 	if aerr != nil {
 		return c.Errno("quota", aerr)
 	}
 	if !d.Allowed() {
 		return v.deny(op, at, "", d)
+	}
+	if copyUp {
+		// Under the holder's lock (Allot or Hold): charged before any
+		// other admission of the holder decides.
+		if err := c.copyUpLocked(oi, copyCharge); err != nil {
+			adm.Done()
+			return c.Errno(op.String(), err)
+		}
 	}
 	old := oi.size
 	if grows {
@@ -275,6 +309,12 @@ func (v *View) resizeLocked(at At, oi *openFile, op acl.Op, newSize uint64, bloc
 			}
 			return e
 		}
+	}
+	if err := c.unshareLocked(oi); err != nil {
+		if oi.size != old {
+			c.setSizeLocked(oi, old) // nothing was written
+		}
+		return c.Errno(op.String(), err)
 	}
 	got, err := apply()
 	if got != oi.size {

@@ -204,6 +204,7 @@ func (v *View) List(at At, trashIno uint64) ([]Dirent, syscall.Errno) {
 			Dirent{Name: zones.NameShare, Ino: c.store.ShareRoot(), Mode: syscall.S_IFDIR},
 			Dirent{Name: zones.NameGroups, Ino: GroupsIno, Mode: syscall.S_IFDIR},
 			Dirent{Name: zones.NameTrash, Ino: trashIno, Mode: syscall.S_IFDIR},
+			Dirent{Name: zones.NameSnapshots, Ino: SnapshotsIno, Mode: syscall.S_IFDIR},
 		)
 	}
 	entries, err := c.store.ReadDir(at.Ino)

@@ -204,6 +204,9 @@ const (
 	ReservedGroups
 	// ReservedTrash: trash/, the kept files, with no record.
 	ReservedTrash
+	// ReservedSnapshots: snapshots/, the view's snapshots, with no
+	// record.
+	ReservedSnapshots
 )
 
 // Reserve resolves name in dir when dir is the view root: a zone root
@@ -228,6 +231,8 @@ func (v *View) Reserve(dir uint64, name string) (uint64, Reserved) {
 		return 0, ReservedGroups
 	case zones.NameTrash:
 		return 0, ReservedTrash
+	case zones.NameSnapshots:
+		return SnapshotsIno, ReservedSnapshots
 	}
 	return 0, NotReserved
 }
@@ -236,8 +241,14 @@ func (v *View) Reserve(dir uint64, name string) (uint64, Reserved) {
 // root, the directories without a store record.
 func (v *View) synthetic(dir uint64, name string) bool {
 	_, r := v.Reserve(dir, name)
-	return r == ReservedGroups || r == ReservedTrash
+	return r == ReservedGroups || r == ReservedTrash || r == ReservedSnapshots
 }
+
+// SnapshotsIno is the number snapshots/ is shown with; the doors number
+// what is in it from SnapshotsIno+1 up. Below 2^32, which the store never
+// assigns to new inodes, below trash/'s numbers and far above the
+// sequential numbers of old stores.
+const SnapshotsIno = 0xfe000000
 
 // GroupsIno is the number groups/ is shown with: one the store never
 // assigns.

@@ -86,7 +86,7 @@ func SessionZonePath(user, id, p string) (z shedfs.Zone, rel string, ok bool) {
 		return PrivateZone(user), rest, true
 	case NameUploads:
 		return UploadsZone(user), path.Join(id, rest), true
-	case NameOutput, NameShare, NameGroups, NameTrash, "":
+	case NameOutput, NameShare, NameGroups, NameTrash, NameSnapshots, "":
 		return ZonePath(user, p)
 	}
 	return SessionZone(user, id), p, true

@@ -28,12 +28,15 @@ const (
 	// "Trash and point-in-time restore"): the files removed or replaced in the zones the view
 	// sees, by their original paths.
 	NameTrash = "trash"
+	// NameSnapshots is the read-only snapshots/ of a view: the user's
+	// snapshots taken of it (README, "Snapshots"), one directory each.
+	NameSnapshots = "snapshots"
 )
 
 // ReservedNames returns the reserved names of a view root, in the order a
 // listing shows them. The slice is a fresh copy.
 func ReservedNames() []string {
-	return []string{NameOutput, NameUploads, NameShare, NameGroups, NameTrash}
+	return []string{NameOutput, NameUploads, NameShare, NameGroups, NameTrash, NameSnapshots}
 }
 
 // IsReserved reports whether name is reserved in a view root. The match is
@@ -42,7 +45,7 @@ func ReservedNames() []string {
 // ordinary name.
 func IsReserved(name string) bool {
 	switch name {
-	case NameOutput, NameUploads, NameShare, NameGroups, NameTrash:
+	case NameOutput, NameUploads, NameShare, NameGroups, NameTrash, NameSnapshots:
 		return true
 	}
 	return false

@@ -67,6 +67,13 @@ func runFsck(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("fsck: %w", err)
 	}
+	snaps, err := daemon.CheckSnapshots(st, !dry)
+	if err != nil {
+		return fmt.Errorf("fsck: snapshots: %w", err)
+	}
+	for _, p := range snaps {
+		rep.Problems = append(rep.Problems, metadata.Problem{Kind: metadata.KindSnapshot, Detail: p.Detail, Repaired: p.Repaired})
+	}
 	w := c.App.Writer
 	mismatched := 0
 	if c.Bool("verify-content") {

@@ -83,6 +83,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 			trashCommand(),
 			restoreCommand(),
 			sessionCommand(),
+			snapshotCommand(),
 			versionCommand(),
 			helpMarkdownCommand(),
 		},

@@ -91,15 +91,16 @@ func runQuotaShow(c *cli.Context) error {
 }
 
 // quotaTable prints holders with bytes and inodes used, limit and share of
-// the limit, the trash's part, and how far a holder is over its limit.
+// the limit, the trash's part, how far a holder is over its limit, and
+// the snapshots' part (what only snapshots hold).
 func quotaTable(w io.Writer, qs []daemon.QuotaInfo) error {
 	tw := table(w)
-	fmt.Fprintln(tw, "HOLDER\tBYTES USED\tBYTES LIMIT\tBYTES %\tINODES USED\tINODES LIMIT\tINODES %\tTRASH\tOVER")
+	fmt.Fprintln(tw, "HOLDER\tBYTES USED\tBYTES LIMIT\tBYTES %\tINODES USED\tINODES LIMIT\tINODES %\tTRASH\tOVER\tSNAPSHOTS")
 	for _, q := range qs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s in %d files\t%s\n", q.Holder,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s in %d files\t%s\t%s\n", q.Holder,
 			daemon.FormatSize(q.Used.Bytes), sizeOrNone(q.Limit.Bytes), percent(q.Used.Bytes, q.Limit.Bytes),
 			q.Used.Inodes, countOrNone(q.Limit.Inodes), percent(q.Used.Inodes, q.Limit.Inodes),
-			daemon.FormatSize(q.Trash.Bytes), q.Trash.Inodes, orDash(overshoot(q.Over)))
+			daemon.FormatSize(q.Trash.Bytes), q.Trash.Inodes, orDash(overshoot(q.Over)), daemon.FormatSize(q.Snapshots.Bytes))
 	}
 	return tw.Flush()
 }
