@@ -9,15 +9,6 @@ import (
 	"github.com/shedfs/shedfs/vfs"
 )
 
-// importChunk is how much of an import is copied between checks of the
-// context and of the quota left.
-const importChunk = 1 << 20
-
-// importFileMode is the permission of an imported file: readable by
-// whatever uid a container runs as, and never writable through a view
-// anyway, since uploads/ is read-only.
-const importFileMode = 0o644
-
 // Import copies body into the user's uploads/ (under uploads/Session/ when
 // a session is given, creating that directory), keeping Name: the core's
 // import (vfs.Admin.Import), which admits its bytes as they stream in, as

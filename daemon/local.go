@@ -603,17 +603,6 @@ func (l *Local) Status(ctx context.Context) (*Status, error) {
 	return st, nil
 }
 
-// maxFileSize is the largest file an import may store: the store's
-// setting, which the views enforce too (0: no limit but the format's).
-func (l *Local) maxFileSize() uint64 {
-	st, err := l.st.Meta.GetSettings()
-	if err != nil {
-		l.log.Error("read store settings", "err", err)
-		return 0
-	}
-	return st.MaxFileSize
-}
-
 // audit records a change made through the admin operations, with the
 // door "admin" (vfs.Admin.Record).
 func (l *Local) audit(user string, zone shedfs.Zone, path, op string, bytes int64) {

@@ -121,12 +121,6 @@ func (l *Local) canSee(user string, z shedfs.Zone) bool {
 
 func (r *restorer) view(zrel string) string { return zones.ViewPath(r.req.User, r.zone, zrel) }
 
-// zrel is view path p within the zone.
-func (r *restorer) zrel(p string) string {
-	_, rel, _ := zones.ZonePath(r.req.User, p)
-	return rel
-}
-
 // restoreRoutes serves RestoreAt over the admin API.
 func restoreRoutes(h func(string, endpoint), admin Admin) {
 	h("POST /v1/restore", route(jsonBody[RestoreAtRequest], admin.RestoreAt))
