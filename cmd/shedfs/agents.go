@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -17,8 +18,8 @@ import (
 // agentFlags are serve's flags for the doors of agents without a shell.
 func agentFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.StringFlag{Name: "mcp", Usage: "serve the MCP server (Streamable HTTP at /mcp, bearer tokens of `shedfs token create`) at this address, e.g. 127.0.0.1:8468"},
-		&cli.StringFlag{Name: "api", Usage: "serve the file API (OpenWOP host.fs at /v1/fs/, bearer tokens of `shedfs token create`) at this address, e.g. 127.0.0.1:8469"},
+		&cli.StringFlag{Name: "mcp", Usage: "serve the MCP server (Streamable HTTP at /mcp, bearer tokens of `shedfs token create`) at this address (a port alone: on loopback), e.g. 8468"},
+		&cli.StringFlag{Name: "api", Usage: "serve the file API (OpenWOP host.fs at /v1/fs/, bearer tokens of `shedfs token create`) at this address (a port alone: on loopback), e.g. 8469"},
 	}
 }
 
@@ -69,6 +70,10 @@ func (s *serving) mcpAdmin() mcpdoor.Admin {
 
 // listenAgent serves h at addr until stopAgents.
 func (s *serving) listenAgent(flag, addr string, h http.Handler, what, path string) error {
+	addr, err := agentAddr(addr)
+	if err != nil {
+		return fmt.Errorf("%s: %w", flag, err)
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", flag, addr, err)
@@ -94,4 +99,21 @@ func (s *serving) stopAgents() {
 		}
 	}
 	s.agents = nil
+}
+
+// agentAddr is where an agent door listens: a port alone ("8468" or
+// ":8468") is on loopback, so that a door is never exposed by omission;
+// another host must be named ("0.0.0.0:8468", behind a TLS proxy).
+func agentAddr(addr string) (string, error) {
+	if !strings.Contains(addr, ":") {
+		addr = ":" + addr
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return "", fmt.Errorf("%q: give HOST:PORT or PORT (e.g. 127.0.0.1:8468)", addr)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), nil
 }

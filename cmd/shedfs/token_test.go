@@ -58,3 +58,19 @@ func TestLockCommands(t *testing.T) {
 	fails(t, "no output/x", "lock", "release", "--user", "alice", "output/x", "--store", store)
 	fails(t, "--user", "lock", "release", "output/x", "--store", store)
 }
+
+func TestAgentAddr(t *testing.T) {
+	for in, want := range map[string]string{
+		"8468": "127.0.0.1:8468", ":8468": "127.0.0.1:8468", "127.0.0.1:8468": "127.0.0.1:8468",
+		"0.0.0.0:8468": "0.0.0.0:8468", "[::1]:8468": "[::1]:8468",
+	} {
+		if got, err := agentAddr(in); err != nil || got != want {
+			t.Errorf("agentAddr(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"host:", "a:b:c"} {
+		if _, err := agentAddr(bad); err == nil {
+			t.Errorf("agentAddr(%q) passed", bad)
+		}
+	}
+}
