@@ -27,6 +27,20 @@ func withAdmin(c *cli.Context, fn func(ctx context.Context, a daemon.Admin) erro
 	return adminOn(c, false, fn)
 }
 
+// withPart runs fn on one part of the admin operations (links, tokens,
+// sessions, ...; T is its interface, such as daemon.LinkAdmin), of the
+// daemon or of the store when no daemon runs. what names the part in the
+// error of a connection that has none.
+func withPart[T any](c *cli.Context, what string, fn func(ctx context.Context, p T) error) error {
+	return withAdmin(c, func(ctx context.Context, a daemon.Admin) error {
+		p, ok := a.(T)
+		if !ok {
+			return fmt.Errorf("this admin connection has no %s operations (a daemon of an older shedfs?)", what)
+		}
+		return fn(ctx, p)
+	})
+}
+
 // withAdminRead is withAdmin for commands that only read: when no daemon
 // runs and the store's disk is too full to open it for writing, they open
 // it read-only rather than fail (without the repair an unclean stop

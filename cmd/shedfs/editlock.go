@@ -33,23 +33,11 @@ func lockCommand() *cli.Command {
 	}
 }
 
-// withEditLocks runs fn on the edit lock operations of the daemon, or of
-// the store when no daemon runs.
-func withEditLocks(c *cli.Context, fn func(ctx context.Context, ea daemon.EditLockAdmin) error) error {
-	return withAdmin(c, func(ctx context.Context, a daemon.Admin) error {
-		ea, ok := a.(daemon.EditLockAdmin)
-		if !ok {
-			return errors.New("lock: this admin connection has no edit lock operations")
-		}
-		return fn(ctx, ea)
-	})
-}
-
 func runLockList(c *cli.Context) error {
 	if c.NArg() != 0 {
 		return errors.New("lock list: takes no arguments (--user filters)")
 	}
-	return withEditLocks(c, func(ctx context.Context, ea daemon.EditLockAdmin) error {
+	return withPart(c, "edit lock", func(ctx context.Context, ea daemon.EditLockAdmin) error {
 		ls, err := ea.ListEditLocks(ctx, c.String("user"))
 		if err != nil {
 			return err
@@ -71,7 +59,7 @@ func runLockRelease(c *cli.Context) error {
 	if err := nargs(c, "one PATH", 1); err != nil {
 		return err
 	}
-	return withEditLocks(c, func(ctx context.Context, ea daemon.EditLockAdmin) error {
+	return withPart(c, "edit lock", func(ctx context.Context, ea daemon.EditLockAdmin) error {
 		l, err := ea.ReleaseEditLock(ctx, daemon.EditLockReleaseRequest{User: c.String("user"), Path: c.Args().First()})
 		if err != nil {
 			return err

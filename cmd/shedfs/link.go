@@ -120,18 +120,6 @@ func linkCommand() *cli.Command {
 	}
 }
 
-// withLinks runs fn on the link operations of the daemon, or of the store
-// when no daemon runs.
-func withLinks(c *cli.Context, fn func(ctx context.Context, la daemon.LinkAdmin) error) error {
-	return withAdmin(c, func(ctx context.Context, a daemon.Admin) error {
-		la, ok := a.(daemon.LinkAdmin)
-		if !ok {
-			return errors.New("link: this admin connection has no link operations")
-		}
-		return fn(ctx, la)
-	})
-}
-
 func runLinkCreate(c *cli.Context) error {
 	if err := nargs(c, "one PATH", 1); err != nil {
 		return err
@@ -139,7 +127,7 @@ func runLinkCreate(c *cli.Context) error {
 	if err := daemon.ValidPrincipalName("user", c.String("user")); err != nil {
 		return err
 	}
-	return withLinks(c, func(ctx context.Context, la daemon.LinkAdmin) error {
+	return withPart(c, "link", func(ctx context.Context, la daemon.LinkAdmin) error {
 		l, err := la.CreateLink(ctx, daemon.LinkCreateRequest{User: c.String("user"), Path: c.Args().First(), TTL: c.String("ttl")})
 		if err != nil {
 			return err
@@ -156,7 +144,7 @@ func runLinkList(c *cli.Context) error {
 	if c.NArg() != 0 {
 		return errors.New("link list: takes no arguments (--user filters)")
 	}
-	return withLinks(c, func(ctx context.Context, la daemon.LinkAdmin) error {
+	return withPart(c, "link", func(ctx context.Context, la daemon.LinkAdmin) error {
 		ls, err := la.ListLinks(ctx, c.String("user"))
 		if err != nil {
 			return err
@@ -177,7 +165,7 @@ func runLinkRevoke(c *cli.Context) error {
 	if c.NArg() == 0 {
 		return errors.New("link revoke: give at least one ID (link list shows them)")
 	}
-	return withLinks(c, func(ctx context.Context, la daemon.LinkAdmin) error {
+	return withPart(c, "link", func(ctx context.Context, la daemon.LinkAdmin) error {
 		var errs []error
 		for _, id := range c.Args().Slice() {
 			if err := la.RevokeLink(ctx, id); err != nil {
@@ -191,7 +179,7 @@ func runLinkRevoke(c *cli.Context) error {
 }
 
 func runLinkRotate(c *cli.Context) error {
-	return withLinks(c, func(ctx context.Context, la daemon.LinkAdmin) error {
+	return withPart(c, "link", func(ctx context.Context, la daemon.LinkAdmin) error {
 		if err := la.RotateLinkKey(ctx); err != nil {
 			return err
 		}
@@ -206,7 +194,7 @@ func runLinkDefaults(c *cli.Context) error {
 		v := c.String("ttl")
 		req.TTL = &v
 	}
-	return withLinks(c, func(ctx context.Context, la daemon.LinkAdmin) error {
+	return withPart(c, "link", func(ctx context.Context, la daemon.LinkAdmin) error {
 		st, err := la.LinkSettings(ctx, req)
 		if err != nil {
 			return err

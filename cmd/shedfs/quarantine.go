@@ -23,7 +23,7 @@ func quarantineCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
-				return withQuarantine(c, func(ctx context.Context, q daemon.QuarantineAdmin) error {
+				return withPart(c, "quarantine", func(ctx context.Context, q daemon.QuarantineAdmin) error {
 					info, err := fn(ctx, q, ino)
 					if err != nil {
 						return err
@@ -60,7 +60,7 @@ func runQuarantineList(c *cli.Context) error {
 	if err := nargs(c, "no arguments", 0); err != nil {
 		return err
 	}
-	return withQuarantine(c, func(ctx context.Context, q daemon.QuarantineAdmin) error {
+	return withPart(c, "quarantine", func(ctx context.Context, q daemon.QuarantineAdmin) error {
 		list, err := q.Quarantine(ctx)
 		if err != nil {
 			return err
@@ -74,17 +74,5 @@ func runQuarantineList(c *cli.Context) error {
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\n", e.Ino, cell(e.Signature), orDash(e.Owner), e.Size, cell(strings.Join(e.Paths, ", ")))
 		}
 		return tw.Flush()
-	})
-}
-
-// withQuarantine runs fn with the daemon's quarantine, or the store's
-// when no daemon runs.
-func withQuarantine(c *cli.Context, fn func(ctx context.Context, q daemon.QuarantineAdmin) error) error {
-	return withAdmin(c, func(ctx context.Context, a daemon.Admin) error {
-		q, ok := a.(daemon.QuarantineAdmin)
-		if !ok {
-			return fmt.Errorf("quarantine: not available")
-		}
-		return fn(ctx, q)
 	})
 }

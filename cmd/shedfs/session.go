@@ -53,18 +53,6 @@ func sessionCommand() *cli.Command {
 	}
 }
 
-// withSessions runs fn with the session operations of the daemon or of
-// the store.
-func withSessions(c *cli.Context, fn func(ctx context.Context, sa daemon.SessionAdmin) error) error {
-	return withAdmin(c, func(ctx context.Context, a daemon.Admin) error {
-		sa, ok := a.(daemon.SessionAdmin)
-		if !ok {
-			return fmt.Errorf("this daemon has no sessions; upgrade it")
-		}
-		return fn(ctx, sa)
-	})
-}
-
 func runSessionOpen(c *cli.Context) error {
 	if err := nargs(c, "no arguments", 0); err != nil {
 		return err
@@ -84,7 +72,7 @@ func runSessionOpen(c *cli.Context) error {
 	if req.Quota.Inodes, _, err = parseCountFlag(c, "inodes"); err != nil {
 		return err
 	}
-	return withSessions(c, func(ctx context.Context, sa daemon.SessionAdmin) error {
+	return withPart(c, "session", func(ctx context.Context, sa daemon.SessionAdmin) error {
 		info, err := sa.OpenSession(ctx, req)
 		if err != nil {
 			return err
@@ -106,7 +94,7 @@ func runSessionClose(c *cli.Context) error {
 		return err
 	}
 	req := daemon.SessionCloseRequest{User: c.String("user"), ID: c.Args().First(), Keep: c.Bool("keep"), Force: c.Bool("force")}
-	return withSessions(c, func(ctx context.Context, sa daemon.SessionAdmin) error {
+	return withPart(c, "session", func(ctx context.Context, sa daemon.SessionAdmin) error {
 		info, err := sa.CloseSession(ctx, req)
 		if err != nil {
 			return err
@@ -123,7 +111,7 @@ func runSessionList(c *cli.Context) error {
 	if err := nargs(c, "no arguments", 0); err != nil {
 		return err
 	}
-	return withSessions(c, func(ctx context.Context, sa daemon.SessionAdmin) error {
+	return withPart(c, "session", func(ctx context.Context, sa daemon.SessionAdmin) error {
 		list, err := sa.ListSessions(ctx, c.String("user"))
 		if err != nil {
 			return err

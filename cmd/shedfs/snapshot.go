@@ -70,18 +70,6 @@ func snapshotCommand() *cli.Command {
 	}
 }
 
-// withSnapshots runs fn on the snapshot operations of the daemon, or of
-// the store when no daemon runs.
-func withSnapshots(c *cli.Context, fn func(ctx context.Context, sa daemon.SnapshotAdmin) error) error {
-	return withAdmin(c, func(ctx context.Context, a daemon.Admin) error {
-		sa, ok := a.(daemon.SnapshotAdmin)
-		if !ok {
-			return errors.New("snapshot: this admin connection has no snapshot operations")
-		}
-		return fn(ctx, sa)
-	})
-}
-
 func runSnapshotCreate(c *cli.Context) error {
 	if err := nargs(c, "one NAME", 1); err != nil {
 		return err
@@ -94,7 +82,7 @@ func runSnapshotCreate(c *cli.Context) error {
 		}
 		req.TTLSeconds = int64(ttl / time.Second)
 	}
-	return withSnapshots(c, func(ctx context.Context, sa daemon.SnapshotAdmin) error {
+	return withPart(c, "snapshot", func(ctx context.Context, sa daemon.SnapshotAdmin) error {
 		info, err := sa.CreateSnapshot(ctx, req)
 		if err != nil {
 			return err
@@ -115,7 +103,7 @@ func runSnapshotList(c *cli.Context) error {
 	if c.NArg() != 0 {
 		return errors.New("snapshot list: takes no arguments (--user filters)")
 	}
-	return withSnapshots(c, func(ctx context.Context, sa daemon.SnapshotAdmin) error {
+	return withPart(c, "snapshot", func(ctx context.Context, sa daemon.SnapshotAdmin) error {
 		ls, err := sa.ListSnapshots(ctx, c.String("user"))
 		if err != nil {
 			return err
@@ -150,7 +138,7 @@ func runSnapshotShow(c *cli.Context) error {
 	if err := nargs(c, "one NAME", 1); err != nil {
 		return err
 	}
-	return withSnapshots(c, func(ctx context.Context, sa daemon.SnapshotAdmin) error {
+	return withPart(c, "snapshot", func(ctx context.Context, sa daemon.SnapshotAdmin) error {
 		s, err := sa.ShowSnapshot(ctx, c.String("user"), c.Args().First())
 		if err != nil {
 			return err
@@ -163,7 +151,7 @@ func runSnapshotDelete(c *cli.Context) error {
 	if err := nargs(c, "one NAME", 1); err != nil {
 		return err
 	}
-	return withSnapshots(c, func(ctx context.Context, sa daemon.SnapshotAdmin) error {
+	return withPart(c, "snapshot", func(ctx context.Context, sa daemon.SnapshotAdmin) error {
 		s, err := sa.DeleteSnapshot(ctx, c.String("user"), c.Args().First())
 		if err != nil {
 			return err
@@ -176,7 +164,7 @@ func runSnapshotDiff(c *cli.Context) error {
 	if c.NArg() < 1 || c.NArg() > 2 || (c.NArg() == 2 && c.Bool("now")) {
 		return errors.New("snapshot diff: give NAME and OTHER, or NAME [--now]")
 	}
-	return withSnapshots(c, func(ctx context.Context, sa daemon.SnapshotAdmin) error {
+	return withPart(c, "snapshot", func(ctx context.Context, sa daemon.SnapshotAdmin) error {
 		d, err := sa.DiffSnapshot(ctx, c.String("user"), c.Args().Get(0), c.Args().Get(1))
 		if err != nil {
 			return err

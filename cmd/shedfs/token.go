@@ -53,18 +53,6 @@ func tokenCommand() *cli.Command {
 	}
 }
 
-// withTokens runs fn on the token operations of the daemon, or of the
-// store when no daemon runs.
-func withTokens(c *cli.Context, fn func(ctx context.Context, ta daemon.TokenAdmin) error) error {
-	return withAdmin(c, func(ctx context.Context, a daemon.Admin) error {
-		ta, ok := a.(daemon.TokenAdmin)
-		if !ok {
-			return errors.New("token: this admin connection has no token operations")
-		}
-		return fn(ctx, ta)
-	})
-}
-
 // splitList reads a repeatable flag whose values may also be
 // comma-separated.
 func splitList(vals []string) []string {
@@ -92,7 +80,7 @@ func runTokenCreate(c *cli.Context) error {
 		Access: c.String("access"), Allow: c.StringSlice("allow"), Deny: c.StringSlice("deny"),
 		Doors: splitList(c.StringSlice("door")), TTL: ttl.String(), Reason: c.String("reason"),
 	}
-	return withTokens(c, func(ctx context.Context, ta daemon.TokenAdmin) error {
+	return withPart(c, "token", func(ctx context.Context, ta daemon.TokenAdmin) error {
 		t, err := ta.CreateToken(ctx, req)
 		if err != nil {
 			return err
@@ -111,7 +99,7 @@ func runTokenList(c *cli.Context) error {
 	if c.NArg() != 0 {
 		return errors.New("token list: takes no arguments (--user filters)")
 	}
-	return withTokens(c, func(ctx context.Context, ta daemon.TokenAdmin) error {
+	return withPart(c, "token", func(ctx context.Context, ta daemon.TokenAdmin) error {
 		ts, err := ta.ListTokens(ctx, c.String("user"))
 		if err != nil {
 			return err
@@ -142,7 +130,7 @@ func runTokenRevoke(c *cli.Context) error {
 	if c.NArg() == 0 {
 		return errors.New("token revoke: give at least one ID (token list shows them)")
 	}
-	return withTokens(c, func(ctx context.Context, ta daemon.TokenAdmin) error {
+	return withPart(c, "token", func(ctx context.Context, ta daemon.TokenAdmin) error {
 		var errs []error
 		for _, id := range c.Args().Slice() {
 			if err := ta.RevokeToken(ctx, id); err != nil {
