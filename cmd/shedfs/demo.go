@@ -132,15 +132,7 @@ func runDemo(c *cli.Context) error {
 	// kill the process between a mount and the handler.
 	ctx, stopSignals := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stopSignals()
-	if err := s.startMetrics(c); err != nil {
-		s.stop()
-		return err
-	}
-	if err := s.startLinks(c); err != nil {
-		s.stop()
-		return err
-	}
-	if err := s.startAgents(c); err != nil {
+	if err := s.startDoors(c); err != nil {
 		s.stop()
 		return err
 	}

@@ -57,15 +57,7 @@ func runMount(c *cli.Context) error {
 	// process between mount and handler and leave a dead mount behind.
 	ctx, stopSignals := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stopSignals()
-	if err := s.startMetrics(c); err != nil {
-		s.stop()
-		return err
-	}
-	if err := s.startLinks(c); err != nil {
-		s.stop()
-		return err
-	}
-	if err := s.startAgents(c); err != nil {
+	if err := s.startDoors(c); err != nil {
 		s.stop()
 		return err
 	}

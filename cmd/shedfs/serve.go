@@ -59,15 +59,7 @@ func runServe(c *cli.Context) error {
 	s.stopTimeout = c.Duration("stop-timeout")
 	ctx, stopSignals := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stopSignals()
-	if err := s.startMetrics(c); err != nil {
-		s.stop()
-		return err
-	}
-	if err := s.startLinks(c); err != nil {
-		s.stop()
-		return err
-	}
-	if err := s.startAgents(c); err != nil {
+	if err := s.startDoors(c); err != nil {
 		s.stop()
 		return err
 	}

@@ -136,6 +136,18 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 	return s, nil
 }
 
+// startDoors starts the doors the flags ask for beside the views: metrics,
+// the link server, the agent doors.
+func (s *serving) startDoors(c *cli.Context) error {
+	if err := s.startMetrics(c); err != nil {
+		return err
+	}
+	if err := s.startLinks(c); err != nil {
+		return err
+	}
+	return s.startAgents(c)
+}
+
 // startMetrics serves /metrics when --metrics asks for it.
 func (s *serving) startMetrics(c *cli.Context) error {
 	if s.reg == nil {
