@@ -1,15 +1,12 @@
 package csi
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -412,49 +409,12 @@ func (d *Driver) NodeGetVolumeStats(ctx context.Context, req *csipb.NodeGetVolum
 // (from /proc/self/mountinfo) and, if so, whether it answers (a FUSE
 // mount whose daemon went away fails with ENOTCONN).
 func mountState(path string) (mounted, alive bool, err error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false, false, fmt.Errorf("mount table: %w", err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && unescapeMountinfo(fields[4]) == path {
-			mounted = true
-			break
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return false, false, fmt.Errorf("mount table: %w", err)
-	}
-	if !mounted {
-		return false, false, nil
+	if mounted, err = daemon.MountedAt(path); err != nil || !mounted {
+		return false, false, err
 	}
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {
 		return true, false, nil
 	}
 	return true, true, nil
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for a space) of
-// mountinfo paths.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

@@ -112,6 +112,27 @@ func parseMountinfo(sc *bufio.Scanner, root string) ([]string, error) {
 	return out, nil
 }
 
+// MountedAt reports whether path is a mount point in this process's mount
+// namespace, as /proc/self/mountinfo lists it (any file system).
+func MountedAt(path string) (bool, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return false, fmt.Errorf("mount table: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if fields := strings.Fields(sc.Text()); len(fields) > 4 && unescapeMountinfo(fields[4]) == path {
+			return true, nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return false, fmt.Errorf("mount table: %w", err)
+	}
+	return false, nil
+}
+
 // unescapeMountinfo undoes the octal escapes (\040 for a space) the kernel
 // puts in mountinfo paths.
 func unescapeMountinfo(s string) string {
