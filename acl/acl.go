@@ -171,6 +171,11 @@ const (
 	// access its token does not carry, a write with a read-only token
 	// (EACCES).
 	ReasonTokenAccess = "token_access"
+	// ReasonTokenInvalid: a request of an agent door whose bearer token is
+	// malformed, unknown, revoked, expired, for another door, has a wrong
+	// secret, or outlived its user or session (HTTP 401; audited as
+	// EACCES, op authenticate).
+	ReasonTokenInvalid = "token_invalid"
 )
 
 // Reasons returns every reason a refusal (Decision.Refused) can carry,
@@ -191,7 +196,7 @@ func Reasons() []string {
 		ReasonSessionReadonly,
 		ReasonLockLost,
 		ReasonLinkUnnamed,
-		ReasonTokenScope, ReasonTokenAccess,
+		ReasonTokenScope, ReasonTokenAccess, ReasonTokenInvalid,
 		ReasonEditLocked,
 		ReasonArchiveEscape, ReasonArchiveBomb,
 	}

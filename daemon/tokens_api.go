@@ -219,39 +219,61 @@ type Bearer struct {
 // session) still exist as they did when it was made. Every failure is
 // CodeUnauthorized with a line saying which, never which part of a secret
 // was wrong.
+//
+// A refusal is audited (op authenticate, rule token_invalid, the door and
+// the token's id and user where known), so that a leaked or stale token
+// in use shows in the trail, not only in the client's 401.
 func (l *Local) Authenticate(token, door string) (*Bearer, error) {
+	b, user, id, err := l.authenticate(token, door)
+	var e *Error
+	if errors.As(err, &e) && e.Code == CodeUnauthorized {
+		if user == "" {
+			user = shedfs.NoUser
+		}
+		l.core.Record(shedfs.Event{Time: l.now(), User: user, Op: OpAuthenticate, Errno: syscall.EACCES,
+			Reason: acl.ReasonTokenInvalid, Door: door, Token: id})
+	}
+	return b, err
+}
+
+// OpAuthenticate is the audit op of a refused bearer token.
+const OpAuthenticate = "authenticate"
+
+// authenticate is Authenticate without the audit: it also returns the
+// user and the id of the token, as far as it got, for the refusal's record.
+func (l *Local) authenticate(token, door string) (b *Bearer, user, id string, err error) {
 	id, secret, err := tokens.Split(token)
 	if err != nil {
-		return nil, errorf(CodeUnauthorized, "%v", err)
+		return nil, "", "", errorf(CodeUnauthorized, "%v", err)
 	}
 	t, err := l.st.Meta.GetToken(id)
 	if errors.Is(err, syscall.ENOENT) {
-		return nil, errorf(CodeUnauthorized, "token %s is unknown or revoked", id)
+		return nil, "", id, errorf(CodeUnauthorized, "token %s is unknown or revoked", id)
 	} else if err != nil {
-		return nil, asError(err, "read the token")
+		return nil, "", id, asError(err, "read the token")
 	}
 	if !tokens.Matches(t.Hash, secret) {
-		return nil, errorf(CodeUnauthorized, "token %s: wrong secret", id)
+		return nil, t.User, id, errorf(CodeUnauthorized, "token %s: wrong secret", id)
 	}
 	now := l.now()
 	if !now.Before(t.Expires) {
-		return nil, errorf(CodeUnauthorized, "token %s expired at %s", id, t.Expires.UTC().Format(time.RFC3339))
+		return nil, t.User, id, errorf(CodeUnauthorized, "token %s expired at %s", id, t.Expires.UTC().Format(time.RFC3339))
 	}
 	if len(t.Doors) > 0 && !slices.Contains(t.Doors, door) {
-		return nil, errorf(CodeUnauthorized, "token %s is not for the %s door (it is for %s)", id, door, strings.Join(t.Doors, ", "))
+		return nil, t.User, id, errorf(CodeUnauthorized, "token %s is not for the %s door (it is for %s)", id, door, strings.Join(t.Doors, ", "))
 	}
 	u, err := l.st.Meta.GetUser(t.User)
 	if err != nil || u.Roots.Private != t.UserRoot {
-		return nil, errorf(CodeUnauthorized, "token %s: its user %s was removed", id, t.User)
+		return nil, t.User, id, errorf(CodeUnauthorized, "token %s: its user %s was removed", id, t.User)
 	}
 	if t.Session != "" {
 		if _, err := l.st.Meta.GetSession(t.User, t.Session); err != nil {
-			return nil, errorf(CodeUnauthorized, "token %s: its session %s is closed", id, t.Session)
+			return nil, t.User, id, errorf(CodeUnauthorized, "token %s: its session %s is closed", id, t.Session)
 		}
 	}
 	access, err := acl.ParseAccess(t.Access)
 	if err != nil {
-		return nil, asError(fmt.Errorf("token %s: %w: %v", id, metadata.ErrCorrupt, err), "read the token")
+		return nil, t.User, id, asError(fmt.Errorf("token %s: %w: %v", id, metadata.ErrCorrupt, err), "read the token")
 	}
 	if err := l.st.Meta.TouchToken(id, now); err != nil && !errors.Is(err, syscall.ENOENT) {
 		l.log.Warn("token use not recorded", "id", id, "err", err)
@@ -259,7 +281,7 @@ func (l *Local) Authenticate(token, door string) (*Bearer, error) {
 	return &Bearer{
 		TokenID: id, User: t.User, Session: t.Session, Reason: t.Reason, Expires: t.Expires,
 		Grant: acl.Grant{Root: t.Root, Access: access, Allow: t.Allow, Deny: t.Deny, Doors: t.Doors},
-	}, nil
+	}, t.User, id, nil
 }
 
 // tokenRoutes adds the token endpoints to the admin API.

@@ -3,9 +3,12 @@ package daemon
 import (
 	"context"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
 )
 
@@ -152,4 +155,72 @@ func expiredIn(list []TokenInfo, id string) bool {
 		}
 	}
 	return false
+}
+
+// eventLog keeps the events a core records, for tests.
+type eventLog struct {
+	mu     sync.Mutex
+	events []shedfs.Event
+}
+
+func (r *eventLog) Record(e shedfs.Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+}
+
+// TestAuthenticateAudited checks that every refused bearer token leaves
+// one audit event (op authenticate, rule token_invalid, EACCES) with the
+// door and, where the token's record was found, its id and user, and that
+// an accepted token leaves none.
+func TestAuthenticateAudited(t *testing.T) {
+	st := openTestStore(t)
+	rec := &eventLog{}
+	l := NewLocalOn(st, NewCore(st, rec, nil), nil)
+	ctx := context.Background()
+	if _, err := l.AddUser(ctx, UserAddRequest{Name: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := l.CreateToken(ctx, TokenCreateRequest{User: "alice", Doors: []string{"api"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown := strings.Replace(tok.Token, tok.ID, strings.Repeat("a", len(tok.ID)), 1)
+	cases := []struct {
+		name, token, door string
+		user, id          string
+	}{
+		{"malformed", "not-a-token", "api", shedfs.NoUser, ""},
+		{"unknown id", unknown, "mcp", shedfs.NoUser, strings.Repeat("a", len(tok.ID))},
+		{"wrong secret", tok.Token[:len(tok.Token)-4] + "aaaa", "api", "alice", tok.ID},
+		{"another door", tok.Token, "mcp", "alice", tok.ID},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rec.mu.Lock()
+			rec.events = nil
+			rec.mu.Unlock()
+			if _, err := l.Authenticate(c.token, c.door); codeOf(t, err) != CodeUnauthorized {
+				t.Fatalf("authenticate: %v, want unauthorized", err)
+			}
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			if len(rec.events) != 1 {
+				t.Fatalf("events %+v, want one", rec.events)
+			}
+			e := rec.events[0]
+			if e.Op != OpAuthenticate || e.Errno != syscall.EACCES || e.Reason != acl.ReasonTokenInvalid || e.Door != c.door || e.User != c.user || e.Token != c.id {
+				t.Errorf("event %+v, want op %s EACCES %s door %s user %s token %q", e, OpAuthenticate, acl.ReasonTokenInvalid, c.door, c.user, c.id)
+			}
+		})
+	}
+	rec.mu.Lock()
+	rec.events = nil
+	rec.mu.Unlock()
+	if _, err := l.Authenticate(tok.Token, "api"); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.events) != 0 {
+		t.Errorf("an accepted token was audited: %+v", rec.events)
+	}
 }
