@@ -3,10 +3,11 @@
 // kind allows, the default ownership mode of new entries, the symlink policy,
 // the quota holder of a zone, name validation and which zones a user sees.
 //
-// The FUSE layer asks, zones and acl decide: every rule of docs/design.md,
-// "What a view shows" and "Rules", lives in exactly one pure function here or in package acl, so no
-// rule is implemented twice. Nothing in this package does I/O or keeps
-// mutable state; it imports metadata for its types only, never the Store.
+// The core (vfs) asks, zones and acl decide: every rule of docs/design.md,
+// "What a view shows" and "Rules", lives in exactly one pure function here
+// or in package acl, so no rule is implemented twice. Nothing in this
+// package does I/O or keeps mutable state; it imports only the leaf
+// package shedfs, for its types.
 package zones
 
 import (
@@ -138,8 +139,9 @@ type Policy struct {
 }
 
 // Config holds the configurable parts of zone policy. The zero Config is
-// the default of docs/design.md: new entries in share and group zones get mode
-// group, symlinks in share and group zones must stay in their zone.
+// the default of docs/design.md, "Rules": new entries in share and group
+// zones get mode group, symlinks in share and group zones must stay in
+// their zone.
 type Config struct {
 	// ShareDefault and GroupDefault are the ownership modes of new entries
 	// in share/ and in group zones. OwnModeNone means the default, group.

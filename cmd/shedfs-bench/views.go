@@ -35,7 +35,8 @@ import (
 const (
 	// viewsTargetN is the number of views the targets are about.
 	viewsTargetN = 1000
-	// viewsMountLimit is the docs/design.md bound on mounting them all.
+	// viewsMountLimit is the docs/design.md, "Performance", bound on
+	// mounting them all.
 	viewsMountLimit = 5 * time.Second
 )
 
