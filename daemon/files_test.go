@@ -344,6 +344,7 @@ func (f *fakeFrontend) OwnerChanged(user string, opts vfs.ViewOptions) {
 }
 func (f *fakeFrontend) SettingsChanged()               { f.reloads++ }
 func (f *fakeFrontend) SessionsChanged(fresh []string) {}
+func (f *fakeFrontend) LocksLost(*vfs.View, []uint64)  {}
 func (f *fakeFrontend) Changed(from *vfs.View, z shedfs.Zone, items []vfs.Change) {
 	// The admin's operations reach the views as a view's do, from a
 	// view of the door "admin".

@@ -24,6 +24,17 @@ func (n *node) at() vfs.At { return vfs.At{Ino: n.ino, Zone: n.zone, Paths: n} }
 // view shows it, from the kernel's tree.
 func (n *node) PathOf(name string) string { return n.pathOf(name) }
 
+// ParentIno implements vfs.Parented: the directory holding n in the
+// kernel's tree (0 if none), for the path a link to n lists.
+func (n *node) ParentIno() uint64 {
+	if _, p := n.Parent(); p != nil {
+		if pn, ok := p.Operations().(*node); ok {
+			return pn.ino
+		}
+	}
+	return 0
+}
+
 // pathOf names n (and name inside it, when given) as the view shows it.
 func (n *node) pathOf(name string) string {
 	p := "/" + n.Path(nil)

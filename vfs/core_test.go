@@ -400,6 +400,8 @@ type frontend struct {
 	inodes  []uint64
 	members []string
 	trash   int
+	// lost are the inodes whose locks were lost (LocksLost).
+	lost []uint64
 	// changes are what operations through views changed, by view.
 	changes map[*View][]Change
 }
@@ -428,6 +430,11 @@ func (f *frontend) TrashFreed(gone []*shedfs.Inode, why string, removed bool) {
 func (f *frontend) OwnerChanged(string, ViewOptions) {}
 func (f *frontend) SettingsChanged()                 {}
 func (f *frontend) SessionsChanged([]string)         {}
+func (f *frontend) LocksLost(v *View, inos []uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lost = append(f.lost, inos...)
+}
 func (f *frontend) Changed(from *View, z shedfs.Zone, items []Change) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -43,6 +43,10 @@ type Frontend interface {
 	TrashFreed(gone []*shedfs.Inode, why string, removed bool)
 	// SettingsChanged: the store-wide settings changed.
 	SettingsChanged()
+	// LocksLost: file locks taken through v on inos were lost with the
+	// lease on a shared store (filelocks_lost.go); what v's kernel caches
+	// of their data must go, so that reads reach the core and fail.
+	LocksLost(v *View, inos []uint64)
 	// SessionsChanged: a session opened or closed; fresh are the users
 	// who have a session for the first time since the daemon started.
 	SessionsChanged(fresh []string)
