@@ -312,11 +312,7 @@ func (d *Daemon) Mount(user, mountpoint string, opts vfs.ViewOptions) (<-chan st
 // viewOptions is the presentation of a user's view: the user's own
 // owner if it has one, else the daemon's default.
 func (d *Daemon) viewOptions(u *shedfs.User) vfs.ViewOptions {
-	opts := d.cfg.DefaultView
-	if u.Uid != 0 || u.Gid != 0 {
-		opts.ForceOwner, opts.Uid, opts.Gid = true, u.Uid, u.Gid
-	}
-	return opts
+	return vfs.OwnerOptions(d.cfg.DefaultView, u)
 }
 
 // mountParallel is how many views mountAll mounts at once: a mount spends

@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"fmt"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -400,6 +401,8 @@ type frontend struct {
 	inodes  []uint64
 	members []string
 	trash   int
+	// owners are the OwnerChanged calls, "user uid:gid".
+	owners []string
 	// lost are the inodes whose locks were lost (LocksLost).
 	lost []uint64
 	// changes are what operations through views changed, by view.
@@ -427,9 +430,11 @@ func (f *frontend) TrashFreed(gone []*shedfs.Inode, why string, removed bool) {
 		f.freed = append(f.freed, n.Ino)
 	}
 }
-func (f *frontend) OwnerChanged(string, ViewOptions) {}
-func (f *frontend) SettingsChanged()                 {}
-func (f *frontend) SessionsChanged([]string)         {}
+func (f *frontend) OwnerChanged(user string, opts ViewOptions) {
+	f.owners = append(f.owners, fmt.Sprintf("%s %d:%d", user, opts.Uid, opts.Gid))
+}
+func (f *frontend) SettingsChanged()         {}
+func (f *frontend) SessionsChanged([]string) {}
 func (f *frontend) LocksLost(v *View, inos []uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
