@@ -55,17 +55,4 @@ func (v *View) deny(op acl.Op, p string, z shedfs.Zone, d acl.Decision) syscall.
 	return v.vv.Deny(op, p, z, d)
 }
 
-// changed records a change that happened to name in n (or to n).
-func (n *node) changed(op string, name string, bytes int64) {
-	if !n.v.fs.core.Recording() {
-		return
-	}
-	n.changedPath(op, n.pathOf(name), bytes)
-}
-
-// changedPath records a change at path p in n's zone.
-func (n *node) changedPath(op string, p string, bytes int64) {
-	n.v.vv.Changed(op, p, n.zone, bytes)
-}
-
 func (f *FS) record(e shedfs.Event) { f.core.Record(e) }

@@ -122,7 +122,7 @@ func (v *View) Setxattr(at At, attr string, data []byte, flags uint32) syscall.E
 			d = acl.AdmitXattr(acl.Quota{Usage: x.Usage, Limit: x.Limit}, x.Before, x.After)
 			return d.Err()
 		})
-		if !c.MakeRoom(h, cost, 0, d) {
+		if !c.makeRoom(h, cost, 0, d) {
 			break
 		}
 	}
