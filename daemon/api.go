@@ -220,7 +220,7 @@ type LockInfo struct {
 	// namespace.
 	PID uint32 `json:"pid"`
 	// Daemon is, on a store several daemons share, the one that holds
-	// the lock: "HOST pid PID" (locks_shared.go).
+	// the lock: "HOST pid PID" (vfs/filelocks_shared.go).
 	Daemon string `json:"daemon,omitempty"`
 }
 

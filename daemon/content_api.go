@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"syscall"
 
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/content"
@@ -153,14 +152,8 @@ func (l *Local) DeleteQuarantined(ctx context.Context, ino uint64) (*QuarantineI
 	if err != nil {
 		return nil, err
 	}
-	for _, nm := range names {
-		n, err := l.st.Meta.Unlink(nm.Parent, nm.Name, false)
-		if err != nil && !errors.Is(err, syscall.ENOENT) {
-			return nil, asError(err, "delete a quarantined file")
-		}
-		if err == nil {
-			l.core.EntryChanged(nm.Parent, nm.Name, n, true)
-		}
+	if err := l.core.DeleteNames(names); err != nil {
+		return nil, asError(err, "delete a quarantined file")
 	}
 	l.content.Forget()
 	l.auditQuarantine(info, "quarantine_delete")

@@ -70,12 +70,6 @@ type Views interface {
 	Requests() uint64
 	// Foreign takes a change another daemon sharing the store made.
 	Foreign(c metadata.Change)
-	// LeaseRenewed puts back what this daemon holds in a shared store
-	// after its lease was lost and granted again.
-	LeaseRenewed()
-	// PeerLocks lists the file locks held through the views (and, on a
-	// shared store, through the other daemons').
-	PeerLocks() ([]vfs.LockInfo, error)
 	// StoreCollector is the store's gauges for the metrics registry.
 	StoreCollector(maxHolders int) prometheus.Collector
 	// Shutdown persists and closes what is still open once every view
@@ -202,7 +196,7 @@ func New(cfg Config) (*Daemon, error) {
 	// daemon that asks for it (quota.Accountant.Cover).
 	cfg.Store.Meta.FollowWants(core.Accountant().GiveBack)
 	cfg.Store.Meta.FollowLease(func() {
-		d.fs.LeaseRenewed()
+		core.LeaseRenewed()
 		core.Accountant().LeaseRenewed()
 	})
 	d.rate = newRequestRate(d.fs.Requests)
@@ -318,11 +312,7 @@ func (d *Daemon) Mount(user, mountpoint string, opts vfs.ViewOptions) (<-chan st
 // viewOptions is the presentation of a user's view: the user's own
 // owner if it has one, else the daemon's default.
 func (d *Daemon) viewOptions(u *shedfs.User) vfs.ViewOptions {
-	opts := d.cfg.DefaultView
-	if u.Uid != 0 || u.Gid != 0 {
-		opts.ForceOwner, opts.Uid, opts.Gid = true, u.Uid, u.Gid
-	}
-	return opts
+	return vfs.OwnerOptions(d.cfg.DefaultView, u)
 }
 
 // mountParallel is how many views mountAll mounts at once: a mount spends
@@ -661,7 +651,7 @@ func (d *Daemon) fillStatus(st *Status) {
 // a file may be held on any host. A store that cannot say is logged, and
 // this daemon's are listed.
 func (d *Daemon) Locks() []LockInfo {
-	held, err := d.fs.PeerLocks()
+	held, err := d.core.PeerLocks()
 	if err != nil {
 		d.log.Error("list the locks of the other daemons", "err", err)
 	}

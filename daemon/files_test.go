@@ -332,10 +332,6 @@ func (f *fakeFrontend) Overlay(rec *shedfs.Inode) {}
 func (f *fakeFrontend) MembershipChanged(user string) {
 	f.members = append(f.members, user)
 }
-func (f *fakeFrontend) EntryChanged(dir uint64, name string, was *shedfs.Inode, reclaim bool) {
-	f.entries = append(f.entries, name)
-}
-func (f *fakeFrontend) InodeChanged(ino uint64)                                   { f.inodes = append(f.inodes, ino) }
 func (f *fakeFrontend) TrashChanged()                                             {}
 func (f *fakeFrontend) TrashFreed(gone []*shedfs.Inode, why string, removed bool) {}
 func (f *fakeFrontend) OwnerChanged(user string, opts vfs.ViewOptions) {
@@ -344,6 +340,7 @@ func (f *fakeFrontend) OwnerChanged(user string, opts vfs.ViewOptions) {
 }
 func (f *fakeFrontend) SettingsChanged()               { f.reloads++ }
 func (f *fakeFrontend) SessionsChanged(fresh []string) {}
+func (f *fakeFrontend) LocksLost(*vfs.View, []uint64)  {}
 func (f *fakeFrontend) Changed(from *vfs.View, z shedfs.Zone, items []vfs.Change) {
 	// The admin's operations reach the views as a view's do, from a
 	// view of the door "admin".

@@ -29,8 +29,11 @@ type mounter interface {
 	userRemoving(ctx context.Context, name string) error
 	// viewOf is the mountpoint of the user's view, "" if none.
 	viewOf(name string) string
-	// ownerChanged makes the user's views present its new owner.
-	ownerChanged(u *shedfs.User)
+	// defaultView is how the views of a user without an owner of its
+	// own present entries; presenting notes the options a user's managed
+	// view presents after an owner change.
+	defaultView() vfs.ViewOptions
+	presenting(user string, opts vfs.ViewOptions)
 	// fillStatus adds what only the daemon knows to a status.
 	fillStatus(st *Status)
 }
@@ -245,11 +248,9 @@ func (l *Local) RemoveUser(ctx context.Context, name string, force bool) (*Remov
 			return nil, err
 		}
 	}
-	blobs, err := l.st.Meta.RemoveUser(name)
-	if err != nil {
+	if err := l.core.Admin(name).RemoveUser(); err != nil {
 		return nil, asError(err, fmt.Sprintf("no user named %s", name))
 	}
-	l.removeBlobs(blobs)
 	if n, err := l.st.Meta.DropTokens(func(t metadata.Token) bool { return t.User == name }); err != nil {
 		l.log.Warn("tokens of a removed user not deleted (they open nothing: each names the user it was made for)", "user", name, "err", err)
 	} else if n > 0 {
@@ -275,16 +276,6 @@ func describeData(r *RemoveResult) string {
 		what = "file or directory"
 	}
 	return fmt.Sprintf("%d %s (%s)", r.Entries, what, FormatSize(r.Bytes))
-}
-
-// removeBlobs deletes the contents of removed inodes after their metadata
-// is gone: a failure leaves a stray blob, which fsck removes.
-func (l *Local) removeBlobs(inos []uint64) {
-	for _, ino := range inos {
-		if err := l.st.Blobs.Remove(ino); err != nil {
-			l.log.Warn("remove blob", "ino", ino, "err", err)
-		}
-	}
 }
 
 // AddGroup creates an empty group.
@@ -365,8 +356,7 @@ func (l *Local) RemoveGroup(ctx context.Context, name string, force bool) (*Remo
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	g, err := l.st.Meta.GetGroup(name)
-	if err != nil {
+	if _, err := l.st.Meta.GetGroup(name); err != nil {
 		return nil, asError(err, fmt.Sprintf("no group named %s", name))
 	}
 	res, err := l.holderData(name, shedfs.GroupHolder(name), groupRootInodes)
@@ -376,12 +366,9 @@ func (l *Local) RemoveGroup(ctx context.Context, name string, force bool) (*Remo
 	if !force && (res.Entries > 0 || res.Bytes > 0) {
 		return nil, errorf(CodeHasData, "group %s still has %s; add --force to delete it", name, describeData(res))
 	}
-	blobs, err := l.st.Meta.RemoveGroup(name)
-	if err != nil {
+	if _, err := l.core.RemoveGroup(name); err != nil {
 		return nil, asError(err, fmt.Sprintf("no group named %s", name))
 	}
-	l.membershipChanged(g.Members...)
-	l.removeBlobs(blobs)
 	l.log.Info("group removed", "group", name, "entries", res.Entries, "bytes", res.Bytes)
 	return res, nil
 }
@@ -399,10 +386,9 @@ func (l *Local) AddMember(ctx context.Context, group string, req MemberRequest) 
 	if _, err := l.st.Meta.GetGroup(group); err != nil {
 		return nil, asError(err, fmt.Sprintf("no group named %s", group))
 	}
-	if err := l.st.Meta.AddMember(group, req.User); err != nil {
+	if err := l.core.Admin(req.User).JoinGroup(group); err != nil {
 		return nil, asError(err, fmt.Sprintf("no user named %s", req.User))
 	}
-	l.membershipChanged(req.User)
 	l.log.Info("member added", "group", group, "user", req.User)
 	return l.ShowGroup(ctx, group)
 }
@@ -420,20 +406,11 @@ func (l *Local) RemoveMember(ctx context.Context, group, user string) (*GroupInf
 	if _, err := l.st.Meta.GetGroup(group); err != nil {
 		return nil, asError(err, fmt.Sprintf("no group named %s", group))
 	}
-	if err := l.st.Meta.RemoveMember(group, user); err != nil {
+	if err := l.core.Admin(user).LeaveGroup(group); err != nil {
 		return nil, asError(err, fmt.Sprintf("%s is not a member of group %s", user, group))
 	}
-	l.membershipChanged(user)
 	l.log.Info("member removed", "group", group, "user", user)
 	return l.ShowGroup(ctx, group)
-}
-
-// membershipChanged passes a change of group membership on to the views,
-// when a daemon serves them.
-func (l *Local) membershipChanged(users ...string) {
-	if len(users) > 0 {
-		l.core.MembershipChanged(users...)
-	}
 }
 
 // holderSyntax checks the form of a holder string (shedfs.ParseHolder),
@@ -478,17 +455,8 @@ func (l *Local) SetQuota(ctx context.Context, holder string, req QuotaSetRequest
 	if (req.Bytes != nil && *req.Bytes < 0) || (req.Inodes != nil && *req.Inodes < 0) {
 		return nil, errorf(CodeInvalid, "quota of %s: negative limit", holder)
 	}
-	lim, err := l.st.Meta.GetLimit(h)
+	lim, err := l.core.SetLimit(h, req.Bytes, req.Inodes)
 	if err != nil {
-		return nil, asError(err, fmt.Sprintf("quota of %s", holder))
-	}
-	if req.Bytes != nil {
-		lim.Bytes = *req.Bytes
-	}
-	if req.Inodes != nil {
-		lim.Inodes = *req.Inodes
-	}
-	if err := l.st.Meta.SetLimit(h, lim); err != nil {
 		return nil, asError(err, fmt.Sprintf("set quota of %s", holder))
 	}
 	l.log.Info("quota set", "holder", holder, "bytes", lim.Bytes, "inodes", lim.Inodes)

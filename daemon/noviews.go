@@ -27,8 +27,6 @@ func (noViews) OpenFiles() int                          { return 0 }
 func (noViews) OpenSessions() int                       { return 0 }
 func (noViews) Requests() uint64                        { return 0 }
 func (noViews) Foreign(metadata.Change)                 {}
-func (noViews) LeaseRenewed()                           {}
-func (noViews) PeerLocks() ([]vfs.LockInfo, error)      { return nil, nil }
 func (noViews) StoreCollector(int) prometheus.Collector { return noCollector{} }
 func (noViews) Shutdown()                               {}
 

@@ -2,14 +2,12 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"path"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/shedfs/shedfs"
@@ -240,28 +238,17 @@ func (l *Local) PurgeTrash(ctx context.Context, req TrashPurgeRequest) (*TrashPu
 	if err != nil {
 		return nil, err
 	}
-	res := &TrashPurgeResult{}
-	var gone []*shedfs.Inode
+	var kept []vfs.KeptFile
 	for _, e := range list {
-		if !req.Before.IsZero() && !e.Time.Before(req.Before) {
-			continue
+		if req.Before.IsZero() || e.Time.Before(req.Before) {
+			kept = append(kept, vfs.KeptFile{Ino: e.Ino, Entry: e.Entry, Size: e.Size})
 		}
-		n, freed, err := l.st.Meta.PurgeTrash(e.Ino, l.core.Unused)
-		if errors.Is(err, syscall.ENOENT) {
-			continue
-		}
-		if err != nil {
-			return res, asError(err, "purge "+e.Entry)
-		}
-		if freed {
-			gone = append(gone, n)
-		}
-		res.Entries++
-		res.Bytes += shedfs.Charge(e.Size)
 	}
-	l.core.Freed(gone, vfs.FreedPurge, false)
-	l.core.TrashChanged()
-	l.audit("", shedfs.Zone{}, "/"+zones.NameTrash, "admin_trash_purge", res.Bytes)
+	purged, err := l.core.PurgeKept(kept)
+	res := &TrashPurgeResult{Entries: purged.Entries, Bytes: purged.Bytes}
+	if err != nil {
+		return res, asError(err, "trash purge")
+	}
 	return res, nil
 }
 

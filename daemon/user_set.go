@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/shedfs/shedfs"
+	"github.com/shedfs/shedfs/vfs"
 )
 
 // UserSetRequest changes an existing user; a field left nil keeps its
@@ -53,31 +54,24 @@ func (l *Local) SetUser(ctx context.Context, name string, req UserSetRequest) (*
 		return nil, asError(err, fmt.Sprintf("no user named %s", name))
 	}
 	if req.Uid != nil && (u.Uid != *req.Uid || u.Gid != *req.Gid) {
-		u, err = l.st.Meta.UpdateUser(name, func(u *shedfs.User) error {
-			u.Uid, u.Gid = *req.Uid, *req.Gid
-			return nil
-		})
+		var def vfs.ViewOptions
+		if l.mount != nil {
+			def = l.mount.defaultView()
+		}
+		var opts vfs.ViewOptions
+		u, opts, err = l.core.Admin(name).SetOwner(*req.Uid, *req.Gid, def)
 		if err != nil {
 			return nil, asError(err, fmt.Sprintf("set owner of user %s", name))
 		}
 		l.log.Info("user owner set", "user", name, "uid", u.Uid, "gid", u.Gid)
 		if l.mount != nil {
-			l.mount.ownerChanged(u)
+			l.mount.presenting(name, opts)
 		}
 	}
 	if req.Bytes != nil || req.Inodes != nil {
 		h := shedfs.UserHolder(name)
-		lim, err := l.st.Meta.GetLimit(h)
+		lim, err := l.core.SetLimit(h, req.Bytes, req.Inodes)
 		if err != nil {
-			return nil, asError(err, fmt.Sprintf("quota of user %s", name))
-		}
-		if req.Bytes != nil {
-			lim.Bytes = *req.Bytes
-		}
-		if req.Inodes != nil {
-			lim.Inodes = *req.Inodes
-		}
-		if err := l.st.Meta.SetLimit(h, lim); err != nil {
 			return nil, asError(err, fmt.Sprintf("set quota of user %s", name))
 		}
 		l.log.Info("quota set", "holder", string(h), "bytes", lim.Bytes, "inodes", lim.Inodes)
@@ -85,18 +79,20 @@ func (l *Local) SetUser(ctx context.Context, name string, req UserSetRequest) (*
 	return l.userInfo(u)
 }
 
-// ownerChanged makes the views of u present its new owner (or the
-// daemon's default when it has none of its own), without a remount.
-func (d *Daemon) ownerChanged(u *shedfs.User) {
-	opts := d.viewOptions(u)
+// defaultView is how the views of a user without an owner of its own
+// present entries.
+func (d *Daemon) defaultView() vfs.ViewOptions { return d.cfg.DefaultView }
+
+// presenting notes that the managed view of user presents entries as
+// opts says from now on (the core told its kernel: Admin.SetOwner).
+func (d *Daemon) presenting(user string, opts vfs.ViewOptions) {
 	d.mu.Lock()
-	if v := d.views[u.Name]; v != nil && v.managed {
+	defer d.mu.Unlock()
+	if v := d.views[user]; v != nil && v.managed {
 		// What a reconciliation with the store compares (remote.go):
 		// the view presents this owner now, nothing to remount.
 		v.opts = opts
 	}
-	d.mu.Unlock()
-	d.core.OwnerChanged(u.Name, opts)
 }
 
 // SetUser asks the daemon to change a user.

@@ -22,8 +22,6 @@ type handle struct {
 	vh    *vfs.Handle
 	flags uint32
 	mode  ioMode
-	// locks are the lock owners that acted through this handle.
-	locks lockRefs
 }
 
 // ioMode is how the kernel does I/O on one open file.
@@ -125,9 +123,6 @@ func (h *handle) closeHandle() {
 // Read implements fs.FileReader.
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadResult, errno syscall.Errno) {
 	defer h.node.v.fs.track("read", h.node.zone, time.Now(), &errno)
-	if e := h.lockLost(acl.OpRead, false); e != 0 {
-		return nil, e
-	}
 	fd, n, e := h.vh.ReadSpan(off, len(dest))
 	if e != 0 {
 		return nil, e
@@ -144,9 +139,6 @@ func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadR
 // Write implements fs.FileWriter.
 func (h *handle) Write(ctx context.Context, data []byte, off int64) (_ uint32, errno syscall.Errno) {
 	defer h.node.v.fs.track("write", h.node.zone, time.Now(), &errno)
-	if e := h.lockLost(acl.OpWrite, false); e != 0 {
-		return 0, e
-	}
 	if e := h.killSetIDOnWrite(ctx); e != 0 {
 		return 0, e
 	}
@@ -175,7 +167,6 @@ func (h *handle) Fsync(ctx context.Context, flags uint32) (errno syscall.Errno) 
 // Release implements fs.FileReleaser.
 func (h *handle) Release(ctx context.Context) (errno syscall.Errno) {
 	defer h.node.v.fs.track("release", h.node.zone, time.Now(), &errno)
-	h.releaseLocks()
 	h.closeHandle()
 	h.vh.Release()
 	return 0
@@ -190,9 +181,6 @@ func (h *handle) Getattr(ctx context.Context, out *fuse.AttrOut) (errno syscall.
 // Allocate implements fs.FileAllocater (fallocate(2), vfs.Handle.Allocate).
 func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) (errno syscall.Errno) {
 	defer h.node.v.fs.track("fallocate", h.node.zone, time.Now(), &errno)
-	if e := h.lockLost(acl.OpTruncate, false); e != 0 {
-		return e
-	}
 	vs, e := h.vh.Allocate(off, size, mode)
 	own(vs, h.node)
 	return e

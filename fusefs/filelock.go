@@ -6,74 +6,30 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/vfs"
 )
 
 // The lock callbacks of open files: the kernel of every view sends flock,
-// fcntl and OFD locks here (fuse.MountOptions.EnableLocks), and they are
-// decided in the FS's lock table, over the store inode.
+// fcntl and OFD locks here (fuse.MountOptions.EnableLocks), and the core
+// decides them in its lock table, over the store inode (vfs/filelocks.go).
+// These callbacks only convert.
 
-// lockRequest turns what the kernel sent into a request of the table.
-func (h *handle) lockRequest(owner uint64, lk *fuse.FileLock, flags uint32) (fileLock, syscall.Errno) {
-	switch lk.Typ {
-	case syscall.F_RDLCK, syscall.F_WRLCK, syscall.F_UNLCK:
-	default:
-		return fileLock{}, syscall.EINVAL
-	}
-	if lk.Start > lk.End {
-		return fileLock{}, syscall.EINVAL
-	}
-	kind := kindRecord
-	if flags&fuse.FUSE_LK_FLOCK != 0 {
-		kind = kindFlock
-	}
-	return fileLock{
-		owner: lockOwner{view: h.node.v.id, owner: owner},
-		kind:  kind,
-		typ:   lk.Typ,
-		start: lk.Start,
-		end:   lk.End,
-		pid:   lk.Pid,
-		user:  h.node.v.user,
-	}, 0
-}
-
-// admitLock decides whether the view may still take locks on the file (a
-// member removed from a group may not); unlocking is never refused.
-func (h *handle) admitLock(req *fileLock) syscall.Errno {
-	if req.typ == syscall.F_UNLCK {
-		return 0
-	}
-	entry := h.vh.Entry()
-	if d := acl.Lock(h.node.v.actor(), entry); !d.Allowed() {
-		return h.node.deny(acl.OpLock, "", d)
-	}
-	req.path = h.node.pathOf("")
-	return 0
+// lockOf is what the kernel sent, as the core takes it.
+func lockOf(owner uint64, lk *fuse.FileLock, flags uint32) vfs.Lock {
+	return vfs.Lock{Owner: owner, Flock: flags&fuse.FUSE_LK_FLOCK != 0, Type: lk.Typ, Start: lk.Start, End: lk.End, Pid: lk.Pid}
 }
 
 // Getlk implements fs.FileGetlker (F_GETLK, F_OFD_GETLK): the first lock
-// of another owner, in any view, that would block lk.
+// of another owner, in any view, that would block lk (vfs.Handle.Getlk).
 func (h *handle) Getlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32, out *fuse.FileLock) (errno syscall.Errno) {
 	defer h.node.v.fs.track("getlk", h.node.zone, time.Now(), &errno)
-	req, e := h.lockRequest(owner, lk, flags)
+	l, e := h.vh.Getlk(lockOf(owner, lk, flags))
 	if e != 0 {
 		return e
 	}
-	if e := h.lockLost(acl.OpLock, false); e != 0 {
-		return e
-	}
-	l, busy, e := h.node.v.fs.locks.test(h.node.ino, req)
-	if e != 0 {
-		return e
-	}
-	if !busy {
-		*out = fuse.FileLock{Start: lk.Start, End: lk.End, Typ: syscall.F_UNLCK}
-		return 0
-	}
-	*out = fuse.FileLock{Start: l.start, End: l.end, Typ: l.typ, Pid: l.pid}
+	*out = fuse.FileLock{Start: l.Start, End: l.End, Typ: l.Type, Pid: l.Pid}
 	return 0
 }
 
@@ -95,39 +51,18 @@ func (h *handle) Setlkw(ctx context.Context, owner uint64, lk *fuse.FileLock, fl
 }
 
 func (h *handle) setlk(ctx context.Context, owner uint64, lk *fuse.FileLock, flags uint32, wait bool) syscall.Errno {
-	req, e := h.lockRequest(owner, lk, flags)
-	if e != 0 {
-		return e
-	}
-	if e := h.lockLost(acl.OpLock, req.typ == syscall.F_UNLCK); e != 0 {
-		return e
-	}
-	if e := h.admitLock(&req); e != 0 {
-		return e
-	}
-	f := h.node.v.fs
-	if wait && req.typ != syscall.F_UNLCK {
-		e = f.locks.wait(ctx, h.node.ino, req, &h.locks)
-	} else {
-		e = f.locks.set(h.node.ino, req, &h.locks)
-	}
-	if e != 0 || req.typ == syscall.F_UNLCK {
+	if e := h.vh.Setlk(ctx, lockOf(owner, lk, flags), wait); e != 0 || lk.Typ == syscall.F_UNLCK {
 		return e
 	}
 	// What the previous holder wrote through another view must be out of
 	// this view's cache before the new holder reads.
-	f.syncCaches(ctx, h.node.v, h.node.zone)
+	h.node.v.fs.syncCaches(ctx, h.node.v, h.node.zone)
 	return 0
-}
-
-// releaseLocks lets go of what the handle's owners held through it alone.
-func (h *handle) releaseLocks() {
-	h.node.v.fs.locks.closed(h.node.ino, &h.locks)
 }
 
 // lockingFS is the view's go-fuse bridge with what the bridge does not
 // pass on to file handles: the lock owner of FLUSH and RELEASE, which the
-// kernel sends so that the daemon can release locks when a descriptor is
+// kernel sends so that the core can release locks when a descriptor is
 // closed (it releases none itself when locks are the daemon's).
 type lockingFS struct {
 	fuse.RawFileSystem
@@ -138,7 +73,7 @@ type lockingFS struct {
 // process loses its record locks on the file.
 func (l *lockingFS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status {
 	st := l.RawFileSystem.Flush(cancel, in)
-	l.v.fs.locks.unlockOwner(l.v.storeIno(in.NodeId), lockOwner{view: l.v.id, owner: in.LockOwner}, kindRecord)
+	l.v.vv.Unlock(l.v.storeIno(in.NodeId), in.LockOwner, false)
 	return st
 }
 
@@ -146,27 +81,33 @@ func (l *lockingFS) Flush(cancel <-chan struct{}, in *fuse.FlushIn) fuse.Status 
 // (the handle's own Release does the same for OFD locks).
 func (l *lockingFS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 	if in.ReleaseFlags&fuse.FUSE_RELEASE_FLOCK_UNLOCK != 0 {
-		l.v.fs.locks.unlockOwner(l.v.storeIno(in.NodeId), lockOwner{view: l.v.id, owner: in.LockOwner}, kindFlock)
+		l.v.vv.Unlock(l.v.storeIno(in.NodeId), in.LockOwner, true)
 	}
 	l.RawFileSystem.Release(cancel, in)
 }
 
-// Locks lists every lock held through the views, by inode.
-func (f *FS) Locks() []vfs.LockInfo {
-	held := f.locks.list()
-	out := make([]vfs.LockInfo, 0, len(held))
-	for _, l := range held {
-		out = append(out, lockInfo(l.ino, &l.fileLock))
+// LocksLost implements vfs.Frontend: locks taken through vv were lost with
+// the lease; its kernel drops its cached pages of their files, so that
+// reads reach the core and fail there, and each is counted.
+func (f *FS) LocksLost(vv *vfs.View, inos []uint64) {
+	v, ok := vv.Kernel.(*View)
+	if !ok || v.fs != f {
+		return
 	}
-	return out
+	if m := f.opts.Metrics; m != nil && m.locksLost != nil {
+		m.locksLost.Add(float64(len(inos)))
+	}
+	items := make([]inval, 0, len(inos))
+	for _, ino := range inos {
+		items = append(items, dataOf(ino, 0, 0))
+	}
+	f.notify.post(nil, map[*View][]inval{v: items})
 }
 
-// lockInfo is l, held on ino, as status lists it.
-func lockInfo(ino uint64, l *fileLock) vfs.LockInfo {
-	li := vfs.LockInfo{User: l.user, Ino: ino, Path: l.path, Kind: l.kind.String(),
-		Write: l.typ == syscall.F_WRLCK, Start: l.start, Pid: l.pid}
-	if l.end != maxOffset {
-		li.Len = l.end - l.start + 1
-	}
-	return li
+// newLocksLost is the counter of locks lost with the lease.
+func newLocksLost() prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shedfs_locks_lost_total",
+		Help: "File locks this daemon lost because its lease on a shared store ended and another daemon took a conflicting lock before it was renewed; I/O through the descriptions that held them fails with EIO.",
+	})
 }

@@ -49,9 +49,6 @@ type Options struct {
 	// raise the limit to (with MemoryLimit, not counting the views'
 	// buffers); 0: no ceiling (memlimit.go).
 	MemoryLimitMax int64
-	// Links makes the links getxattr user.shedfs.link returns; nil when
-	// the daemon serves no links (no --http): ENOTSUP.
-	Links Links
 	// Content takes files whose content changed for their digest and
 	// scan, and decides opens by the scan verdict; nil: neither.
 	Content *content.Service
@@ -69,8 +66,7 @@ const (
 )
 
 // FS is the state every FUSE view of one store shares beside the core:
-// the invalidation of their kernels, who holds what, file locks, request
-// metrics.
+// the invalidation of their kernels, who holds what, request metrics.
 type FS struct {
 	// core holds the rules, the operations and the open files, and fans
 	// changes made through other doors out to the views (vfs).
@@ -88,10 +84,6 @@ type FS struct {
 	// memLimit keeps the soft memory limit in step with the views.
 	memLimit *memLimit
 	acct     *quota.Accountant
-	// locks are the file locks of every view.
-	locks *lockTable
-	// views numbers the views, for lock owners.
-	views atomic.Uint64
 	// requests counts FUSE requests for the status rate.
 	requests atomic.Uint64
 
@@ -132,9 +124,7 @@ func New(core *vfs.Core, opts Options) *FS {
 		negatives: newNegativeEntries(opts.NegativeTimeout),
 		memLimit:  newMemLimit(opts),
 		acct:      core.Accountant(),
-		locks:     newLockTable(),
 	}
-	f.locks.share(f.store, log)
 	core.SetZones(opts.Zones)
 	core.SetContent(opts.Content)
 	core.CountDenials(f.countDenial)

@@ -80,12 +80,6 @@ func dirOf(dir uint64) inval { return inval{ino: dir, off: 0} }
 // nameIn invalidates one name in a directory, positive or negative.
 func nameIn(dir uint64, name string) inval { return inval{ino: dir, name: name} }
 
-// nameWas invalidates a name in a directory that named inode was before
-// the change (noneBefore if it did not exist).
-func nameWas(dir uint64, name string, was uint64) inval {
-	return inval{ino: dir, name: name, was: was}
-}
-
 // invalKey is what one queued invalidation is about: later ones about the
 // same merge into it.
 type invalKey struct {
@@ -486,40 +480,6 @@ func (f *FS) syncCaches(ctx context.Context, v *View, z shedfs.Zone) {
 	}
 }
 
-// EntryChanged implements vfs.Frontend: name in directory dir changed
-// outside any view (an import, a restore); every kernel holding the name
-// or was (the inode it stood for) forgets them, and was goes once nothing
-// holds it when reclaim says nothing else keeps it.
-func (f *FS) EntryChanged(dir uint64, name string, was *shedfs.Inode, reclaim bool) {
-	f.changedContent(nil, dir)
-	wasIno := uint64(noneBefore)
-	if was != nil {
-		wasIno = was.Ino
-	}
-	items := []inval{nameWas(dir, name, wasIno), dirOf(dir)}
-	if was != nil {
-		f.changedContent(nil, was.Ino)
-		items = append(items, dataOf(was.Ino, 0, 0))
-	}
-	f.tellOutside(dir, items)
-	if reclaim {
-		f.core.ReclaimIfUnused(was)
-	}
-}
-
-// InodeChanged tells every view that ino's ownership or attributes changed
-// outside any view (the admin's mode override): open handles decide their
-// next write on the new record, and kernels drop cached attributes.
-func (f *FS) InodeChanged(ino uint64) {
-	rec, err := f.store.GetInode(ino)
-	if err != nil {
-		f.log.Error("reload changed inode", "ino", ino, "err", err)
-		return
-	}
-	f.core.Reentry(ino, rec)
-	f.tellOutside(ino, []inval{attrOf(ino)})
-}
-
 // Changed implements vfs.Frontend: an operation through view from changed
 // items in zone z; the kernels holding them are told, but from's own
 // (that view's callback updates its kernel with the operation's answer).
@@ -544,26 +504,6 @@ func (f *FS) Changed(from *vfs.View, z shedfs.Zone, items []vfs.Change) {
 		return
 	}
 	f.invalidate(fv, z, inv...)
-}
-
-// tellOutside delivers items about a change made outside the views: to
-// the views holding them for a shared zone, to the views of the zone's
-// user for a private one.
-func (f *FS) tellOutside(ino uint64, items []inval) {
-	rec, err := f.store.GetInode(ino)
-	if err != nil {
-		f.log.Error("zone of a changed inode", "ino", ino, "err", err)
-		return
-	}
-	if shared(rec.Zone) {
-		f.notify.post(nil, f.holdersOf(nil, items))
-		return
-	}
-	byView := make(map[*View][]inval)
-	for _, v := range f.notify.viewsOf(rec.Zone.Principal) {
-		byView[v] = items
-	}
-	f.notify.post(nil, byView)
 }
 
 // Record puts an event that happened outside the views (an import, an

@@ -23,7 +23,7 @@ type Metrics struct {
 	denials      *prometheus.CounterVec
 	// trashFreed counts kept files that went for good (trash.go).
 	trashFreed *prometheus.CounterVec
-	// locksLost counts locks lost with the lease (locks_lost.go).
+	// locksLost counts locks lost with the lease (vfs/filelocks_lost.go).
 	locksLost prometheus.Counter
 	// kernelEntries and memoryLimit are the entries the views' kernels
 	// hold and the soft memory limit set for them (memlimit.go).

@@ -24,6 +24,17 @@ func (n *node) at() vfs.At { return vfs.At{Ino: n.ino, Zone: n.zone, Paths: n} }
 // view shows it, from the kernel's tree.
 func (n *node) PathOf(name string) string { return n.pathOf(name) }
 
+// ParentIno implements vfs.Parented: the directory holding n in the
+// kernel's tree (0 if none), for the path a link to n lists.
+func (n *node) ParentIno() uint64 {
+	if _, p := n.Parent(); p != nil {
+		if pn, ok := p.Operations().(*node); ok {
+			return pn.ino
+		}
+	}
+	return 0
+}
+
 // pathOf names n (and name inside it, when given) as the view shows it.
 func (n *node) pathOf(name string) string {
 	p := "/" + n.Path(nil)
@@ -42,19 +53,6 @@ func (n *node) deny(op acl.Op, name string, d acl.Decision) syscall.Errno {
 // deny records a denial and returns its errno (vfs.View.Deny).
 func (v *View) deny(op acl.Op, p string, z shedfs.Zone, d acl.Decision) syscall.Errno {
 	return v.vv.Deny(op, p, z, d)
-}
-
-// changed records a change that happened to name in n (or to n).
-func (n *node) changed(op string, name string, bytes int64) {
-	if !n.v.fs.core.Recording() {
-		return
-	}
-	n.changedPath(op, n.pathOf(name), bytes)
-}
-
-// changedPath records a change at path p in n's zone.
-func (n *node) changedPath(op string, p string, bytes int64) {
-	n.v.vv.Changed(op, p, n.zone, bytes)
 }
 
 func (f *FS) record(e shedfs.Event) { f.core.Record(e) }

@@ -20,9 +20,7 @@ type View struct {
 	fs *FS
 	// vv is the view as the core serves it: who it is for, its
 	// namespace and its operations (vfs.View).
-	vv *vfs.View
-	// id tells this view's lock owners from other views'.
-	id    uint64
+	vv    *vfs.View
 	user  string
 	roots shedfs.Roots
 	opts  vfs.ViewOptions
@@ -49,9 +47,6 @@ type View struct {
 	// other views (guarded by notifier.waitMu).
 	queue   viewQueue
 	waiting int
-
-	// links is the view's share-by-link state (links.go).
-	links viewLinks
 
 	// setIDWrites are its writes in flight that clear set-ID bits
 	// (killpriv.go).
@@ -91,7 +86,7 @@ func (f *FS) mount(user string, ss *metadata.Session, mountpoint string, opts vf
 	if err != nil {
 		return nil, err
 	}
-	v := &View{fs: f, vv: vv, id: f.views.Add(1), user: user, roots: vv.Roots(), opts: opts,
+	v := &View{fs: f, vv: vv, user: user, roots: vv.Roots(), opts: opts,
 		session: vv.Session(), rootIno: vv.Root(), uploadsIno: vv.Uploads()}
 	vv.Kernel = v
 	v.setOwner(opts)
@@ -143,9 +138,8 @@ func (f *FS) mount(user string, ss *metadata.Session, mountpoint string, opts vf
 		// Its kernel forgets all it held, without a FORGET.
 		f.memLimit.added(-v.entries.Swap(0))
 		f.memLimit.mounted(-1)
-		f.locks.dropView(v.id)
-		// Its kernel will release no handle any more: what they
-		// hold open goes now, not at a restart.
+		// Its kernel will release no handle any more: its locks and
+		// what its handles hold open go now, not at a restart.
 		v.vv.Close()
 		f.notify.remove(v)
 		f.known.dropView(v)

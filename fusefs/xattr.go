@@ -8,8 +8,8 @@ import (
 	"github.com/shedfs/shedfs/acl"
 )
 
-// Getxattr implements fs.NodeGetxattrer (vfs.View.Getxattr); the link
-// attributes are the view's (links.go).
+// Getxattr implements fs.NodeGetxattrer (vfs.View.Getxattr, which also
+// answers the link attributes).
 func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (_ uint32, errno syscall.Errno) {
 	defer n.v.fs.track("getxattr", n.zone, time.Now(), &errno)
 	if !acl.IsShedfsXattr(attr) && !acl.XattrNamespace(attr).Allowed() {
@@ -19,13 +19,7 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (_ uint32
 		// read worth a denial.
 		return 0, syscall.ENODATA
 	}
-	if acl.IsLinkXattr(attr) {
-		if e := n.visible(acl.OpRead); e != 0 {
-			return 0, e
-		}
-		return n.getLinkXattr(attr, dest)
-	}
-	val, e := n.v.vv.Getxattr(n.at(), attr)
+	val, e := n.v.vv.Getxattr(n.at(), attr, len(dest) == 0)
 	if e != 0 {
 		return 0, e
 	}
@@ -38,13 +32,9 @@ func (n *node) Getxattr(ctx context.Context, attr string, dest []byte) (_ uint32
 	return uint32(copy(dest, val)), 0
 }
 
-// Setxattr implements fs.NodeSetxattrer (vfs.View.Setxattr); the link's
-// lifetime is the view's (links.go).
+// Setxattr implements fs.NodeSetxattrer (vfs.View.Setxattr).
 func (n *node) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) (errno syscall.Errno) {
 	defer n.v.fs.track("setxattr", n.zone, time.Now(), &errno)
-	if attr == acl.XattrLinkTTL {
-		return n.setLinkTTL(string(data))
-	}
 	return n.v.vv.Setxattr(n.at(), attr, data, flags)
 }
 

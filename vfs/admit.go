@@ -112,7 +112,7 @@ func (c *Core) decide(g Growth, decide func(acl.Quota) acl.Decision, held bool) 
 		unlock := c.acct.Lock(g.Holder)
 		defer unlock()
 	}
-	if c.MakeRoom(g.Holder, g.Bytes-g.Credit, g.Inodes, d) {
+	if c.makeRoom(g.Holder, g.Bytes-g.Credit, g.Inodes, d) {
 		if q, err = c.Quota(g.Holder); err != nil {
 			return acl.Decision{}, err
 		}
@@ -121,7 +121,7 @@ func (c *Core) decide(g Growth, decide func(acl.Quota) acl.Decision, held bool) 
 	return d, nil
 }
 
-// MakeRoom evicts h's oldest kept files when d refused for the quota, so
+// makeRoom evicts h's oldest kept files when d refused for the quota, so
 // that bytes and inodes more fit, and reports whether any went: the
 // caller then decides (or runs its transaction) once more. It is for
 // charges a store transaction decides again inside (a create, a kept
@@ -129,7 +129,7 @@ func (c *Core) decide(g Growth, decide func(acl.Quota) acl.Decision, held bool) 
 // it under h's lock. A holder nested in another (a session in its user)
 // is refused by whichever limit has less room, so the outer holder's
 // trash goes too when h's own did not make room.
-func (c *Core) MakeRoom(h shedfs.Holder, bytes, inodes int64, d acl.Decision) bool {
+func (c *Core) makeRoom(h shedfs.Holder, bytes, inodes int64, d acl.Decision) bool {
 	if d.Errno != syscall.EDQUOT {
 		return false
 	}
@@ -179,7 +179,7 @@ func (c *Core) InTxn(h shedfs.Holder, bytes, inodes int64, txn func() (acl.Decis
 			return d, err
 		}
 		unlock := c.acct.Lock(h)
-		freed := c.MakeRoom(h, bytes, inodes, d)
+		freed := c.makeRoom(h, bytes, inodes, d)
 		unlock()
 		if !freed {
 			return d, err

@@ -78,6 +78,13 @@ type Core struct {
 
 	// edits is the core's copy of the store's edit locks (editlocks.go).
 	edits editLocks
+	// links makes the links user.shedfs.link answers; nil: none
+	// (SetLinks).
+	links Links
+	// locks are the file locks of every view (filelocks.go).
+	locks *lockTable
+	// viewIDs numbers the views, for lock owners.
+	viewIDs atomic.Uint64
 }
 
 // New returns the core of an open store. The caller keeps ownership of
@@ -88,6 +95,8 @@ func New(store *metadata.Store, blobDir *blobs.Dir, opts Options) *Core {
 	}
 	c := &Core{store: store, blobs: blobDir, acct: quota.New(store), opts: opts, log: opts.Logger, versions: newContentVersions()}
 	c.ft = newOpenTable()
+	c.locks = newLockTable()
+	c.locks.share(store, opts.Logger)
 	c.acct.SetEvictor(c.evictTrash)
 	c.loadSettings()
 	return c

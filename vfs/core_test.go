@@ -1,6 +1,7 @@
 package vfs
 
 import (
+	"fmt"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -396,10 +397,12 @@ type frontend struct {
 	mu      sync.Mutex
 	held    map[uint64]bool
 	freed   []uint64
-	entries []string
-	inodes  []uint64
 	members []string
 	trash   int
+	// owners are the OwnerChanged calls, "user uid:gid".
+	owners []string
+	// lost are the inodes whose locks were lost (LocksLost).
+	lost []uint64
 	// changes are what operations through views changed, by view.
 	changes map[*View][]Change
 }
@@ -414,10 +417,6 @@ func (f *frontend) Overlay(rec *shedfs.Inode) {
 		rec.Size = 12345
 	}
 }
-func (f *frontend) EntryChanged(dir uint64, name string, was *shedfs.Inode, reclaim bool) {
-	f.entries = append(f.entries, name)
-}
-func (f *frontend) InodeChanged(ino uint64)       { f.inodes = append(f.inodes, ino) }
 func (f *frontend) MembershipChanged(user string) { f.members = append(f.members, user) }
 func (f *frontend) TrashChanged()                 { f.trash++ }
 func (f *frontend) TrashFreed(gone []*shedfs.Inode, why string, removed bool) {
@@ -425,9 +424,16 @@ func (f *frontend) TrashFreed(gone []*shedfs.Inode, why string, removed bool) {
 		f.freed = append(f.freed, n.Ino)
 	}
 }
-func (f *frontend) OwnerChanged(string, ViewOptions) {}
-func (f *frontend) SettingsChanged()                 {}
-func (f *frontend) SessionsChanged([]string)         {}
+func (f *frontend) OwnerChanged(user string, opts ViewOptions) {
+	f.owners = append(f.owners, fmt.Sprintf("%s %d:%d", user, opts.Uid, opts.Gid))
+}
+func (f *frontend) SettingsChanged()         {}
+func (f *frontend) SessionsChanged([]string) {}
+func (f *frontend) LocksLost(v *View, inos []uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lost = append(f.lost, inos...)
+}
 func (f *frontend) Changed(from *View, z shedfs.Zone, items []Change) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -446,13 +452,11 @@ func TestFanOut(t *testing.T) {
 	f.core.Attach(a)
 	f.core.Attach(b)
 	n := f.file(t, "x", 10)
-	f.core.EntryChanged(f.alice.Roots.Private, "x", nil, false)
-	f.core.InodeChanged(n.Ino)
 	f.core.MembershipChanged("alice", "bob")
 	f.core.TrashChanged()
 	for i, fe := range []*frontend{a, b} {
-		if len(fe.entries) != 1 || len(fe.inodes) != 1 || len(fe.members) != 2 || fe.trash != 1 {
-			t.Errorf("frontend %d told %v %v %v %d", i, fe.entries, fe.inodes, fe.members, fe.trash)
+		if len(fe.members) != 2 || fe.trash != 1 {
+			t.Errorf("frontend %d told %v %d", i, fe.members, fe.trash)
 		}
 	}
 	if f.core.Unused(n.Ino) != true {
@@ -466,16 +470,15 @@ func TestFanOut(t *testing.T) {
 		t.Errorf("Stat: %+v %v, want the open state laid over", rec, err)
 	}
 
-	// Without frontends (the command line), a replaced inode goes.
+	// Without frontends (the command line), an inode the admin
+	// unlinks goes at once.
 	g := newFixture(t, nil)
 	r := g.file(t, "r", 10)
-	if _, err := g.store.Unlink(g.alice.Roots.Private, "r", false); err != nil {
+	if err := g.core.DeleteNames([]metadata.Name{{Parent: g.alice.Roots.Private, Name: "r", Path: "r"}}); err != nil {
 		t.Fatal(err)
 	}
-	gone, _ := g.store.GetInode(r.Ino)
-	g.core.EntryChanged(g.alice.Roots.Private, "r", gone, true)
 	if _, err := g.store.GetInode(r.Ino); err == nil {
-		t.Error("a replaced inode without links stays with no frontend to hold it")
+		t.Error("an unlinked inode stays with no frontend to hold it")
 	}
 }
 

@@ -8,8 +8,8 @@ import (
 
 // evictTrash frees h's oldest kept files until bytes and inodes more fit
 // its stored usage under its limit, and reports whether it freed any. It
-// is the accountant's evictor (quota.Accountant.MakeRoom), which Admit
-// and MakeRoom ask: the one eviction for quota of the process.
+// is the accountant's evictor (quota.Accountant.MakeRoom), which the
+// core's makeRoom alone asks: the one eviction for quota of the process.
 func (c *Core) evictTrash(h shedfs.Holder, bytes, inodes int64) bool {
 	gone, err := c.store.EvictTrash(h, bytes, inodes, c.Unused)
 	if err != nil {

@@ -20,14 +20,6 @@ type Frontend interface {
 	// Overlay lays what the frontend holds of an open file and has not
 	// persisted yet (size, times) over rec.
 	Overlay(rec *shedfs.Inode)
-	// EntryChanged: name in directory dir stands for another inode, or
-	// for none, or for one where there was none; was, if not nil, is the
-	// inode it stood for before, and reclaim says was lost its last link
-	// with nothing keeping it (not in the trash): it goes once nothing
-	// holds it.
-	EntryChanged(dir uint64, name string, was *shedfs.Inode, reclaim bool)
-	// InodeChanged: ino's ownership or attributes changed.
-	InodeChanged(ino uint64)
 	// MembershipChanged: user's groups changed.
 	MembershipChanged(user string)
 	// OwnerChanged: the views of user present entries as opts says from
@@ -43,6 +35,10 @@ type Frontend interface {
 	TrashFreed(gone []*shedfs.Inode, why string, removed bool)
 	// SettingsChanged: the store-wide settings changed.
 	SettingsChanged()
+	// LocksLost: file locks taken through v on inos were lost with the
+	// lease on a shared store (filelocks_lost.go); what v's kernel caches
+	// of their data must go, so that reads reach the core and fail.
+	LocksLost(v *View, inos []uint64)
 	// SessionsChanged: a session opened or closed; fresh are the users
 	// who have a session for the first time since the daemon started.
 	SessionsChanged(fresh []string)
@@ -141,30 +137,6 @@ func (c *Core) Overlay(rec *shedfs.Inode) {
 	c.overlay(rec)
 	for _, f := range c.attached() {
 		f.Overlay(rec)
-	}
-}
-
-// EntryChanged tells the frontends that name in dir changed outside them
-// (an import, a restore, a session's close): was, if not nil, is the inode
-// the name stood for before, which every kernel holding that entry must
-// forget; reclaim says was lost its last link and nothing keeps it (not
-// the trash), so it goes once nothing holds it — at once without a
-// frontend.
-func (c *Core) EntryChanged(dir uint64, name string, was *shedfs.Inode, reclaim bool) {
-	fs := c.attached()
-	for _, f := range fs {
-		f.EntryChanged(dir, name, was, reclaim)
-	}
-	if len(fs) == 0 && reclaim && was != nil && was.Nlink == 0 {
-		c.reclaim(was.Ino)
-	}
-}
-
-// InodeChanged tells the frontends that ino's ownership or attributes
-// changed outside them (the admin's mode override).
-func (c *Core) InodeChanged(ino uint64) {
-	for _, f := range c.attached() {
-		f.InodeChanged(ino)
 	}
 }
 

@@ -20,6 +20,9 @@ type Handle struct {
 	at    At
 	of    *openFile
 	flags uint32
+	// locks are the lock owners that acted through this handle
+	// (filelocks.go).
+	locks lockRefs
 }
 
 // Open opens regular file at with flags (the access mode, O_TRUNC,
@@ -124,6 +127,9 @@ func (h *Handle) Fd() uintptr {
 // descriptor and how many bytes from off it holds, for a door that
 // splices them to its kernel without a copy (0: at or past the end).
 func (h *Handle) ReadSpan(off int64, n int) (uintptr, int, syscall.Errno) {
+	if e := h.lockLost(acl.OpRead, false); e != 0 {
+		return 0, 0, e
+	}
 	oi := h.of
 	oi.mu.Lock()
 	entry, size, blob := oi.entry, oi.size, oi.blob
@@ -156,6 +162,9 @@ func (h *Handle) Read(dest []byte, off int64) (int, syscall.Errno) {
 func (h *Handle) Write(data []byte, off int64) (int, []Version, syscall.Errno) {
 	c := h.v.c
 	oi := h.of
+	if e := h.lockLost(acl.OpWrite, false); e != 0 {
+		return 0, nil, e
+	}
 	if d := h.v.editLocked(oi.ino, false); !d.Allowed() {
 		return 0, nil, h.v.deny(acl.OpWrite, h.at, "", d)
 	}
@@ -194,6 +203,9 @@ func (h *Handle) Write(data []byte, off int64) (int, []Version, syscall.Errno) {
 func (h *Handle) Allocate(off, size uint64, mode uint32) ([]Version, syscall.Errno) {
 	c := h.v.c
 	oi := h.of
+	if e := h.lockLost(acl.OpTruncate, false); e != 0 {
+		return nil, e
+	}
 	if d := h.v.editLocked(oi.ino, false); !d.Allowed() {
 		return nil, h.v.deny(acl.OpTruncate, h.at, "", d)
 	}
@@ -271,10 +283,12 @@ func (h *Handle) Fsync() syscall.Errno {
 	return 0
 }
 
-// Release ends the handle; the file's last handle persists it, closes
-// its blob and reclaims it if it lost its last link. It may be called
-// more than once (the view's Close may have released it).
+// Release ends the handle: the locks its owners took through it alone
+// go; the file's last handle persists it, closes its blob and reclaims it
+// if it lost its last link. It may be called more than once (the view's
+// Close may have released it).
 func (h *Handle) Release() {
+	h.releaseLocks()
 	if h.v.forget(h) {
 		h.v.c.release(h.of)
 	}
@@ -339,11 +353,13 @@ func (v *View) DirClosed(ino uint64) {
 	v.c.DirClosed(ino)
 }
 
-// Close ends the view: whatever its handles still hold is released, as
-// their door will release nothing any more (a FUSE view whose connection
-// was aborted by a forced session close gets no RELEASE from its
-// kernel). Files and directories unlinked meanwhile go then.
+// Close ends the view: the locks taken through it and whatever its
+// handles still hold are released, as their door will release nothing
+// any more (a FUSE view whose connection was aborted by a forced session
+// close gets no RELEASE from its kernel). Files and directories unlinked
+// meanwhile go then.
 func (v *View) Close() {
+	v.dropLocks()
 	o := &v.open
 	o.mu.Lock()
 	o.closed = true

@@ -293,7 +293,10 @@ func heldElsewhere(err error) bool {
 // LeaseRenewed puts back the open marks of every inode open here, after
 // this daemon's lease on a shared store was lost and granted again
 // (metadata.Store.FollowLease), so that no other daemon reclaims them
-// from now on; the lingering marks went with the lease.
+// from now on; the lingering marks went with the lease. Every file lock
+// is published again, so that it blocks the other daemons again (a lock
+// another daemon took meanwhile wins, and I/O through the descriptions
+// that held it fails: filelocks_lost.go).
 func (c *Core) LeaseRenewed() {
 	if !c.store.Shared() {
 		return
@@ -308,6 +311,7 @@ func (c *Core) LeaseRenewed() {
 	for _, ino := range inos {
 		c.holdAgain(ino)
 	}
+	c.locksLost(c.locks.renewed())
 }
 
 // holdAgain puts back the open mark of ino if it is still open here,

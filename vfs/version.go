@@ -52,7 +52,7 @@ func (v *View) keepVersion(at At, rec *shedfs.Inode) bool {
 		return false
 	}
 	_, err = c.store.KeepVersion(oi.ino, version, note)
-	if err == syscall.EDQUOT && c.MakeRoom(oi.holder, 0, 1, acl.Decision{Errno: syscall.EDQUOT}) {
+	if err == syscall.EDQUOT && c.makeRoom(oi.holder, 0, 1, acl.Decision{Errno: syscall.EDQUOT}) {
 		_, err = c.store.KeepVersion(oi.ino, version, note)
 	}
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -25,6 +26,11 @@ type View struct {
 	c    *Core
 	door string
 	user string
+	// id tells this view's lock owners from other views'.
+	id uint64
+	// tookLocks is set once a lock was asked through the view, so that
+	// its closes skip the lock table until then (filelocks_ops.go).
+	tookLocks atomic.Bool
 	// session is the id of a session's view, "" for a main view.
 	session string
 	roots   shedfs.Roots
@@ -44,6 +50,8 @@ type View struct {
 
 	// open is what the view holds open, released by Close.
 	open viewOpen
+	// links is the view's share-by-link state (links.go).
+	links viewLinks
 
 	// onRefusal, when set, is told each refusal's decision (OnRefusal).
 	onRefusal func(acl.Decision)
@@ -80,7 +88,7 @@ func (c *Core) NewView(door, user string, ss *metadata.Session, opts ViewOptions
 	if err != nil {
 		return nil, fmt.Errorf("view of %s: %w", user, err)
 	}
-	v := &View{c: c, door: door, user: user, roots: u.Roots, opts: opts}
+	v := &View{c: c, door: door, user: user, roots: u.Roots, opts: opts, id: c.viewIDs.Add(1)}
 	if ss == nil {
 		v.root, v.uploads, v.rootZone = u.Roots.Private, u.Roots.Uploads, zones.PrivateZone(user)
 	} else {

@@ -14,13 +14,18 @@ import (
 // state), never stored; setting user.shedfs.mode or .owner changes the
 // entry's ownership. Other attributes are stored, charged to the entry's
 // holder (shedfs.XattrCost) and capped per inode. The link attributes
-// (user.shedfs.link*) are the door's, which serves links.
+// (user.shedfs.link*) make and time share-by-link links (links.go).
 
-// Getxattr is the value of attr on at.
-func (v *View) Getxattr(at At, attr string) ([]byte, syscall.Errno) {
+// Getxattr is the value of attr on at. sizeOnly says the caller asks
+// only for its size (a getxattr with an empty buffer): a link made for
+// it is handed out by the read that follows.
+func (v *View) Getxattr(at At, attr string, sizeOnly bool) ([]byte, syscall.Errno) {
 	c := v.c
 	if e := v.Visible(at, acl.OpRead); e != 0 {
 		return nil, e
+	}
+	if acl.IsLinkXattr(attr) {
+		return v.linkXattr(at, attr, sizeOnly)
 	}
 	if s, ok, e := v.contentXattr(at, attr); ok {
 		if e != 0 {
@@ -81,6 +86,9 @@ func (v *View) contentXattr(at At, attr string) (_ string, ok bool, _ syscall.Er
 // which knows the value being replaced.
 func (v *View) Setxattr(at At, attr string, data []byte, flags uint32) syscall.Errno {
 	c := v.c
+	if attr == acl.XattrLinkTTL {
+		return v.setLinkTTL(at, string(data))
+	}
 	rec, e := v.Load(at)
 	if e != 0 {
 		return e
@@ -114,7 +122,7 @@ func (v *View) Setxattr(at At, attr string, data []byte, flags uint32) syscall.E
 			d = acl.AdmitXattr(acl.Quota{Usage: x.Usage, Limit: x.Limit}, x.Before, x.After)
 			return d.Err()
 		})
-		if !c.MakeRoom(h, cost, 0, d) {
+		if !c.makeRoom(h, cost, 0, d) {
 			break
 		}
 	}

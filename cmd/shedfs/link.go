@@ -10,7 +10,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/shedfs/shedfs/daemon"
-	"github.com/shedfs/shedfs/fusefs"
 	"github.com/shedfs/shedfs/web"
 )
 
@@ -23,8 +22,8 @@ func linkFlags() []cli.Flag {
 }
 
 // openLinks prepares the link service when --http asks for it and hands
-// it to the views (user.shedfs.link).
-func (s *serving) openLinks(c *cli.Context, fsOpts *fusefs.Options) error {
+// it to the core (user.shedfs.link).
+func (s *serving) openLinks(c *cli.Context) error {
 	if c.String("http") == "" {
 		if c.String("public-url") != "" {
 			return errors.New("--public-url needs --http")
@@ -49,7 +48,7 @@ func (s *serving) openLinks(c *cli.Context, fsOpts *fusefs.Options) error {
 		return err
 	}
 	s.links = svc
-	fsOpts.Links = svc
+	s.core.SetLinks(svc)
 	return nil
 }
 

@@ -113,7 +113,7 @@ func openServing(c *cli.Context, log *slog.Logger, cfg daemon.Config) (*serving,
 		return nil, err
 	}
 	s.core = daemon.NewCore(s.st, rec, log)
-	if err := s.openLinks(c, &fsOpts); err != nil {
+	if err := s.openLinks(c); err != nil {
 		s.close()
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package fusefs
+package vfs
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package fusefs
+package vfs
 
 import (
 	"context"
@@ -11,11 +11,14 @@ import (
 	"time"
 )
 
-// File locks (flock, fcntl record locks, OFD locks) are kept here, per store
-// inode, rather than in the kernel: each view is a mount of its own, and the
-// kernel keeps one lock table per mount, so two views would never see each
-// other's locks. With the table in the daemon a lock taken through any view
-// conflicts with the same lock wanted through any other view of any user.
+// File locks (flock, fcntl record locks, OFD locks) are kept in the core,
+// per store inode, rather than in the kernel: each view is a mount of its
+// own, and the kernel keeps one lock table per mount, so two views would
+// never see each other's locks. With the table in the core a lock taken
+// through any view conflicts with the same lock wanted through any other
+// view of any user, whichever door serves it. A door converts its
+// protocol's lock requests into a Lock and calls Handle.Getlk/Setlk, and
+// tells the core of closes (View.Unlock); the rules are here.
 //
 // Linux keeps flock locks and record locks apart (a flock never conflicts
 // with an fcntl lock), and so does the table. Record locks are POSIX
@@ -54,7 +57,7 @@ func (k lockKind) String() string {
 // gave (a process's file table, or an open file description). Kernels
 // number owners independently, so the view is part of the owner, and so
 // is the daemon for a lock another daemon sharing the store holds
-// (locks_shared.go; "" for this one).
+// (filelocks_shared.go; "" for this one).
 type lockOwner struct {
 	daemon string
 	view   uint64
@@ -71,6 +74,9 @@ type fileLock struct {
 	pid        uint32
 	// user and path say who took the lock and on what, for status.
 	user, path string
+	// view is the view a lock of this daemon was taken through (nil for
+	// another daemon's), told when the lock is lost (filelocks_lost.go).
+	view *View
 }
 
 // maxOffset is the kernel's OFFSET_MAX: a range ending there runs to the
@@ -184,11 +190,11 @@ type lockUse struct {
 type lockRefs struct {
 	owners map[lockOwner]bool
 	// lost is set when a lock taken through the handle was lost
-	// (locks_lost.go): its I/O fails from then on.
+	// (filelocks_lost.go): its I/O fails from then on.
 	lost atomic.Bool
 }
 
-// lockTable is every lock held through the views of one FS. Its mutex is
+// lockTable is every lock held through the views of one core. Its mutex is
 // never held while a request waits, and nothing else is locked under it.
 type lockTable struct {
 	mu     sync.Mutex
@@ -197,10 +203,10 @@ type lockTable struct {
 	// owner took locks. When the last of them is released the owner can
 	// take no more and its locks go: that is how OFD locks, which the
 	// kernel never unlocks itself, end with their file description. A
-	// lost lock marks them (locks_lost.go).
+	// lost lock marks them (filelocks_lost.go).
 	uses map[lockUse]map[*lockRefs]bool
 	// shared is where the locks of the daemons sharing a store on etcd
-	// meet (locks_shared.go); nil when the locks of this daemon are all
+	// meet (filelocks_shared.go); nil when the locks of this daemon are all
 	// there is.
 	shared lockShare
 	log    *slog.Logger

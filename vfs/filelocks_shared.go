@@ -1,4 +1,4 @@
-package fusefs
+package vfs
 
 import (
 	"fmt"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/shedfs/shedfs/metadata"
-	"github.com/shedfs/shedfs/vfs"
 )
 
 // Several daemons may serve one store on etcd, each with its own lock
@@ -21,7 +20,7 @@ import (
 // store only adds the other daemons' locks. A daemon that dies takes its
 // locks with its lease; one whose lease was lost and renewed publishes its
 // locks again, and loses those another daemon took meanwhile (renewed;
-// I/O through the descriptions that held them then fails: locks_lost.go).
+// I/O through the descriptions that held them then fails: filelocks_lost.go).
 
 // sharedLockPoll is how often a waiter for a lock held in another daemon
 // looks again without being woken, should the watch have missed a change.
@@ -155,7 +154,7 @@ func (t *lockTable) remoteChanged(ino uint64) {
 // lease, and with it every record, was lost and renewed. A lock that
 // another daemon's lock now conflicts with was taken from its holder
 // meanwhile: it goes here too, logged, and the handles it was taken
-// through are marked lost (locks_lost.go). It returns the lost locks.
+// through are marked lost (filelocks_lost.go). It returns the lost locks.
 func (t *lockTable) renewed() []heldLock {
 	if t.shared == nil {
 		return nil
@@ -222,16 +221,16 @@ func containsLock(ls []fileLock, l *fileLock) bool {
 // locks: this one's (Locks) and the others' as the store keeps them, each
 // with the daemon that holds it, by inode. Locks alone on a store no
 // other daemon shares.
-func (f *FS) PeerLocks() ([]vfs.LockInfo, error) {
-	own := f.Locks()
-	if f.locks.shared == nil {
+func (c *Core) PeerLocks() ([]LockInfo, error) {
+	own := c.Locks()
+	if c.locks.shared == nil {
 		return own, nil
 	}
-	me := f.store.DaemonName()
+	me := c.store.DaemonName()
 	for i := range own {
 		own[i].Daemon = me
 	}
-	peers, err := f.store.PeerLocks()
+	peers, err := c.store.PeerLocks()
 	if err != nil {
 		return own, fmt.Errorf("locks of the other daemons: %w", err)
 	}
