@@ -97,15 +97,15 @@ func (l *Local) RestoreAt(ctx context.Context, req RestoreAtRequest) (*RestoreAt
 		r.res.Actions = append(r.res.Actions, plan...)
 		return r.res, nil
 	}
-	defer l.core.TrashChanged()
-	admin := l.core.Admin(req.User)
-	for _, a := range plan {
-		err := admin.Restore(r.zone, vfs.RestoreStep{Action: a.Action, Path: a.Path, From: a.From, Ino: a.Ino, Replaces: a.Replaces})
-		if err != nil {
-			err = asError(err, "restore "+a.Path)
-			return r.res, fmt.Errorf("restore: after %d of %d changes: %w", len(r.res.Actions), len(plan), err)
-		}
-		r.res.Actions = append(r.res.Actions, a)
+	steps := make([]vfs.RestoreStep, len(plan))
+	for i, a := range plan {
+		steps[i] = vfs.RestoreStep{Action: a.Action, Path: a.Path, From: a.From, Ino: a.Ino, Replaces: a.Replaces}
+	}
+	done, err := l.core.Admin(req.User).Restore(r.zone, steps)
+	r.res.Actions = append(r.res.Actions, plan[:done]...)
+	if err != nil {
+		err = asError(err, "restore "+plan[done].Path)
+		return r.res, fmt.Errorf("restore: after %d of %d changes: %w", done, len(plan), err)
 	}
 	if err := l.st.Meta.Sync(); err != nil {
 		return r.res, asError(err, "sync metadata")

@@ -103,16 +103,24 @@ type RestoreStep struct {
 	Replaces uint64
 }
 
-// Restore carries out step of a restore of zone z, after checking that
-// the entries it names are still the ones planned for (EBUSY when not:
-// something changed them meanwhile, and a new restore plans anew), and
-// records it.
-func (a *Admin) Restore(z shedfs.Zone, st RestoreStep) error {
-	if err := a.restore(st); err != nil {
-		return err
+// Restore carries out the steps of a restore of zone z in order, each
+// after checking that the entries it names are still the ones planned for
+// (EBUSY when not: something changed them meanwhile, and a new restore
+// plans anew), and records each. It returns how many were done; the views
+// are told of the trash's change once, at the end, done or not.
+func (a *Admin) Restore(z shedfs.Zone, steps []RestoreStep) (done int, err error) {
+	if len(steps) == 0 {
+		return 0, nil
 	}
-	a.Record(z, "/"+st.Path, restoreOp(st.Action), 0)
-	return nil
+	defer a.c.TrashChanged()
+	for _, st := range steps {
+		if err := a.restore(st); err != nil {
+			return done, err
+		}
+		a.Record(z, "/"+st.Path, restoreOp(st.Action), 0)
+		done++
+	}
+	return done, nil
 }
 
 // restoreOp is the audit op of a restore step: admin_restore_ and the
