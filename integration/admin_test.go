@@ -43,8 +43,7 @@ func startServeWith(t *testing.T, store string, extra []string, users ...string)
 		for _, m := range mounts() {
 			if strings.HasPrefix(m.point, root+"/") {
 				t.Errorf("%s still mounted after serve stopped", m.point)
-				lazyUnmount(m.point)
-				abortConnection(m.minor)
+				abortAndDetach(m)
 			}
 		}
 	})

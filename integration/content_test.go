@@ -476,8 +476,7 @@ func killServe(s *serveDaemon) {
 	s.Kill()
 	for _, m := range mounts() {
 		if strings.HasPrefix(m.point, s.Root+"/") {
-			lazyUnmount(m.point)
-			abortConnection(m.minor)
+			abortAndDetach(m)
 		}
 	}
 }

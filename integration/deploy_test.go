@@ -132,8 +132,7 @@ func launchServe(t *testing.T, root string, env, args []string) *serveDaemon {
 		for _, m := range mounts() {
 			if strings.HasPrefix(m.point, root+"/") {
 				t.Errorf("%s still mounted after serve stopped", m.point)
-				lazyUnmount(m.point)
-				abortConnection(m.minor)
+				abortAndDetach(m)
 			}
 		}
 	})

@@ -442,10 +442,18 @@ func (v *View) cleanup() {
 // lazy unmount, SIGKILL, and as a last resort an abort of the FUSE
 // connection.
 func (v *View) teardown() {
+	// A descriptor of the mount (O_PATH: no request to the daemon) keeps
+	// its connection, and so its number, until teardown ends: without it,
+	// an abort by number could hit whatever mount took the number since.
+	pinned := false
 	if m, ok := findMount(v.Dir); ok {
 		v.mu.Lock()
 		v.devMin = m.minor
 		v.mu.Unlock()
+		if fd, err := unix.Open(v.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+			pinned = true
+			defer unix.Close(fd)
+		}
 		lazyUnmount(v.Dir)
 	}
 	if !v.exited() {
@@ -454,7 +462,7 @@ func (v *View) teardown() {
 			v.mu.Lock()
 			minor := v.devMin
 			v.mu.Unlock()
-			if minor >= 0 {
+			if minor >= 0 && pinned {
 				abortConnection(minor)
 			}
 			if !v.waitExit(stopTimeout) {
@@ -467,7 +475,7 @@ func (v *View) teardown() {
 	v.mu.Lock()
 	minor := v.devMin
 	v.mu.Unlock()
-	if minor >= 0 {
+	if minor >= 0 && pinned {
 		if _, err := os.Stat(fmt.Sprintf("/sys/fs/fuse/connections/%d", minor)); err == nil {
 			abortConnection(minor)
 		}
@@ -489,8 +497,20 @@ func lazyUnmount(dir string) {
 	}
 }
 
+// abortAndDetach ends mount m of a daemon that is dead or must go: its
+// connection is aborted first, while the mount holds the connection's
+// number, and then it is detached. In the other order the number may be
+// free again by the time of the abort (a detached mount that nothing
+// holds goes at once), and taken by a mount of another test, whose
+// callers would then fail with ECONNABORTED.
+func abortAndDetach(m mountEntry) {
+	abortConnection(m.minor)
+	lazyUnmount(m.point)
+}
+
 // abortConnection aborts FUSE connection minor through fusectl, mounting
-// fusectl for the duration if it is not mounted.
+// fusectl for the duration if it is not mounted. The caller makes sure
+// that minor is still its mount's (abortAndDetach).
 func abortConnection(minor int) {
 	const conns = "/sys/fs/fuse/connections"
 	entries, _ := os.ReadDir(conns)

@@ -170,8 +170,7 @@ func TestContainerImage(t *testing.T) {
 		exec.Command(podman, "rm", "-f", "-t", "0", name).Run()
 		for _, m := range mounts() {
 			if strings.HasPrefix(m.point, hostRoot+"/") {
-				lazyUnmount(m.point)
-				abortConnection(m.minor)
+				abortAndDetach(m)
 			}
 		}
 	})

@@ -148,9 +148,22 @@ func TestEtcdTrashOpenAcrossHosts(t *testing.T) {
 	data := bytes.Repeat([]byte("0123456789abcdef"), 4*mib/16)
 
 	// openOnB writes name on A, opens it on B once B sees all of it, and
-	// removes it on A: it is in the trash, open on B.
+	// removes it on A: it is in the trash, open on B. B opens it first
+	// while it is empty and closes that handle only after the second
+	// open, as its probes did under load when a release came late: B's
+	// open state must follow what A wrote meanwhile.
 	openOnB := func(name string) *os.File {
 		t.Helper()
+		mustWrite(t, ga(name), nil, 0o644)
+		var early *os.File
+		if _, ok := within(3*time.Second, func() bool {
+			var err error
+			early, err = os.Open(gb(name))
+			return err == nil
+		}); !ok {
+			t.Fatalf("empty %s from A not opened on B", name)
+		}
+		defer early.Close()
 		mustWrite(t, ga(name), data, 0o644)
 		var fd *os.File
 		if _, ok := within(3*time.Second, func() bool {

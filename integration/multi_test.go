@@ -30,8 +30,7 @@ func startEtcdServe(t *testing.T, s *etcdStore, users ...string) (*serveDaemon, 
 	t.Cleanup(func() {
 		for _, m := range mounts() {
 			if strings.HasPrefix(m.point, root+"/") {
-				lazyUnmount(m.point)
-				abortConnection(m.minor)
+				abortAndDetach(m)
 			}
 		}
 	})
@@ -238,8 +237,7 @@ func TestEtcdTwoDaemons(t *testing.T) {
 	fd.Close()
 	for _, m := range mounts() {
 		if strings.HasPrefix(m.point, b.Root+"/") {
-			lazyUnmount(m.point)
-			abortConnection(m.minor)
+			abortAndDetach(m)
 		}
 	}
 	mustWrite(t, a.In("alice", "after-kill"), []byte("still here"), 0o644) // the group is full

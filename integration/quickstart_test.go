@@ -159,8 +159,7 @@ func TestQuickStart(t *testing.T) {
 		}
 		for _, m := range mounts() {
 			if strings.HasPrefix(m.point, dir+"/") {
-				lazyUnmount(m.point)
-				abortConnection(m.minor)
+				abortAndDetach(m)
 			}
 		}
 	})

@@ -544,7 +544,7 @@ func (s *Store) ExpireTrash(cutoff time.Time, capped func(shedfs.Holder) bool, c
 	if err := s.pruneRenames(cutoff); err != nil {
 		return nil, err
 	}
-	return s.purgeEntries(victims)
+	return s.purgeEntries(victims, unused)
 }
 
 // expiredTrash returns the kept files removed before cutoff, not open,
@@ -674,7 +674,7 @@ func (s *Store) EvictOldest(bytes int64, unused func(uint64) bool) ([]*shedfs.In
 		victims = append(victims, e)
 		freed += keptCharge(e.Mode, e.Size).Bytes
 	}
-	return s.purgeEntries(victims)
+	return s.purgeEntries(victims, unused)
 }
 
 // evictable reports whether kept file ino may be freed to make room:
@@ -688,9 +688,11 @@ func (o *op) evictable(ino uint64) (bool, error) {
 }
 
 // purgeEntries purges kept files in batches, skipping those gone
-// meanwhile and those another daemon holds open, and returns what it
-// freed.
-func (s *Store) purgeEntries(victims []TrashEntry) ([]*shedfs.Inode, error) {
+// meanwhile and those open, here (unused, asked again in the transaction:
+// one may have been opened since it was chosen, and evictable does not
+// count this daemon's own open mark) or on another daemon, and returns
+// what it freed.
+func (s *Store) purgeEntries(victims []TrashEntry, unused func(uint64) bool) ([]*shedfs.Inode, error) {
 	var out []*shedfs.Inode
 	for batch := range slices.Chunk(victims, 500) {
 		var purged []TrashEntry
@@ -703,6 +705,9 @@ func (s *Store) purgeEntries(victims []TrashEntry) ([]*shedfs.Inode, error) {
 				}
 				if err != nil {
 					return err
+				}
+				if unused != nil && !unused(e.Ino) {
+					continue
 				}
 				if ok, err := o.evictable(e.Ino); err != nil {
 					return err

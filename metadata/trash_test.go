@@ -202,3 +202,46 @@ func TestExpireTrashByHolder(t *testing.T) {
 		t.Fatalf("check: %+v", rep.Problems)
 	}
 }
+
+// TestExpireTrashOpenedMeanwhile: a kept file opened after the sweep (or
+// an eviction for disk space) chose it, before its purge committed, is
+// not purged: unused is asked again in the purge's transaction. Before,
+// it was freed under the new handle, and on a shared store this daemon's
+// own open mark, which evictable does not count, went with it.
+func TestExpireTrashOpenedMeanwhile(t *testing.T) {
+	s := newStore(t)
+	root := s.ShareRoot()
+	for _, sweep := range []struct {
+		name string
+		run  func(unused func(uint64) bool) ([]*shedfs.Inode, error)
+	}{
+		{"expire", func(unused func(uint64) bool) ([]*shedfs.Inode, error) {
+			return s.ExpireTrash(time.Now().Add(time.Hour), nil, 0, unused)
+		}},
+		{"evict for space", func(unused func(uint64) bool) ([]*shedfs.Inode, error) {
+			return s.EvictOldest(1, unused)
+		}},
+	} {
+		n := must[*shedfs.Inode](t)(s.Create(root, sweep.name, file(0o644), nil))
+		size(t, s, n.Ino, 100)
+		if _, _, _, err := s.UnlinkTrash(root, sweep.name, false, nil, &TrashNote{Why: TrashUnlink, Path: sweep.name}); err != nil {
+			t.Fatal(err)
+		}
+		asked := 0
+		openedAfterChoice := func(ino uint64) bool { asked++; return asked == 1 }
+		gone := must[[]*shedfs.Inode](t)(sweep.run(openedAfterChoice))
+		if len(gone) != 0 {
+			t.Errorf("%s purged %d kept files, one opened after it was chosen", sweep.name, len(gone))
+		}
+		if _, err := s.TrashEntryOf(n.Ino); err != nil {
+			t.Errorf("%s: the kept file opened meanwhile is not in the trash: %v", sweep.name, err)
+		}
+		if gone := must[[]*shedfs.Inode](t)(sweep.run(nil)); len(gone) != 1 || gone[0].Ino != n.Ino {
+			t.Errorf("%s, closed: purged %+v, want inode %d", sweep.name, gone, n.Ino)
+		}
+	}
+	rep := must[*Report](t)(s.Check(nil, false, nil))
+	if len(rep.Problems) != 0 {
+		t.Fatalf("check: %+v", rep.Problems)
+	}
+}

@@ -334,13 +334,19 @@ func (c *Core) holdAgain(ino uint64) {
 
 // ChangedElsewhere is told that another daemon changed ino, whose record
 // is now rec (nil: gone): a lingering open mark of an inode that lost its
-// last link goes at once, and open handles decide their next write on
-// the new record.
+// last link goes at once, open handles decide their next write on the
+// new record, and read up to the size the other daemon wrote.
 func (c *Core) ChangedElsewhere(ino uint64, rec *shedfs.Inode) {
 	if (rec == nil || rec.Nlink == 0) && c.ft.marks.lingering(ino) {
 		c.ft.marks.urge(ino) // unlinked elsewhere: our mark goes now
 	}
-	if rec != nil {
-		c.Reentry(ino, rec)
+	if rec == nil {
+		return
+	}
+	c.Reentry(ino, rec)
+	if oi := c.lookupOpen(ino); oi != nil && rec.IsRegular() {
+		oi.mu.Lock()
+		c.followStoreLocked(oi)
+		oi.mu.Unlock()
 	}
 }

@@ -73,6 +73,20 @@ func (c *Core) setSizeLocked(oi *openFile, size uint64) {
 // descriptor and shares the first's. create says n was just made by
 // Create for OpenNew (a new blob; marked open in a shared store).
 func (c *Core) acquire(n *shedfs.Inode, create bool) (*openFile, syscall.Errno) {
+	oi, e := c.acquireHere(n, create)
+	if e == 0 && c.store.Shared() && !create {
+		// Another daemon may have written the file since this open
+		// state was made, or since n was read (close-to-open).
+		oi.mu.Lock()
+		c.followStoreLocked(oi)
+		oi.mu.Unlock()
+	}
+	return oi, e
+}
+
+// acquireHere is acquire as this daemon's open-file table alone knows
+// the file.
+func (c *Core) acquireHere(n *shedfs.Inode, create bool) (*openFile, syscall.Errno) {
 	c.ft.mu.Lock()
 	if oi := c.ft.open[n.Ino]; oi != nil {
 		oi.refs++
@@ -123,6 +137,23 @@ func (c *Core) acquire(n *shedfs.Inode, create bool) (*openFile, syscall.Errno) 
 		c.ft.mu.Lock()
 	}
 	return oi, 0
+}
+
+// followStoreLocked takes the size and mtime the store has for oi when
+// nothing written here is waiting to be persisted: on a store other
+// daemons share, another daemon may have written the file since this
+// open state was made, and every handle here reads up to oi.size. The
+// record is read under oi.mu, so that it is never older than a persist
+// of this daemon's. oi.mu must be held.
+func (c *Core) followStoreLocked(oi *openFile) {
+	if oi.dirty || oi.size != oi.persisted {
+		return
+	}
+	rec, err := c.store.GetInode(oi.ino)
+	if err != nil || !rec.IsRegular() {
+		return // gone: the handles keep reading what they had
+	}
+	oi.size, oi.persisted, oi.mtime = rec.Size, rec.Size, rec.Mtime
 }
 
 // lookupOpen returns the open state of ino, or nil.
