@@ -515,21 +515,15 @@ func (d *Daemon) abortUnmount(ctx context.Context, v *view) error {
 		return d.awaitStopped(ctx, v)
 	}
 	if err != nil {
-		d.log.Warn("view busy; aborting its connection and detaching it", "user", v.user, "mountpoint", v.mountpoint, "err", err)
-		// Abort first: once detached, the last holder's close ends the
-		// superblock, and the kernel may give its connection number to
-		// the next FUSE mount, whose connection an abort would end.
-		var abortErr error
-		if !found {
-			abortErr = fmt.Errorf("view of %s at %s: no FUSE connection in the mount table to abort", v.user, v.mountpoint)
-		} else if err := abortConnection(conn); err != nil {
-			abortErr = fmt.Errorf("view of %s: %w", v.user, err)
-		}
+		d.log.Warn("view busy; detaching it and aborting its connection", "user", v.user, "mountpoint", v.mountpoint, "err", err)
 		if err := unix.Unmount(v.mountpoint, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-			return errors.Join(abortErr, fmt.Errorf("detach view of %s: %w", v.user, err))
+			return fmt.Errorf("detach view of %s: %w", v.user, err)
 		}
-		if abortErr != nil {
-			return abortErr
+		if !found {
+			return fmt.Errorf("view of %s at %s: no FUSE connection in the mount table to abort", v.user, v.mountpoint)
+		}
+		if err := abortConnection(conn); err != nil {
+			return fmt.Errorf("view of %s: %w", v.user, err)
 		}
 	}
 	return d.awaitStopped(ctx, v)

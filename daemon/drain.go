@@ -135,15 +135,15 @@ func (d *Daemon) abortDrain(left []*draining, waited time.Duration) error {
 		v := dr.v
 		d.log.Warn("stop timeout: detaching a view still in use; its holders get ENOTCONN", "user", v.user, "mountpoint", v.mountpoint,
 			"held_by", describeHolders(dr), "waited", waited.Round(time.Second).String())
-		// Abort before the detach: after it, the last holder's close
-		// may free the connection's number for another mount.
-		if dr.conn == 0 {
-			errs = append(errs, fmt.Errorf("view of %s at %s: no FUSE connection known to abort", v.user, v.mountpoint))
-		} else if err := abortConnection(dr.conn); err != nil {
-			errs = append(errs, fmt.Errorf("view of %s: %w", v.user, err))
-		}
 		if err := unix.Unmount(v.mountpoint, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 			errs = append(errs, fmt.Errorf("detach view of %s: %w", v.user, err))
+		}
+		if dr.conn == 0 {
+			errs = append(errs, fmt.Errorf("view of %s at %s: no FUSE connection known to abort", v.user, v.mountpoint))
+			continue
+		}
+		if err := abortConnection(dr.conn); err != nil {
+			errs = append(errs, fmt.Errorf("view of %s: %w", v.user, err))
 		}
 	}
 	timeout := time.After(drainAbortWait)
