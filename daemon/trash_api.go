@@ -255,6 +255,10 @@ func (l *Local) PurgeTrash(ctx context.Context, req TrashPurgeRequest) (*TrashPu
 		}
 		if freed {
 			gone = append(gone, n)
+		} else {
+			// Held open: it goes, with its charge, at its last
+			// release, not at the next start.
+			l.core.ReclaimIfUnused(n)
 		}
 		res.Entries++
 		res.Bytes += shedfs.Charge(e.Size)
