@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -148,4 +149,100 @@ func checkLinkAnswer(t *testing.T, when, link string, allowed []int, marker []by
 		t.Errorf("%s: the link answers %d, want one of %v (%s)", when, resp.StatusCode, allowed, strings.TrimSpace(truncate(body, 80)))
 	}
 	return resp.StatusCode, body
+}
+
+// TestCrossingSessionsTrashQuota: sessions × trash × quota. Each case is
+// a user with a 1 MiB limit and a session of theirs (with or without a
+// quota of its own), a few steps that fill a trash, and a last write
+// whose outcome the README promises: the trash never causes EDQUOT,
+// whichever holder's limit refused (the session's or its user's) and
+// whichever trash holds the room (the session's or the user's, before or
+// after a close), but a kept file still open is not evicted for it.
+func TestCrossingSessionsTrashQuota(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	kib := func(n int) []byte { return bytes.Repeat([]byte("q"), n<<10) }
+	type env struct {
+		t          *testing.T
+		s          *serveDaemon
+		user, sess string
+	}
+	home := func(e env, p ...string) string { return e.s.In(e.user, p...) }
+	scratch := func(e env, p ...string) string { return e.s.In(e.user+"@"+e.sess, p...) }
+	keep := func(e env, p string, n int) { // write p, then rm it: n KiB kept
+		mustWrite(e.t, p, kib(n), 0o644)
+		wantOK(e.t, "rm "+p, os.Remove(p))
+	}
+	closeSession := func(e env, extra ...string) {
+		adminOK(e.t, append([]string{"session", "close", "--store", store, "--user", e.user, e.sess}, extra...)...)
+	}
+	cases := []struct {
+		name string
+		// quota is the session's own --quota, "" for none.
+		quota string
+		// steps fill a trash; last is the write whose outcome counts.
+		steps func(e env)
+		last  func(e env) error
+		// want is last's errno (0: it succeeds).
+		want syscall.Errno
+	}{
+		{"the user's trash full, a write in a session without a quota evicts it", "",
+			func(e env) { keep(e, home(e, "old"), 800) },
+			func(e env) error { return os.WriteFile(scratch(e, "new"), kib(400), 0o644) }, 0},
+		{"the session's own trash fills its quota, a write in it evicts it", "512KiB",
+			func(e env) { keep(e, scratch(e, "old"), 400) },
+			func(e env) error { return os.WriteFile(scratch(e, "new"), kib(300), 0o644) }, 0},
+		{"the session's trash fills the user's limit, a write in the main view evicts it", "",
+			func(e env) { keep(e, scratch(e, "old"), 800) },
+			func(e env) error { return os.WriteFile(home(e, "new"), kib(400), 0o644) }, 0},
+		{"the session's trash moved to the user's at close --keep, a write evicts it", "",
+			func(e env) { keep(e, scratch(e, "old"), 800); closeSession(e, "--keep") },
+			func(e env) error { return os.WriteFile(home(e, "new"), kib(400), 0o644) }, 0},
+		{"a scratch tree closed to the trash, a write evicts it", "",
+			func(e env) { mustWrite(e.t, scratch(e, "work"), kib(800), 0o644); closeSession(e) },
+			func(e env) error { return os.WriteFile(home(e, "new"), kib(400), 0o644) }, 0},
+		{"a kept file the session still reads is not evicted for the user's write", "",
+			func(e env) {
+				p := scratch(e, "held")
+				mustWrite(e.t, p, kib(800), 0o644)
+				f, err := os.Open(p)
+				if err != nil {
+					e.t.Fatal(err)
+				}
+				e.t.Cleanup(func() { f.Close() })
+				wantOK(e.t, "rm held", os.Remove(p))
+			},
+			func(e env) error { return os.WriteFile(home(e, "new"), kib(400), 0o644) }, syscall.EDQUOT},
+		{"the session's quota is reached by live files: EDQUOT, the user's trash is not its room", "512KiB",
+			func(e env) {
+				keep(e, home(e, "old"), 300)
+				mustWrite(e.t, scratch(e, "live"), kib(400), 0o644)
+			},
+			func(e env) error { return os.WriteFile(scratch(e, "new"), kib(200), 0o644) }, syscall.EDQUOT},
+	}
+	var users []string
+	for i := range cases {
+		u := fmt.Sprintf("dave%d", i)
+		users = append(users, u)
+		adminOK(t, "user", "add", u, "--store", store)
+		adminOK(t, "quota", "set", "user:"+u, "--bytes", "1MiB", "--store", store)
+	}
+	s := startServe(t, store, users...)
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := env{t: t, s: s, user: users[i], sess: "s"}
+			var extra []string
+			if tc.quota != "" {
+				extra = []string{"--quota", tc.quota}
+			}
+			s.sessionOpen(t, e.user, e.sess, extra...)
+			tc.steps(e)
+			err := tc.last(e)
+			if tc.want == 0 {
+				wantOK(t, "the last write", err)
+			} else {
+				wantErrno(t, "the last write", err, tc.want)
+			}
+		})
+	}
 }
