@@ -328,6 +328,18 @@ func (c *Core) holdAgain(ino uint64) {
 	}
 }
 
+// unlinkedHere is told that an operation of this daemon took rec's last
+// link (it went to the trash, or is kept for open handles): a mark of
+// it lingering here goes at once, as after another daemon's unlink
+// (ChangedElsewhere). Left lingering, it would keep the inode and its
+// charge up to markIdle after another daemon purged it from the trash
+// and its last reader there closed (issue 24, trash × etcd × open files).
+func (c *Core) unlinkedHere(rec *shedfs.Inode) {
+	if rec != nil && rec.Nlink == 0 {
+		c.ft.marks.urge(rec.Ino)
+	}
+}
+
 // ChangedElsewhere is told that another daemon changed ino, whose record
 // is now rec (nil: gone): a lingering open mark of an inode that lost its
 // last link goes at once, and open handles decide their next write on
