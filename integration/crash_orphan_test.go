@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -109,16 +108,7 @@ func TestOrphanChargeBeforeCrash(t *testing.T) {
 // inodesUsed is the inodes charged to holder h, as quota show says.
 func inodesUsed(t *testing.T, store, h string) int64 {
 	t.Helper()
-	out := adminOK(t, "quota", "show", h, "--json", "--store", store)
-	var qs []struct {
-		Used struct {
-			Inodes int64 `json:"inodes"`
-		} `json:"used"`
-	}
-	if err := json.Unmarshal([]byte(out), &qs); err != nil || len(qs) != 1 {
-		t.Fatalf("quota show --json: %v\n%s", err, out)
-	}
-	return qs[0].Used.Inodes
+	return snapQuotaOf(t, store, h).Used.Inodes
 }
 
 // mustReadFile reads what is left of f from offset 0.
