@@ -606,7 +606,13 @@ func diffCompareTrees(t *testing.T, sq diffSeq, step int, history []string) bool
 	}
 	got, err := diffTreeOf(sq.view)
 	if err != nil {
-		t.Errorf("%s (seed %d) after step %d: walking the view's tree: %v", sq.name, sq.seed, step, err)
+		t.Errorf("%s (seed %d) after step %d: walking the view's tree: %v\nlast steps:\n%s",
+			sq.name, sq.seed, step, err, diffLast(history, 20))
+		// Whether a second walk meets the same tells a stale listing
+		// or miss that stays from one of a moment.
+		_, again := diffTreeOf(sq.view)
+		t.Logf("%s: walked again at once: %v; the local tree:\n%s", sq.name, again, want)
+		diffSaveHistory(t, sq, history)
 		return false
 	}
 	if got == want {
