@@ -26,8 +26,8 @@ import (
 // What a lingering mark must not do is keep an unlinked file alive longer
 // than a close would have: when this daemon learns that an inode with a
 // lingering mark has lost its last link (from its own cache at the
-// release, or from the change feed after another daemon's unlink), the
-// mark is taken back at once. This daemon's own unlink or reclaim of an
+// release, from its own unlink, or from the change feed after another
+// daemon's unlink), the mark is taken back at once. This daemon's own unlink or reclaim of an
 // inode no handle here holds does not count its own mark and deletes it
 // with the inode (metadata's held).
 
