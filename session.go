@@ -62,6 +62,17 @@ func OuterHolder(h Holder) (outer Holder, ok bool) {
 	return UserHolder(user), true
 }
 
+// NestedPrefix returns the prefix of every holder nested in h (OuterHolder
+// of each is h): "session:alice/" for user:alice. ok is false for the
+// holders nothing nests in.
+func NestedPrefix(h Holder) (prefix string, ok bool) {
+	user, ok := strings.CutPrefix(string(h), "user:")
+	if !ok {
+		return "", false
+	}
+	return "session:" + user + "/", true
+}
+
 // Tighter returns, for a charge to a holder nested in another (a session
 // in its user), the usage and limit that admit it exactly when it fits
 // both: per dimension, the pair with less room left. A zero limit is no

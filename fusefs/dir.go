@@ -1,15 +1,22 @@
 package fusefs
 
 import (
+	"cmp"
 	"context"
+	"hash/fnv"
+	"slices"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
 // dirHandle is one opendir(3). It reads a snapshot of the directory on the
-// first readdir and again after a rewind, so telldir/seekdir offsets stay
-// valid while the directory changes underneath.
+// first readdir and again after a rewind. An entry's offset is its name's
+// cookie, and a snapshot is in cookie order, so an offset means the same
+// in every snapshot: telldir/seekdir offsets stay valid while the
+// directory changes underneath, and a listing resumed from an offset on
+// another snapshot (Seekdir) hands out no name twice and skips none that
+// stayed.
 type dirHandle struct {
 	node    *node
 	entries []fuse.DirEntry
@@ -25,9 +32,26 @@ func (d *dirHandle) load(ctx context.Context) syscall.Errno {
 	if e != 0 {
 		return e
 	}
+	for i := range list {
+		list[i].Off = cookie(list[i].Name)
+	}
+	slices.SortFunc(list, func(a, b fuse.DirEntry) int {
+		return cmp.Or(cmp.Compare(a.Off, b.Off), cmp.Compare(a.Name, b.Name))
+	})
 	d.entries = list
 	d.loaded = true
 	return 0
+}
+
+// cookie is the offset of the entry name in every listing: a hash of the
+// name, above 0 (a rewind) and below 2^63 (the kernel's offsets are
+// signed). Offsets that were indexes into each handle's snapshot listed a
+// name twice, or skipped one, when the kernel resumed a listing through
+// a handle whose snapshot was taken after a change (issue 24, item 16).
+func cookie(name string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	return max(h.Sum64()>>1, 1)
 }
 
 // Readdirent implements fs.FileReaddirenter.
@@ -42,7 +66,6 @@ func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 	}
 	e := d.entries[d.pos]
 	d.pos++
-	e.Off = uint64(d.pos)
 	return &e, 0
 }
 
@@ -52,8 +75,8 @@ func (d *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 // its readdir cache, filled through another handle, and when that cache
 // is dropped midway (an invalidation, memory pressure) it asks this
 // handle for the rest, from where the cache left off. So the handle reads
-// the directory then, and an offset past its end (the directory shrank)
-// is the end, not an error (du failed with EINVAL).
+// the directory then and goes on after the offset's cookie; an offset
+// past its end is the end, not an error (du failed with EINVAL).
 func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	if off == 0 {
 		d.loaded = false
@@ -65,7 +88,7 @@ func (d *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 			return e
 		}
 	}
-	d.pos = int(min(off, uint64(len(d.entries))))
+	d.pos, _ = slices.BinarySearchFunc(d.entries, off+1, func(e fuse.DirEntry, t uint64) int { return cmp.Compare(e.Off, t) })
 	return 0
 }
 

@@ -35,6 +35,15 @@ import (
 // notifyWait bounds how long a callback waits for its invalidations.
 const notifyWait = 100 * time.Millisecond
 
+// membershipWait bounds how long a change of a user's groups waits for
+// that user's kernels. It comes from the admin, who holds no kernel
+// lock, and what comes right after it (ls groups/G, a write on a handle
+// of G) must meet the new membership: under load the 100 ms of
+// notifyWait passed and a removed member still listed the group's folder
+// (EACCES, not ENOENT), an added one still met its cached absence
+// (ENOENT) (issue 24, items 15 and the differential test's load).
+const membershipWait = 2 * time.Second
+
 // syncTargets is how many views a change waits for at most.
 const syncTargets = 8
 
@@ -193,6 +202,11 @@ func (n *notifier) close() {
 // most syncTargets of them. from is the view whose request made the change
 // (nil for the admin, which holds no kernel lock).
 func (n *notifier) post(from *View, byView map[*View][]inval) {
+	n.postWithin(from, byView, notifyWait)
+}
+
+// postWithin is post with wait as the bound of the wait.
+func (n *notifier) postWithin(from *View, byView map[*View][]inval, wait time.Duration) {
 	if len(byView) == 0 {
 		return
 	}
@@ -225,7 +239,7 @@ func (n *notifier) post(from *View, byView map[*View][]inval) {
 	if len(waitFor) == 0 {
 		return
 	}
-	t := time.NewTimer(notifyWait)
+	t := time.NewTimer(wait)
 	select {
 	case <-w.done:
 	case <-t.C:

@@ -280,7 +280,7 @@ func (f *FS) MembershipChanged(user string) {
 				items = append(items, nameIn(groupsIno, g))
 			}
 		}
-		f.notify.post(nil, map[*View][]inval{v: items})
+		f.notify.postWithin(nil, map[*View][]inval{v: items}, membershipWait)
 	}
 }
 

@@ -131,104 +131,143 @@ func TestEtcdQuotaExactAcrossHosts(t *testing.T) {
 	b.Stop()
 }
 
-// TestEtcdTrashOpenAcrossHosts: a kept file in the trash that a process
-// on another host holds open stays, with its charge and its blob, while
-// it is read there: `trash purge` on one host takes it out of the trash
-// but frees it only at the other host's last close, and quota eviction
-// on one host skips it.
+// TestEtcdTrashOpenAcrossHosts: trash × etcd × open files, as a table.
+// A file written on host A is opened on host B and removed on A, so it
+// is kept in the trash while B reads it; then each case does one thing
+// to it. Whatever is done, B reads the whole file for as long as it holds
+// it, and the charge follows the blob: both stay while B reads, and go at
+// B's last close when the file left the trash meanwhile (purged on either
+// host, or by rm in trash/), or stay when it is still kept or live again
+// (evicted for nothing, restored).
 func TestEtcdTrashOpenAcrossHosts(t *testing.T) {
 	c := etcdtest.Start(t, 3)
 	s := newEtcdTeam(t, c)
 	s.cli(t, "quota", "set", "group:team-alpha", "--bytes", "6MiB")
 	a, sockA := startEtcdServe(t, s, "alice", "bob")
-	b, _ := startEtcdServe(t, s, "alice", "bob")
+	b, sockB := startEtcdServe(t, s, "alice", "bob")
 	ga := func(name string) string { return a.In("alice", "groups", "team-alpha", name) }
 	gb := func(name string) string { return b.In("bob", "groups", "team-alpha", name) }
+	keptOnA := func(t *testing.T, name string) string {
+		t.Helper()
+		var kept []string
+		if _, ok := within(3*time.Second, func() bool {
+			kept, _ = filepath.Glob(a.In("alice", "trash", "groups", "team-alpha", name+"@*"))
+			return len(kept) == 1
+		}); !ok {
+			t.Fatalf("trash/groups/team-alpha/%s@* on A: %v, want one kept file", name, kept)
+		}
+		return kept[0]
+	}
 	blobDir := filepath.Dir(s.args[3])
 	data := bytes.Repeat([]byte("0123456789abcdef"), 4*mib/16)
 
-	// openOnB writes name on A, opens it on B once B sees all of it, and
-	// removes it on A: it is in the trash, open on B. B opens it first
-	// while it is empty and closes that handle only after the second
-	// open, as its probes did under load when a release came late: B's
-	// open state must follow what A wrote meanwhile.
-	openOnB := func(name string) *os.File {
-		t.Helper()
-		mustWrite(t, ga(name), nil, 0o644)
-		var early *os.File
-		if _, ok := within(3*time.Second, func() bool {
-			var err error
-			early, err = os.Open(gb(name))
-			return err == nil
-		}); !ok {
-			t.Fatalf("empty %s from A not opened on B", name)
-		}
-		defer early.Close()
-		mustWrite(t, ga(name), data, 0o644)
-		var fd *os.File
-		if _, ok := within(3*time.Second, func() bool {
-			f, err := os.Open(gb(name))
-			if err != nil {
-				return false
+	cases := []struct {
+		name string
+		// act does the case's thing to name, kept in the trash and
+		// open on B; it returns the bytes and blobs it added that stay.
+		act func(t *testing.T, name string) (int64, int)
+		// kept says the file still holds its charge and blob after
+		// B's close (in the trash, or restored).
+		kept bool
+	}{
+		{"trash purge on A", func(t *testing.T, name string) (int64, int) {
+			adminOK(t, append([]string{"trash", "purge", "--all", "--admin-socket", sockA}, s.args...)...)
+			return 0, 0
+		}, false},
+		{"trash purge on B, the host that holds it open", func(t *testing.T, name string) (int64, int) {
+			adminOK(t, append([]string{"trash", "purge", "--all", "--admin-socket", sockB}, s.args...)...)
+			return 0, 0
+		}, false},
+		{"rm in trash/ on A", func(t *testing.T, name string) (int64, int) {
+			wantOK(t, "rm the kept file on A", os.Remove(keptOnA(t, name)))
+			return 0, 0
+		}, false},
+		{"quota eviction on A: a write that needs its room is refused", func(t *testing.T, name string) (int64, int) {
+			n, err := writeUpTo(ga("new-"+name), 4*mib)
+			if !errors.Is(err, syscall.EDQUOT) {
+				t.Errorf("4 MiB more into 6 MiB beside a 4 MiB kept file B reads: %d bytes, %v; want EDQUOT", n, err)
 			}
-			if fi, err := f.Stat(); err != nil || fi.Size() != int64(len(data)) {
-				f.Close()
-				return false
-			}
-			fd = f
-			return true
-		}); !ok {
-			t.Fatalf("%s from A not opened on B", name)
-		}
-		wantOK(t, "rm on A of "+name, os.Remove(ga(name)))
-		return fd
+			return n, 1
+		}, true},
+		{"restored on A (mv out of trash/)", func(t *testing.T, name string) (int64, int) {
+			wantOK(t, "mv the kept file back on A", os.Rename(keptOnA(t, name), ga(name)))
+			return 0, 0
+		}, true},
 	}
-	// reads checks that B reads the whole file, for a while.
-	reads := func(what string, fd *os.File, d time.Duration) {
-		t.Helper()
-		buf := make([]byte, len(data)+1)
-		for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-			if n, err := fd.ReadAt(buf, 0); n != len(data) || !bytes.Equal(buf[:n], data) {
-				t.Fatalf("%s: B reads %d bytes, %v", what, n, err)
+	used, blobs := groupUsed(t, s, sockA), len(blobFiles(t, blobDir))
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("f%d", i)
+			// B opens it first while it is empty and closes that
+			// handle only after the second open, as its probes did
+			// under load when a release came late: B's open state
+			// must follow what A wrote meanwhile.
+			mustWrite(t, ga(name), nil, 0o644)
+			var early *os.File
+			if _, ok := within(3*time.Second, func() bool {
+				var err error
+				early, err = os.Open(gb(name))
+				return err == nil
+			}); !ok {
+				t.Fatalf("empty %s from A not opened on B", name)
 			}
-		}
-	}
+			defer early.Close()
+			mustWrite(t, ga(name), data, 0o644)
+			var fd *os.File
+			if _, ok := within(3*time.Second, func() bool {
+				f, err := os.Open(gb(name))
+				if err != nil {
+					return false
+				}
+				if fi, err := f.Stat(); err != nil || fi.Size() != int64(len(data)) {
+					f.Close()
+					return false
+				}
+				fd = f
+				return true
+			}); !ok {
+				t.Fatalf("%s from A not opened on B", name)
+			}
+			defer fd.Close()
+			wantOK(t, "rm on A", os.Remove(ga(name)))
 
-	// trash purge on A.
-	before := len(blobFiles(t, blobDir))
-	used := groupUsed(t, s, sockA)
-	fd := openOnB("purged")
-	adminOK(t, append([]string{"trash", "purge", "--all", "--admin-socket", sockA}, s.args...)...)
-	reads("after trash purge on A", fd, 1500*time.Millisecond)
-	if u := groupUsed(t, s, sockA); u != used+int64(len(data)) {
-		t.Errorf("group uses %d bytes after the purge, want %d while B reads the file", u, used+int64(len(data)))
+			addedBytes, addedBlobs := tc.act(t, name)
+			used, blobs := used+addedBytes, blobs+addedBlobs
+			buf := make([]byte, len(data)+1)
+			for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+				if n, err := fd.ReadAt(buf, 0); n != len(data) || !bytes.Equal(buf[:n], data) {
+					t.Fatalf("B reads %d bytes, %v", n, err)
+				}
+			}
+			if u, n := groupUsed(t, s, sockA), len(blobFiles(t, blobDir)); u != used+int64(len(data)) || n != blobs+1 {
+				t.Errorf("while B reads: the group uses %d bytes and %d blobs, want %d and %d", u, n, used+int64(len(data)), blobs+1)
+			}
+			fd.Close()
+			wantUsed, wantBlobs := used, blobs
+			if tc.kept {
+				wantUsed, wantBlobs = used+int64(len(data)), blobs+1
+				time.Sleep(time.Second) // what goes at the close would go now
+			}
+			if took, ok := within(10*time.Second, func() bool {
+				return groupUsed(t, s, sockA) == wantUsed && len(blobFiles(t, blobDir)) == wantBlobs
+			}); !ok {
+				t.Errorf("after B's close: the group uses %d bytes and %d blobs, want %d and %d",
+					groupUsed(t, s, sockA), len(blobFiles(t, blobDir)), wantUsed, wantBlobs)
+			} else if !tc.kept {
+				t.Logf("freed %v after B's close", took.Round(time.Millisecond))
+			}
+			// What the case left goes, for the next one.
+			os.Remove(ga(name))
+			os.Remove(ga("new-" + name))
+			adminOK(t, append([]string{"trash", "purge", "--all", "--admin-socket", sockA}, s.args...)...)
+			if _, ok := within(10*time.Second, func() bool {
+				return groupUsed(t, s, sockA) == used-addedBytes && len(blobFiles(t, blobDir)) == blobs-addedBlobs
+			}); !ok {
+				t.Fatalf("after the purge of what the case left: the group uses %d bytes and %d blobs, want %d and %d",
+					groupUsed(t, s, sockA), len(blobFiles(t, blobDir)), used-addedBytes, blobs-addedBlobs)
+			}
+		})
 	}
-	if n := len(blobFiles(t, blobDir)); n != before+1 {
-		t.Errorf("%d blobs after the purge, want %d while B reads the file", n, before+1)
-	}
-	fd.Close()
-	if took, ok := within(10*time.Second, func() bool {
-		return groupUsed(t, s, sockA) == used && len(blobFiles(t, blobDir)) == before
-	}); !ok {
-		t.Errorf("after B's close: group uses %d bytes, %d blobs; want %d and %d",
-			groupUsed(t, s, sockA), len(blobFiles(t, blobDir)), used, before)
-	} else {
-		t.Logf("the purged file freed %v after B's close", took.Round(time.Millisecond))
-	}
-
-	// Quota eviction on A: the kept file B reads is not evicted for a
-	// new one, which is refused past what fits beside it.
-	used = groupUsed(t, s, sockA)
-	fd = openOnB("evicted")
-	n, err := writeUpTo(ga("new"), 4*mib)
-	if !errors.Is(err, syscall.EDQUOT) {
-		t.Errorf("4 MiB more into 6 MiB beside a 4 MiB kept file B reads: %d bytes, %v; want EDQUOT", n, err)
-	}
-	reads("after A's write wanted its room", fd, time.Second)
-	if u := groupUsed(t, s, sockA); u != used+int64(len(data))+n {
-		t.Errorf("group uses %d bytes, want %d: the kept file B reads (%d) and the new one (%d)", u, used+int64(len(data))+n, len(data), n)
-	}
-	fd.Close()
 	a.Stop()
 	b.Stop()
 }

@@ -50,8 +50,8 @@ func bigOld(chunk []byte) []byte {
 }
 
 type quotaRow struct {
-	Used      struct{ Bytes int64 } `json:"used"`
-	Snapshots struct{ Bytes int64 } `json:"snapshots"`
+	Used      struct{ Bytes, Inodes int64 } `json:"used"`
+	Snapshots struct{ Bytes int64 }         `json:"snapshots"`
 }
 
 func snapQuotaOf(t *testing.T, store, holder string) quotaRow {

@@ -476,17 +476,8 @@ func (s *Store) EvictTrash(h shedfs.Holder, bytes, inodes int64, unused func(uin
 		if fits() {
 			return nil
 		}
-		var victims []TrashEntry
-		var keys [][]byte
-		if err := o.tx.Scan(trashHolderPrefix(h), nil, func(k, v []byte) error {
-			e, err := decodeTrash(k, v)
-			if err != nil {
-				return err
-			}
-			victims = append(victims, e)
-			keys = append(keys, slices.Clone(k))
-			return nil
-		}); err != nil {
+		victims, keys, err := o.evictionOrder(h)
+		if err != nil {
 			return err
 		}
 		for i, e := range victims {
@@ -518,6 +509,45 @@ func (s *Store) EvictTrash(h shedfs.Holder, bytes, inodes int64, unused func(uin
 		return nil
 	})
 	return out, err
+}
+
+// evictionOrder lists what EvictTrash may free for h, oldest first, with
+// the keys: h's kept files and those of the holders nested in h (a
+// user's sessions), which are charged to h too, so that the trash of a
+// session never causes EDQUOT in its user's other views (issue 24).
+func (o *op) evictionOrder(h shedfs.Holder) ([]TrashEntry, [][]byte, error) {
+	prefixes := [][]byte{trashHolderPrefix(h)}
+	if nested, ok := shedfs.NestedPrefix(h); ok {
+		prefixes = append(prefixes, strKey(pTrash, nested))
+	}
+	var victims []TrashEntry
+	var keys [][]byte
+	for _, p := range prefixes {
+		if err := o.tx.Scan(p, nil, func(k, v []byte) error {
+			e, err := decodeTrash(k, v)
+			if err != nil {
+				return err
+			}
+			victims = append(victims, e)
+			keys = append(keys, slices.Clone(k))
+			return nil
+		}); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(prefixes) > 1 {
+		idx := make([]int, len(victims))
+		for i := range idx {
+			idx[i] = i
+		}
+		slices.SortStableFunc(idx, func(a, b int) int { return victims[a].Time.Compare(victims[b].Time) })
+		sv, sk := make([]TrashEntry, len(idx)), make([][]byte, len(idx))
+		for i, j := range idx {
+			sv[i], sk[i] = victims[j], keys[j]
+		}
+		victims, keys = sv, sk
+	}
+	return victims, keys, nil
 }
 
 // ExpireTrash purges kept files removed before cutoff, and then, oldest

@@ -245,3 +245,46 @@ func TestExpireTrashOpenedMeanwhile(t *testing.T) {
 		t.Fatalf("check: %+v", rep.Problems)
 	}
 }
+
+// TestEvictTrashNestedHolders: a session's kept files are charged to its
+// user too, so eviction for the user takes them, oldest first with the
+// user's own; eviction for the session takes only the session's.
+func TestEvictTrashNestedHolders(t *testing.T) {
+	s := newStore(t)
+	u := must[*shedfs.User](t)(s.AddUser("alice"))
+	ss := must[*Session](t)(s.OpenSession("alice", "s1", time.Time{}, shedfs.Limit{}))
+	keep := func(dir uint64, name string) uint64 {
+		n := must[*shedfs.Inode](t)(s.Create(dir, name, file(0o644), nil))
+		size(t, s, n.Ino, uint64(shedfs.ChargeUnit))
+		if _, _, kept, err := s.UnlinkTrash(dir, name, false, nil, &TrashNote{Why: TrashUnlink, Path: name}); err != nil || !kept {
+			t.Fatalf("keep %s: %v", name, err)
+		}
+		time.Sleep(time.Millisecond)
+		return n.Ino
+	}
+	inSession := keep(ss.Root, "old")      // the oldest, in the session
+	ofUser := keep(u.Roots.Private, "mid") // the user's own
+	keep(ss.Root, "new")
+	user, session := shedfs.UserHolder("alice"), shedfs.SessionHolder("alice", "s1")
+	used := must[shedfs.Usage](t)(s.Usage(user))
+	if err := s.SetLimit(user, shedfs.Limit{Bytes: used.Bytes}); err != nil {
+		t.Fatal(err)
+	}
+	got := must[[]*shedfs.Inode](t)(s.EvictTrash(user, 2*shedfs.ChargeUnit, 0, nil))
+	if len(got) != 2 || got[0].Ino != inSession || got[1].Ino != ofUser {
+		t.Fatalf("evicted for the user %+v, want the session's oldest then the user's", got)
+	}
+	if err := s.SetLimit(session, shedfs.Limit{Bytes: 1}); err != nil {
+		t.Fatal(err)
+	}
+	got = must[[]*shedfs.Inode](t)(s.EvictTrash(session, 1, 0, nil))
+	if len(got) != 1 || got[0].Zone.Kind != shedfs.ZoneSession {
+		t.Fatalf("evicted for the session %+v, want its last kept file", got)
+	}
+	if u := must[shedfs.Usage](t)(s.Usage(user)); u.Bytes != used.Bytes-3*shedfs.ChargeUnit {
+		t.Errorf("the user's usage is %d bytes, want %d", u.Bytes, used.Bytes-3*shedfs.ChargeUnit)
+	}
+	if rep := must[*Report](t)(s.Check(nil, false, nil)); len(rep.Problems) != 0 {
+		t.Fatalf("check: %+v", rep.Problems)
+	}
+}

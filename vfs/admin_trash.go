@@ -51,6 +51,10 @@ func (c *Core) PurgeKept(kept []KeptFile) (Purged, error) {
 		}
 		if freed {
 			gone = append(gone, n)
+		} else {
+			// Held open: it goes, with its charge, at its last
+			// release, not at the next start.
+			c.ReclaimIfUnused(n)
 		}
 		res.Entries++
 		res.Bytes += shedfs.Charge(e.Size)

@@ -37,8 +37,10 @@ func (v *View) PurgeKept(e metadata.TrashEntry, p string) syscall.Errno {
 		return c.Errno("purge", err)
 	}
 	if !freed {
+		// Held open: it goes with its last handle, or now if that
+		// handle went since the store looked (issue 24, item 12).
 		c.DropGhost(rec.Ino)
-		c.Orphan(rec.Ino)
+		c.ReclaimIfUnused(rec)
 	}
 	for _, f := range c.attached() {
 		f.TrashFreed([]*shedfs.Inode{rec}, FreedPurge, true)
@@ -76,6 +78,7 @@ func (v *View) RestoreKept(e metadata.TrashEntry, p string, dir At, newName stri
 		return nil, c.Errno("restore", err)
 	}
 	c.TrashChanged()
+	c.unlinkedHere(replaced)
 	v.Changed("trash_restore", p+" -> "+dir.pathOf(newName), dir.Zone, 0)
 	vs := c.contentChanged(dir.Zone, dir.Ino, nil)
 	was := NoneBefore
