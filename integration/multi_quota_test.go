@@ -211,7 +211,6 @@ func TestEtcdTrashOpenAcrossHosts(t *testing.T) {
 			}); !ok {
 				t.Fatalf("empty %s from A not opened on B", name)
 			}
-			defer early.Close()
 			mustWrite(t, ga(name), data, 0o644)
 			var fd *os.File
 			if _, ok := within(3*time.Second, func() bool {
@@ -228,6 +227,7 @@ func TestEtcdTrashOpenAcrossHosts(t *testing.T) {
 			}); !ok {
 				t.Fatalf("%s from A not opened on B", name)
 			}
+			early.Close()
 			defer fd.Close()
 			wantOK(t, "rm on A", os.Remove(ga(name)))
 
