@@ -115,7 +115,7 @@ func readRun(src Txn, k *keyCodec, run []keyWanted, inos []uint64, recs []*shedf
 		return err
 	}
 	first, last := run[0].key, run[len(run)-1].key
-	err := src.Scan(first[:1], first, func(key, v []byte) error {
+	err := src.Scan([]byte{first[0]}, first, func(key, v []byte) error {
 		if bytes.Compare(key, last) > 0 {
 			return errStopScan
 		}
