@@ -115,7 +115,11 @@ func readRun(src Txn, k *keyCodec, run []keyWanted, inos []uint64, recs []*shedf
 		return err
 	}
 	first, last := run[0].key, run[len(run)-1].key
-	err := src.Scan([]byte{first[0]}, first, func(key, v []byte) error {
+	// The keys' common prefix bounds the scan: on etcd its range request
+	// reads a page from first to the end of that prefix, not of every
+	// inode record after first.
+	prefix := first[:1+sharedLen(first[1:], last[1:])]
+	err := src.Scan(slices.Clone(prefix), first, func(key, v []byte) error {
 		if bytes.Compare(key, last) > 0 {
 			return errStopScan
 		}
@@ -142,4 +146,13 @@ func readRun(src Txn, k *keyCodec, run []keyWanted, inos []uint64, recs []*shedf
 		return fmt.Errorf("read inodes %d to %d: %w", k.ino(first), k.ino(last), err)
 	}
 	return nil
+}
+
+// sharedLen is the length of the common prefix of a and b.
+func sharedLen(a, b []byte) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
 }
