@@ -350,30 +350,44 @@ func (t *viewTxn) Get(key []byte) ([]byte, error) {
 	if err := t.open(); err != nil {
 		return nil, err
 	}
-	if cacheable(key) {
-		// A key no write has touched since the snapshot was opened
-		// holds in the cache what the snapshot holds: no round trip.
-		if v, absent, _, ok := t.c.getSince(key, t.fillGen, false); ok {
-			if absent {
-				return nil, ErrNotFound
-			}
-			return v, nil
+	// A key no write has touched since the snapshot was opened holds in
+	// the cache what the snapshot holds: no round trip.
+	if v, absent, ok := t.cached(key); ok {
+		if absent {
+			return nil, ErrNotFound
 		}
+		return v, nil
 	}
 	v, err := t.snap.Get(key)
-	if cacheable(key) {
-		var rev int64
-		if rt, ok := t.snap.(revTxn); ok {
-			rev = rt.readRev(key)
-		}
-		switch {
-		case err == nil:
-			t.c.fill(t.fillGen, key, v, false, rev)
-		case errors.Is(err, ErrNotFound):
-			t.c.fill(t.fillGen, key, nil, true, rev)
-		}
+	switch {
+	case err == nil:
+		t.fillRead(key, v, false)
+	case errors.Is(err, ErrNotFound):
+		t.fillRead(key, nil, true)
 	}
 	return v, err
+}
+
+// cached is what the cache holds of key for a transaction whose snapshot
+// is open, as Get would serve it without reading the engine.
+func (t *viewTxn) cached(key []byte) (val []byte, absent, ok bool) {
+	if !cacheable(key) {
+		return nil, false, false
+	}
+	val, absent, _, ok = t.c.getSince(key, t.fillGen, false)
+	return val, absent, ok
+}
+
+// fillRead caches val (or that key is absent), read from the snapshot.
+func (t *viewTxn) fillRead(key, val []byte, absent bool) {
+	if !cacheable(key) {
+		return
+	}
+	var rev int64
+	if rt, ok := t.snap.(revTxn); ok {
+		rev = rt.readRev(key)
+	}
+	t.c.fill(t.fillGen, key, val, absent, rev)
 }
 
 // open opens the engine snapshot once and checks it against the hits

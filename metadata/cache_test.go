@@ -10,10 +10,12 @@ import (
 	"github.com/shedfs/shedfs"
 )
 
-// countingKV counts the engine snapshots a Store opens.
+// countingKV counts the engine snapshots a Store opens, and the point
+// reads in them.
 type countingKV struct {
 	*badgerKV
 	snaps atomic.Int64
+	gets  atomic.Int64
 }
 
 func (c *countingKV) View(fn func(tx Txn) error) error {
@@ -23,7 +25,8 @@ func (c *countingKV) View(fn func(tx Txn) error) error {
 
 func (c *countingKV) snapshot() (Txn, func()) {
 	c.snaps.Add(1)
-	return c.badgerKV.snapshot()
+	tx, discard := c.badgerKV.snapshot()
+	return gettingTxn{Txn: tx, gets: &c.gets}, discard
 }
 
 func newCountingStore(t *testing.T) (*Store, *countingKV) {

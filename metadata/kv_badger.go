@@ -249,7 +249,10 @@ func (t *badgerTxn) Delete(key []byte) error { return t.txn.Delete(key) }
 func (t *badgerTxn) Scan(prefix, start []byte, fn func(key, value []byte) error) error {
 	opts := badger.DefaultIteratorOptions
 	opts.Prefix = prefix
-	opts.PrefetchSize = 64
+	// Values live in the LSM tree (valueThreshold), so reading one is a
+	// slice of its block: prefetching them would only start a goroutine
+	// per item.
+	opts.PrefetchValues = false
 	it := t.txn.NewIterator(opts)
 	defer it.Close()
 	if start == nil {

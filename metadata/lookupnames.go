@@ -18,13 +18,15 @@ import (
 //
 // The entries come from the cache while it has them; once the
 // transaction reads from the engine, the rest of the batch's entries are
-// read with one scan of their range instead of a point read each.
+// read with one scan of their range instead of a point read each, and
+// their inodes' records with one scan per run of nearby keys (getInodes).
 func (s *Store) LookupNames(parent uint64, names []string) ([]*shedfs.Inode, error) {
-	recs := make([]*shedfs.Inode, len(names))
+	var recs []*shedfs.Inode
 	err := s.view(func(o *op) error {
 		// A View may run this twice; each run starts afresh.
-		clear(recs)
 		var scanned map[string]uint64
+		children := make([]uint64, 0, len(names))
+		at := make([]int, 0, len(names))
 		for i, name := range names {
 			if lookupName(name) != nil {
 				continue
@@ -52,14 +54,16 @@ func (s *Store) LookupNames(parent uint64, names []string) ([]*shedfs.Inode, err
 				}
 				child = ino
 			}
-			n, err := getInode(o.tx, o.k, child)
-			if errors.Is(err, syscall.ENOENT) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			recs[i] = n
+			children = append(children, child)
+			at = append(at, i)
+		}
+		got, err := getInodes(o.tx, o.k, children)
+		if err != nil {
+			return err
+		}
+		recs = make([]*shedfs.Inode, len(names))
+		for j, n := range got {
+			recs[at[j]] = n
 		}
 		return nil
 	})
