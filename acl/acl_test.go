@@ -529,7 +529,7 @@ func TestDecisionAndOp(t *testing.T) {
 			}
 		}
 	}
-	if len(rs) != 34 {
+	if len(rs) != 35 {
 		t.Errorf("%d reasons", len(rs))
 	}
 	seenReason := map[string]bool{}
