@@ -22,6 +22,10 @@ type Session struct {
 	Created     time.Time `json:"created"`
 	// Expires is when the daemon closes the session; zero: never.
 	Expires time.Time `json:"expires,omitzero"`
+	// From is the snapshot of the user its scratch started as a fork of,
+	// Fork the session; empty for a session that started empty.
+	From string `json:"from,omitempty"`
+	Fork string `json:"fork,omitempty"`
 }
 
 // Expired reports whether the session's time has passed at now.

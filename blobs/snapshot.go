@@ -88,3 +88,24 @@ func (d *Dir) SnapIDs() ([]string, error) {
 	}
 	return ids, nil
 }
+
+// LinkFrom gives inode number to the content file at src (a live blob or
+// a snapshot's link) by link(2), as a fork does, and returns the size it
+// holds then; src missing (a file never written) links nothing and holds
+// 0 bytes. to must have no blob.
+func (d *Dir) LinkFrom(src string, to uint64) (int64, error) {
+	if err := d.mkShard(to); err != nil {
+		return 0, err
+	}
+	if err := os.Link(src, d.Path(to)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("link %s to blob %d: %w", src, to, err)
+	}
+	st, err := os.Stat(d.Path(to))
+	if err != nil {
+		return 0, fmt.Errorf("stat blob %d: %w", to, err)
+	}
+	return st.Size(), nil
+}

@@ -65,7 +65,7 @@ func (l *Local) OpenSession(ctx context.Context, req SessionOpenRequest) (*Sessi
 		return nil, errorf(CodeInvalid, "session quota: must not be negative")
 	}
 	defer l.sessions.lock(sessionKey(req.User, req.ID))()
-	ss, err := l.openSession(req, expires)
+	ss, forked, err := l.openForked(ctx, req, expires)
 	if err != nil {
 		return nil, err
 	}
@@ -81,6 +81,7 @@ func (l *Local) OpenSession(ctx context.Context, req SessionOpenRequest) (*Sessi
 		return nil, err
 	}
 	info.Mountpoint = mnt
+	info.Forked = forked
 	return info, nil
 }
 
@@ -92,7 +93,8 @@ func (l *Local) openSession(req SessionOpenRequest, expires time.Time) (*metadat
 	if _, err := l.st.Meta.GetUser(req.User); err != nil {
 		return nil, asError(err, fmt.Sprintf("no user named %s", req.User))
 	}
-	ss, err := l.st.Meta.OpenSession(req.User, req.ID, expires, shedfs.Limit{Bytes: req.Quota.Bytes, Inodes: req.Quota.Inodes})
+	tmpl := metadata.Session{User: req.User, ID: req.ID, Expires: expires, From: req.From, Fork: req.Fork}
+	ss, err := l.st.Meta.OpenSessionAs(tmpl, shedfs.Limit{Bytes: req.Quota.Bytes, Inodes: req.Quota.Inodes})
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("session %s of %s: it is open, or home/sessions/%s exists", req.ID, req.User, req.ID))
 	}
@@ -120,7 +122,7 @@ func (l *Local) sessionInfo(ss *metadata.Session) (*SessionInfo, error) {
 	if err != nil {
 		return nil, asError(err, "session limit")
 	}
-	info := &SessionInfo{ID: ss.ID, User: ss.User, Created: ss.Created, Quota: limitAmount(lim), Usage: amount(used)}
+	info := &SessionInfo{ID: ss.ID, User: ss.User, Created: ss.Created, Quota: limitAmount(lim), Usage: amount(used), From: ss.From, Fork: ss.Fork}
 	if !ss.Expires.IsZero() {
 		t := ss.Expires
 		info.Expires = &t

@@ -59,11 +59,17 @@ func (c *Core) needsCopyUp(oi *openFile) bool {
 }
 
 // copyUpLocked copies oi's shared blob and charges the old content, now
-// only the snapshots', to the holder (metadata.Store.AddSnapshotHeld).
-// oi.mu and the holder's admission lock must be held.
-func (c *Core) copyUpLocked(oi *openFile, charge int64) error {
+// only the snapshots', to the holder (metadata.Store.AddSnapshotHeld);
+// for a file of a fork group, to whom it is left to (cow_fork.go). oi.mu
+// and the holder's admission lock must be held.
+func (c *Core) copyUpLocked(oi *openFile, charge int64, group []uint64) error {
+	size, before := oi.size, len(oi.retired)
 	if err := c.unshareLocked(oi); err != nil {
 		return err
+	}
+	if len(group) > 0 && len(oi.retired) > before {
+		c.chargeForkLeft(oi.ino, oi.retired[len(oi.retired)-1], group, size)
+		return nil
 	}
 	if charge == 0 {
 		return nil

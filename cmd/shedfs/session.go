@@ -25,6 +25,8 @@ func sessionCommand() *cli.Command {
 					&cli.StringFlag{Name: "ttl", Usage: "close the session after this long (90s, 2h, 7d)"},
 					&cli.StringFlag{Name: "quota", Usage: "byte limit of the scratch tree, on top of the user's quota (10GiB)"},
 					&cli.StringFlag{Name: "inodes", Usage: "inode limit of the scratch tree (100k)"},
+					&cli.StringFlag{Name: "from", Usage: "start the scratch as a copy-on-write copy of this snapshot of the user (a fork)"},
+					&cli.StringFlag{Name: "fork", Usage: "start the scratch as a copy-on-write copy of this open session of the user, as it is now"},
 				},
 				Action: runSessionOpen,
 			},
@@ -57,7 +59,7 @@ func runSessionOpen(c *cli.Context) error {
 	if err := nargs(c, "no arguments", 0); err != nil {
 		return err
 	}
-	req := daemon.SessionOpenRequest{User: c.String("user"), ID: c.String("id")}
+	req := daemon.SessionOpenRequest{User: c.String("user"), ID: c.String("id"), From: c.String("from"), Fork: c.String("fork")}
 	if s := c.String("ttl"); s != "" {
 		ttl, err := parseAge(s)
 		if err != nil || ttl <= 0 {
@@ -85,6 +87,16 @@ func runSessionOpen(c *cli.Context) error {
 			where = "no view mounted (no daemon serves a mount root)"
 		}
 		fmt.Fprintf(c.App.Writer, "session %s of %s opened: %s\n", info.ID, info.User, where)
+		if f := info.Forked; f != nil {
+			src := "snapshot " + info.From
+			if info.Fork != "" {
+				src = "session " + info.Fork
+			}
+			fmt.Fprintf(c.App.Writer, "forked from %s: %d entries, %s shared copy-on-write, in %s\n", src, f.Entries, daemon.FormatSize(f.Bytes), f.Took.Round(time.Millisecond))
+			for _, p := range f.Open {
+				fmt.Fprintf(c.App.Writer, "  %s was open in a view: captured as last flushed\n", p)
+			}
+		}
 		return nil
 	})
 }

@@ -1,0 +1,102 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/vfs"
+)
+
+// A fork opens a session whose scratch starts as a copy-on-write copy of
+// a snapshot of the user (--from) or of another open session's scratch
+// as it is (--fork): the core makes the tree and links the blobs
+// (vfs.Admin.Fork); here the source is found and the session opened
+// around it.
+
+// forkSource reads the tree a session open asks to start from; nil when
+// it asks for none.
+func (l *Local) forkSource(req SessionOpenRequest) (*vfs.ForkSource, error) {
+	switch {
+	case req.From != "" && req.Fork != "":
+		return nil, errorf(CodeInvalid, "session %s: give --from (a snapshot) or --fork (a session), not both", req.ID)
+	case req.From != "":
+		sn, err := l.getSnapshot(req.User, req.From)
+		if err != nil {
+			return nil, err
+		}
+		es, err := l.st.Meta.SnapshotEntries(sn.ID)
+		if err != nil {
+			return nil, asError(err, "read snapshot "+sn.Name)
+		}
+		return &vfs.ForkSource{Entries: es, Snapshot: sn.ID}, nil
+	case req.Fork != "":
+		if err := ValidPrincipalName("session id", req.Fork); err != nil {
+			return nil, err
+		}
+		if req.Fork == req.ID {
+			return nil, errorf(CodeInvalid, "session %s cannot be a fork of itself", req.ID)
+		}
+		src, err := l.st.Meta.GetSession(req.User, req.Fork)
+		if err != nil {
+			return nil, asError(err, fmt.Sprintf("no open session %s of %s to fork", req.Fork, req.User))
+		}
+		root, err := l.st.Meta.GetInode(src.Root)
+		if err != nil {
+			return nil, asError(err, "session root")
+		}
+		tree, err := l.walkTree(root)
+		if err != nil {
+			return nil, asError(err, "walk session "+req.Fork)
+		}
+		es := make([]metadata.SnapEntry, 0, len(tree))
+		for _, w := range tree {
+			es = append(es, snapEntryOf(w))
+		}
+		return &vfs.ForkSource{Entries: es}, nil
+	}
+	return nil, nil
+}
+
+// openForked opens the session and, when asked, fills its scratch with
+// the fork. A fork that fails closes the session again (its partial tree
+// to the trash) and says why.
+func (l *Local) openForked(ctx context.Context, req SessionOpenRequest, expires time.Time) (*metadata.Session, *SessionForked, error) {
+	start := time.Now()
+	src, err := l.forkSource(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	ss, err := l.openSession(req, expires)
+	if err != nil || src == nil {
+		return ss, nil, err
+	}
+	out, err := l.core.Admin(req.User).Fork(ss, *src)
+	if err != nil {
+		if _, cerr := l.undoOpen(ss); cerr != nil {
+			l.log.Error("close a session whose fork failed", "user", ss.User, "session", ss.ID, "err", cerr)
+		}
+		var ae *vfs.AdminError
+		if errors.As(err, &ae) {
+			return nil, nil, asError(err, "fork")
+		}
+		return nil, nil, err
+	}
+	what := "session " + req.Fork
+	if req.From != "" {
+		what = "snapshot " + req.From
+	}
+	l.log.Info("session forked", "user", ss.User, "session", ss.ID, "from", what, "entries", out.Entries, "bytes", out.Bytes)
+	return ss, &SessionForked{Entries: out.Entries, Bytes: out.Bytes, Open: out.Open, Took: time.Since(start)}, nil
+}
+
+// undoOpen closes a session no view has mounted yet, its scratch to the
+// trash.
+func (l *Local) undoOpen(ss *metadata.Session) (string, error) {
+	if err := l.st.Meta.BeginSessionClose(ss, false); err != nil {
+		return "", err
+	}
+	return l.finishClose(ss, false)
+}
