@@ -26,6 +26,10 @@ type Session struct {
 	// Fork the session; empty for a session that started empty.
 	From string `json:"from,omitempty"`
 	Fork string `json:"fork,omitempty"`
+	// Start is the snapshot of the scratch taken when a fork made it,
+	// what session diff compares with; none for a session that started
+	// empty.
+	Start string `json:"start,omitempty"`
 }
 
 // Expired reports whether the session's time has passed at now.

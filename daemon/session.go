@@ -87,13 +87,13 @@ func (l *Local) OpenSession(ctx context.Context, req SessionOpenRequest) (*Sessi
 
 // openSession makes the session in the store, under l.mu (so that its
 // user is not removed meanwhile), which a view's mount is not.
-func (l *Local) openSession(req SessionOpenRequest, expires time.Time) (*metadata.Session, error) {
+func (l *Local) openSession(req SessionOpenRequest, expires time.Time, start string) (*metadata.Session, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if _, err := l.st.Meta.GetUser(req.User); err != nil {
 		return nil, asError(err, fmt.Sprintf("no user named %s", req.User))
 	}
-	tmpl := metadata.Session{User: req.User, ID: req.ID, Expires: expires, From: req.From, Fork: req.Fork}
+	tmpl := metadata.Session{User: req.User, ID: req.ID, Expires: expires, From: req.From, Fork: req.Fork, Start: start}
 	ss, err := l.st.Meta.OpenSessionAs(tmpl, shedfs.Limit{Bytes: req.Quota.Bytes, Inodes: req.Quota.Inodes})
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("session %s of %s: it is open, or home/sessions/%s exists", req.ID, req.User, req.ID))
@@ -241,6 +241,9 @@ func (l *Local) finishClose(ss *metadata.Session, keep bool) (string, error) {
 	}
 	if err != nil {
 		// The trash step's own error (tests), as it is.
+		return "", err
+	}
+	if err := l.dropStart(ss); err != nil {
 		return "", err
 	}
 	return kept, nil

@@ -2,8 +2,11 @@ package daemon
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/shedfs/shedfs/metadata"
@@ -64,16 +67,26 @@ func (l *Local) forkSource(req SessionOpenRequest) (*vfs.ForkSource, error) {
 // the fork. A fork that fails closes the session again (its partial tree
 // to the trash) and says why.
 func (l *Local) openForked(ctx context.Context, req SessionOpenRequest, expires time.Time) (*metadata.Session, *SessionForked, error) {
-	start := time.Now()
+	began := time.Now()
 	src, err := l.forkSource(req)
 	if err != nil {
 		return nil, nil, err
 	}
-	ss, err := l.openSession(req, expires)
+	start := ""
+	if src != nil {
+		start = startName(req.ID)
+		if _, err := l.st.Meta.GetSnapshot(req.User, start); err == nil {
+			return nil, nil, errorf(CodeExists, "%s has a snapshot named %s, which the fork %s would take of its start; delete it first", req.User, start, req.ID)
+		}
+	}
+	ss, err := l.openSession(req, expires, start)
 	if err != nil || src == nil {
 		return ss, nil, err
 	}
 	out, err := l.core.Admin(req.User).Fork(ss, *src)
+	if err == nil {
+		_, err = l.CreateSnapshot(ctx, SnapshotCreateRequest{User: ss.User, Session: ss.ID, Name: start})
+	}
 	if err != nil {
 		if _, cerr := l.undoOpen(ss); cerr != nil {
 			l.log.Error("close a session whose fork failed", "user", ss.User, "session", ss.ID, "err", cerr)
@@ -89,7 +102,7 @@ func (l *Local) openForked(ctx context.Context, req SessionOpenRequest, expires 
 		what = "snapshot " + req.From
 	}
 	l.log.Info("session forked", "user", ss.User, "session", ss.ID, "from", what, "entries", out.Entries, "bytes", out.Bytes)
-	return ss, &SessionForked{Entries: out.Entries, Bytes: out.Bytes, Open: out.Open, Took: time.Since(start)}, nil
+	return ss, &SessionForked{Entries: out.Entries, Bytes: out.Bytes, Open: out.Open, Took: time.Since(began)}, nil
 }
 
 // undoOpen closes a session no view has mounted yet, its scratch to the
@@ -99,4 +112,30 @@ func (l *Local) undoOpen(ss *metadata.Session) (string, error) {
 		return "", err
 	}
 	return l.finishClose(ss, false)
+}
+
+// startName is the name of the snapshot a fork takes of its start, which
+// session diff compares with and close deletes.
+func startName(id string) string {
+	name := "start-" + id
+	if len(name) > 64 {
+		sum := sha256.Sum256([]byte(id))
+		name = "start-" + hex.EncodeToString(sum[:8])
+	}
+	return name
+}
+
+// dropStart deletes the snapshot of a closed session's start, if any.
+func (l *Local) dropStart(ss *metadata.Session) error {
+	if ss.Start == "" {
+		return nil
+	}
+	sn, err := l.st.Meta.GetSnapshot(ss.User, ss.Start)
+	if errors.Is(err, syscall.ENOENT) || err == nil && sn.Session != ss.ID {
+		return nil
+	}
+	if err != nil {
+		return asError(err, "snapshot "+ss.Start)
+	}
+	return l.deleteSnapshot(*sn)
 }

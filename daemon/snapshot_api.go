@@ -518,23 +518,32 @@ func (l *Local) DiffSnapshot(ctx context.Context, user, name, other string) (*Sn
 		if err != nil {
 			return nil, err
 		}
-		tree, err := l.walkTree(root)
-		if err != nil {
-			return nil, asError(err, "walk "+sn.Path)
-		}
-		to = &diffSide{byPath: map[string]metadata.SnapEntry{}, content: func(e metadata.SnapEntry) string { return l.st.Blobs.Path(e.Ino) }}
-		for _, w := range tree {
-			e := snapEntryOf(w)
-			if st, err := os.Stat(l.st.Blobs.Path(w.n.Ino)); err == nil && w.n.IsRegular() {
-				e.Size = st.Size()
-			}
-			to.byPath[w.rel] = e
+		if to, err = l.liveSide(root, sn.Path); err != nil {
+			return nil, err
 		}
 	}
 	if err := diffSides(d, from, to); err != nil {
 		return nil, asError(err, "diff")
 	}
 	return d, nil
+}
+
+// liveSide is the live subtree at root (rel names it in errors) as a
+// side of a diff, with each regular file's size as its blob holds it.
+func (l *Local) liveSide(root *shedfs.Inode, rel string) (*diffSide, error) {
+	tree, err := l.walkTree(root)
+	if err != nil {
+		return nil, asError(err, "walk "+rel)
+	}
+	s := &diffSide{byPath: make(map[string]metadata.SnapEntry, len(tree)), content: func(e metadata.SnapEntry) string { return l.st.Blobs.Path(e.Ino) }}
+	for _, w := range tree {
+		e := snapEntryOf(w)
+		if st, err := os.Stat(l.st.Blobs.Path(w.n.Ino)); err == nil && w.n.IsRegular() {
+			e.Size = st.Size()
+		}
+		s.byPath[w.rel] = e
+	}
+	return s, nil
 }
 
 func (l *Local) snapshotSide(sn *metadata.Snapshot) (*diffSide, error) {

@@ -143,15 +143,17 @@ type restoreView struct {
 // at resolves p (relative to the snapshot root) in the view.
 func (r *restoreView) at(p string) (vfs.At, *shedfs.Inode, syscall.Errno) {
 	v := r.v
-	dir := vfs.At{Ino: v.Root(), Zone: v.RootZone()}
+	dir := vfs.At{Ino: v.Root(), Zone: v.RootZone(), Paths: viewPath("")}
 	rec, e := v.Load(dir)
 	if e != 0 {
 		return dir, nil, e
 	}
+	walked := ""
 	for _, name := range strings.Split(path.Join(r.base, p), "/") {
 		if name == "" || name == "." {
 			continue
 		}
+		walked = path.Join(walked, name)
 		if ino, res := v.Reserve(dir.Ino, name); res == vfs.ReservedRoot {
 			zr, ok := v.ReservedRoot(ino, name)
 			if !ok {
@@ -161,10 +163,16 @@ func (r *restoreView) at(p string) (vfs.At, *shedfs.Inode, syscall.Errno) {
 		} else if rec, _, e = v.Resolve(dir, name, nil, v.Clock()); e != 0 {
 			return dir, nil, e
 		}
-		dir = vfs.At{Ino: rec.Ino, Zone: rec.Zone}
+		dir = vfs.At{Ino: rec.Ino, Zone: rec.Zone, Paths: viewPath(walked)}
 	}
 	return dir, rec, 0
 }
+
+// viewPath names an entry of a view by its path from the view root, for
+// the audit trail and the trash (vfs.Paths).
+type viewPath string
+
+func (p viewPath) PathOf(name string) string { return "/" + path.Join(string(p), name) }
 
 // parent resolves the directory of p and p's name.
 func (r *restoreView) parent(p string) (vfs.At, string, syscall.Errno) {

@@ -2,8 +2,10 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -155,6 +157,116 @@ func TestSessionFork(t *testing.T) {
 		adminOK(t, "session", "close", "--store", store, "--user", "alice", id)
 	}
 	adminOK(t, "snapshot", "delete", "--store", store, "--user", "alice", "base")
+	s.Stop()
+	fsckClean(t, store)
+}
+
+// TestSessionDiffApply: a session forked from a snapshot of proj/ is
+// changed through its view (an edit, a delete, a rename, a new file and
+// directory, a chmod, a binary file); session diff names each change,
+// --patch gives the unified diff of the text files; apply --dry-run
+// changes nothing, and apply --to proj makes alice's proj/ what the
+// session has, what it replaced or removed in her trash; the snapshot
+// is as it was.
+func TestSessionDiffApply(t *testing.T) {
+	t.Parallel()
+	store := newStore(t)
+	adminOK(t, "user", "add", "alice", "--store", store)
+	s := startServe(t, store, "alice")
+	A := func(e ...string) string { return s.In("alice", e...) }
+	mustMkdir(t, A("proj"), 0o755)
+	mustMkdir(t, A("proj", "sub"), 0o755)
+	mustWrite(t, A("proj", "a.txt"), []byte("line one\nline two\nline three\n"), 0o644)
+	mustWrite(t, A("proj", "b.txt"), []byte("to be removed\n"), 0o644)
+	mustWrite(t, A("proj", "old.txt"), []byte("renamed\n"), 0o644)
+	mustWrite(t, A("proj", "sub", "c.txt"), []byte("untouched\n"), 0o644)
+	mustWrite(t, A("proj", "run.sh"), []byte("#!/bin/sh\n"), 0o644)
+	adminOK(t, "snapshot", "create", "--store", store, "--user", "alice", "--path", "proj", "base")
+	baseSums := treeSums(t, A("snapshots", "base"))
+	s.sessionOpen(t, "alice", "w", "--from", "base")
+	W := func(e ...string) string { return s.In("alice@w", e...) }
+
+	mustWrite(t, W("a.txt"), []byte("line one\nLINE TWO\nline three\n"), 0o644)
+	wantOK(t, "rm b.txt", os.Remove(W("b.txt")))
+	wantOK(t, "mv old.txt new.txt", os.Rename(W("old.txt"), W("new.txt")))
+	mustWrite(t, W("d.txt"), []byte("added\n"), 0o644)
+	mustMkdir(t, W("newdir"), 0o750)
+	mustWrite(t, W("newdir", "e.txt"), []byte("in a new directory\n"), 0o600)
+	wantOK(t, "chmod run.sh", os.Chmod(W("run.sh"), 0o755))
+	mustWrite(t, W("bin.dat"), []byte{0, 1, 2, 0, 3}, 0o644)
+
+	d := snapshotJSON[snapDiff](t, "session", "diff", "--store", store, "--user", "alice", "w")
+	paths := func(cs []snapChange) []string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.OldPath+">"+c.Path)
+		}
+		return out
+	}
+	for _, check := range []struct {
+		what string
+		got  []string
+		want []string
+	}{
+		{"added", paths(d.Added), []string{">bin.dat", ">d.txt", ">newdir", ">newdir/e.txt"}},
+		{"removed", paths(d.Removed), []string{">b.txt"}},
+		{"modified", paths(d.Modified), []string{">a.txt"}},
+		{"renamed", paths(d.Renamed), []string{"old.txt>new.txt"}},
+		{"modes", paths(d.Modes), []string{">run.sh"}},
+	} {
+		if strings.Join(check.got, " ") != strings.Join(check.want, " ") {
+			t.Errorf("session diff %s: %v, want %v", check.what, check.got, check.want)
+		}
+	}
+	patch := adminOK(t, "session", "diff", "--store", store, "--user", "alice", "w", "--patch")
+	for _, want := range []string{
+		"--- a/a.txt\n+++ b/a.txt\n@@ -1,3 +1,3 @@\n line one\n-line two\n+LINE TWO\n line three\n",
+		"--- a/b.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-to be removed\n",
+		"--- /dev/null\n+++ b/newdir/e.txt\n",
+		"Binary files /dev/null and b/bin.dat differ\n",
+		"rename from old.txt\nrename to new.txt\n",
+	} {
+		if !strings.Contains(patch, want) {
+			t.Errorf("session diff --patch lacks %q:\n%s", want, patch)
+		}
+	}
+
+	before := treeSums(t, A("proj"))
+	dry := adminOK(t, "session", "apply", "--store", store, "--user", "alice", "w", "--to", "proj", "--dry-run")
+	if !strings.Contains(dry, "remove b.txt") || !strings.Contains(dry, "rename old.txt -> new.txt") {
+		t.Errorf("apply --dry-run:\n%s", dry)
+	}
+	if got := treeSums(t, A("proj")); fmt.Sprint(got) != fmt.Sprint(before) {
+		t.Errorf("apply --dry-run changed proj/: %v", got)
+	}
+	adminOK(t, "session", "apply", "--store", store, "--user", "alice", "w", "--to", "proj")
+	want := treeSums(t, W())
+	got := treeSums(t, A("proj"))
+	for p, sum := range want {
+		if strings.HasPrefix(p, "snapshots/") || strings.HasPrefix(p, "uploads/") || strings.HasPrefix(p, "home/") || strings.HasPrefix(p, "trash/") || strings.HasPrefix(p, "output/") || strings.HasPrefix(p, "share/") || strings.HasPrefix(p, "groups/") {
+			delete(want, p)
+			continue
+		}
+		if got[p] != sum {
+			t.Errorf("proj/%s after apply: %q, want %q", p, got[p], sum)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("proj/ after apply: %v, want %v", got, want)
+	}
+	if fi, err := os.Stat(A("proj", "newdir")); err != nil || fi.Mode().Perm() != 0o750 {
+		t.Errorf("proj/newdir after apply: %v %v", fi, err)
+	}
+	if trash := adminOK(t, "trash", "list", "--store", store, "--user", "alice"); !strings.Contains(trash, "b.txt") || !strings.Contains(trash, "a.txt") {
+		t.Errorf("the trash lacks what apply removed or replaced:\n%s", trash)
+	}
+	if got := treeSums(t, A("snapshots", "base")); fmt.Sprint(got) != fmt.Sprint(baseSums) {
+		t.Errorf("the snapshot changed: %v, want %v", got, baseSums)
+	}
+	adminOK(t, "session", "close", "--store", store, "--user", "alice", "w")
+	if out := adminOK(t, "snapshot", "list", "--store", store, "--user", "alice"); strings.Contains(out, "start-w") {
+		t.Errorf("the session's start snapshot outlived its close:\n%s", out)
+	}
 	s.Stop()
 	fsckClean(t, store)
 }

@@ -43,6 +43,29 @@ func sessionCommand() *cli.Command {
 				Action: runSessionClose,
 			},
 			{
+				Name:      "diff",
+				Usage:     "what a session changed since it started (against its fork's start; all of it for a session that started empty)",
+				ArgsUsage: "ID",
+				Flags: []cli.Flag{
+					storeFlag(), jsonFlag(),
+					&cli.StringFlag{Name: "user", Usage: "the user the session belongs to", Required: true},
+					&cli.BoolFlag{Name: "patch", Usage: "a unified diff of the changed text files (binary files named only)"},
+				},
+				Action: runSessionDiff,
+			},
+			{
+				Name:      "apply",
+				Usage:     "copy what a session changed into a directory of the user's view (through its rules; what it replaces or removes goes to the trash)",
+				ArgsUsage: "ID",
+				Flags: []cli.Flag{
+					storeFlag(), jsonFlag(),
+					&cli.StringFlag{Name: "user", Usage: "the user the session belongs to", Required: true},
+					&cli.StringFlag{Name: "to", Usage: "the directory of the user's view to apply the changes to, relative to the view root", Required: true},
+					&cli.BoolFlag{Name: "dry-run", Usage: "only say what would change"},
+				},
+				Action: runSessionApply,
+			},
+			{
 				Name:  "list",
 				Usage: "open sessions with usage, limits, expiry and view",
 				Flags: []cli.Flag{
@@ -142,5 +165,59 @@ func runSessionList(c *cli.Context) error {
 				sizeOrNone(s.Quota.Bytes), s.Usage.Inodes, countOrNone(s.Quota.Inodes), expires, orDash(s.Mountpoint))
 		}
 		return tw.Flush()
+	})
+}
+
+func runSessionDiff(c *cli.Context) error {
+	if err := nargs(c, "one session ID", 1); err != nil {
+		return err
+	}
+	if c.Bool("json") && c.Bool("patch") {
+		return fmt.Errorf("session diff: give --json or --patch, not both")
+	}
+	return withPart(c, "session diff", func(ctx context.Context, sd daemon.SessionDiffer) error {
+		patch := ""
+		if c.Bool("patch") {
+			patch = "true"
+		}
+		d, err := sd.DiffSession(ctx, c.String("user"), c.Args().First(), patch)
+		if err != nil {
+			return err
+		}
+		switch {
+		case c.Bool("json"):
+			return printJSON(c.App.Writer, d)
+		case c.Bool("patch"):
+			fmt.Fprint(c.App.Writer, d.Patch)
+		default:
+			printDiff(c.App.Writer, &d.SnapshotDiff)
+		}
+		return nil
+	})
+}
+
+func runSessionApply(c *cli.Context) error {
+	if err := nargs(c, "one session ID", 1); err != nil {
+		return err
+	}
+	req := daemon.SessionApplyRequest{User: c.String("user"), ID: c.Args().First(), To: c.String("to"), DryRun: c.Bool("dry-run")}
+	return withPart(c, "session apply", func(ctx context.Context, sd daemon.SessionDiffer) error {
+		r, err := sd.ApplySession(ctx, req)
+		if err != nil {
+			return err
+		}
+		if c.Bool("json") {
+			return printJSON(c.App.Writer, r)
+		}
+		w := c.App.Writer
+		for _, l := range []struct {
+			verb  string
+			paths []string
+		}{{"create", r.Created}, {"replace", r.Replaced}, {"remove", r.Removed}, {"rename", r.Renamed}, {"chmod", r.Modes}} {
+			for _, p := range l.paths {
+				fmt.Fprintf(w, "%s %s\n", l.verb, cell(p))
+			}
+		}
+		return nil
 	})
 }
