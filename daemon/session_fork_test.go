@@ -81,6 +81,25 @@ func TestSessionForkOverSocket(t *testing.T) {
 			t.Fatalf("%s: session record %+v", req.ID, fs)
 		}
 	}
+	// The diff of a fork not changed since is empty; a session that
+	// started empty shows all of it as added.
+	if d, err := c.DiffSession(ctx, "alice", "f1", "true"); err != nil || len(d.Added)+len(d.Removed)+len(d.Modified)+len(d.Renamed)+len(d.Modes) != 0 || d.Patch != "" {
+		t.Errorf("diff of an unchanged fork: %+v %v", d, err)
+	}
+	if d, err := c.DiffSession(ctx, "alice", "src", "true"); err != nil || len(d.Added) != 1 || d.Added[0].Path != "notes.txt" ||
+		d.Patch != "--- /dev/null\n+++ b/notes.txt\n@@ -0,0 +1 @@\n+hello world\n\\ No newline at end of file\n" {
+		t.Errorf("diff of a session that started empty: %+v %q %v", d, d.Patch, err)
+	}
+	if _, err := c.DiffSession(ctx, "alice", "nosuch", ""); codeOf(t, err) != CodeNotFound {
+		t.Errorf("diff of no session: %v", err)
+	}
+	if _, err := c.ApplySession(ctx, SessionApplyRequest{User: "alice", ID: "src", To: "nosuch"}); codeOf(t, err) != CodeInvalid {
+		t.Errorf("apply to no directory: %v", err)
+	}
+	if r, err := c.ApplySession(ctx, SessionApplyRequest{User: "alice", ID: "src", To: "", DryRun: true}); err != nil || len(r.Created) != 1 || r.Created[0] != "notes.txt" {
+		t.Errorf("apply --dry-run: %+v %v", r, err)
+	}
+
 	// Kept at close, the fork's file is renumbered into alice's tree and
 	// stays in the source's fork group.
 	if _, err := c.CloseSession(ctx, SessionCloseRequest{User: "alice", ID: "f2", Keep: true}); err != nil {
