@@ -30,6 +30,11 @@ type Session struct {
 	// what session diff compares with; none for a session that started
 	// empty.
 	Start string `json:"start,omitempty"`
+	// CheckpointEvery, when set, makes the daemon snapshot the scratch
+	// at that interval while files change, keeping the last
+	// CheckpointKeep snapshots.
+	CheckpointEvery time.Duration `json:"checkpoint_every,omitempty"`
+	CheckpointKeep  int           `json:"checkpoint_keep,omitempty"`
 }
 
 // Expired reports whether the session's time has passed at now.

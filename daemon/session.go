@@ -94,6 +94,9 @@ func (l *Local) openSession(req SessionOpenRequest, expires time.Time, start str
 		return nil, asError(err, fmt.Sprintf("no user named %s", req.User))
 	}
 	tmpl := metadata.Session{User: req.User, ID: req.ID, Expires: expires, From: req.From, Fork: req.Fork, Start: start}
+	if err := checkpointsOf(req, &tmpl); err != nil {
+		return nil, err
+	}
 	ss, err := l.st.Meta.OpenSessionAs(tmpl, shedfs.Limit{Bytes: req.Quota.Bytes, Inodes: req.Quota.Inodes})
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("session %s of %s: it is open, or home/sessions/%s exists", req.ID, req.User, req.ID))
@@ -460,6 +463,11 @@ func (d *Daemon) startSessions(ctx context.Context) error {
 	go func() {
 		defer d.wg.Done()
 		d.purgeExpired(stop)
+	}()
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		d.checkpoints(stop)
 	}()
 	return nil
 }

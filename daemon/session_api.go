@@ -32,6 +32,11 @@ type SessionOpenRequest struct {
 	Quota Amount `json:"quota"`
 	From  string `json:"from,omitempty"`
 	Fork  string `json:"fork,omitempty"`
+	// CheckpointEvery (a Go duration, at least 10s) makes the daemon
+	// snapshot the scratch that often while files change, keeping the
+	// last CheckpointKeep (5 when 0).
+	CheckpointEvery string `json:"checkpoint_every,omitempty"`
+	CheckpointKeep  int    `json:"checkpoint_keep,omitempty"`
 }
 
 // SessionForked is what the fork of a session's open made: its entries,

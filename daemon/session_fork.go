@@ -125,8 +125,15 @@ func startName(id string) string {
 	return name
 }
 
-// dropStart deletes the snapshot of a closed session's start, if any.
+// dropStart deletes the snapshot of a closed session's start, if any,
+// and its automatic checkpoints: they are snapshots of a scratch that is
+// gone.
 func (l *Local) dropStart(ss *metadata.Session) error {
+	if ss.CheckpointEvery > 0 {
+		if err := l.dropCheckpoints(ss, 0); err != nil {
+			return err
+		}
+	}
 	if ss.Start == "" {
 		return nil
 	}

@@ -42,7 +42,7 @@ func (s *Store) OpenSession(user, id string, expires time.Time, limit shedfs.Lim
 }
 
 // OpenSessionAs is OpenSession of tmpl's user, id and expiry, keeping
-// what its scratch starts as (From, Fork, Start).
+// what its scratch starts as (From, Fork, Start) and its checkpoints.
 func (s *Store) OpenSessionAs(tmpl Session, limit shedfs.Limit) (*Session, error) {
 	user, id, expires := tmpl.User, tmpl.ID, tmpl.Expires
 	if err := ValidPrincipal(id); err != nil {
@@ -96,7 +96,8 @@ func (s *Store) OpenSessionAs(tmpl Session, limit shedfs.Limit) (*Session, error
 		if err := o.setBirth(inos[2], o.now); err != nil {
 			return err
 		}
-		out = &Session{User: user, ID: id, Root: inos[2], Placeholder: place.Ino, Created: o.now, Expires: expires, From: tmpl.From, Fork: tmpl.Fork, Start: tmpl.Start}
+		out = &Session{User: user, ID: id, Root: inos[2], Placeholder: place.Ino, Created: o.now, Expires: expires, From: tmpl.From, Fork: tmpl.Fork, Start: tmpl.Start,
+			CheckpointEvery: tmpl.CheckpointEvery, CheckpointKeep: tmpl.CheckpointKeep}
 		return setJSON(o.tx, sessionKey(user, id), out)
 	})
 	if err != nil {

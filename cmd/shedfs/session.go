@@ -27,6 +27,8 @@ func sessionCommand() *cli.Command {
 					&cli.StringFlag{Name: "inodes", Usage: "inode limit of the scratch tree (100k)"},
 					&cli.StringFlag{Name: "from", Usage: "start the scratch as a copy-on-write copy of this snapshot of the user (a fork)"},
 					&cli.StringFlag{Name: "fork", Usage: "start the scratch as a copy-on-write copy of this open session of the user, as it is now"},
+					&cli.StringFlag{Name: "checkpoint-every", Usage: "snapshot the scratch this often while files change (10s or more: 5m, 1h)"},
+					&cli.IntFlag{Name: "checkpoint-keep", Usage: "keep the last N automatic checkpoints (default 5)"},
 				},
 				Action: runSessionOpen,
 			},
@@ -82,7 +84,14 @@ func runSessionOpen(c *cli.Context) error {
 	if err := nargs(c, "no arguments", 0); err != nil {
 		return err
 	}
-	req := daemon.SessionOpenRequest{User: c.String("user"), ID: c.String("id"), From: c.String("from"), Fork: c.String("fork")}
+	req := daemon.SessionOpenRequest{User: c.String("user"), ID: c.String("id"), From: c.String("from"), Fork: c.String("fork"), CheckpointKeep: c.Int("checkpoint-keep")}
+	if s := c.String("checkpoint-every"); s != "" {
+		every, err := parseAge(s)
+		if err != nil {
+			return fmt.Errorf("--checkpoint-every %q: give a duration (5m, 1h)", s)
+		}
+		req.CheckpointEvery = every.String()
+	}
 	if s := c.String("ttl"); s != "" {
 		ttl, err := parseAge(s)
 		if err != nil || ttl <= 0 {
