@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shedfs/shedfs"
+	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/metadata"
 )
 
@@ -228,5 +229,49 @@ func TestForkOverQuota(t *testing.T) {
 	}
 	if ents, _ := f.store.ReadDir(ss.Root); len(ents) != 0 {
 		t.Fatalf("a refused fork left %d entries", len(ents))
+	}
+}
+
+// TestPurgeChargesSnapshot: when the last live file of a blob a snapshot
+// links is purged from the trash, the content is the snapshot's alone
+// and charged to its holder at once, not at the next recount.
+func TestPurgeChargesSnapshot(t *testing.T) {
+	f := newForkFixture(t)
+	es := f.tree(t)
+	if _, err := f.blobs.SnapLink("sn1", f.a.Ino); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.PutSnapshotEntries("sn1", es); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.store.PutSnapshot(metadata.Snapshot{ID: "sn1", Name: "one", User: "alice", Path: ".", Holder: alice, Entries: len(es)}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := f.store.Lookup(f.alice.Roots.Private, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dAt := At{Ino: d.Ino, Zone: d.Zone, Paths: paths("/d")}
+	for _, name := range []string{"a", "h"} {
+		if _, e := f.v.Remove(dAt, acl.OpUnlink, name); e != 0 {
+			t.Fatal(e)
+		}
+	}
+	if n, _ := f.store.SnapshotHeld(alice); n != 0 {
+		t.Fatalf("charged %d snapshot bytes while the trash keeps the file", n)
+	}
+	kept, err := f.store.ListTrash(f.v.TrashHolders(nil))
+	if err != nil || len(kept) != 1 {
+		t.Fatalf("trash: %+v %v", kept, err)
+	}
+	if e := f.v.PurgeKept(kept[0], "/trash/h"); e != 0 {
+		t.Fatal(e)
+	}
+	f.core.sweepGhosts(true) // the blob goes with the ghost
+	if n, _ := f.store.SnapshotHeld(alice); n != shedfs.Charge(5) {
+		t.Fatalf("snapshot bytes %d after the purge, want %d", n, shedfs.Charge(5))
+	}
+	if got := read(t, f.blobs.SnapPath("sn1", f.a.Ino)); got != "alpha" {
+		t.Fatalf("the snapshot holds %q", got)
 	}
 }

@@ -68,7 +68,7 @@ func (c *Core) copyUpLocked(oi *openFile, charge int64, group []uint64) error {
 		return err
 	}
 	if len(group) > 0 && len(oi.retired) > before {
-		c.chargeForkLeft(oi.ino, oi.retired[len(oi.retired)-1], group, size)
+		c.chargeLeft(oi.ino, oi.retired[len(oi.retired)-1], group, size)
 		return nil
 	}
 	if charge == 0 {
@@ -96,8 +96,7 @@ func (c *Core) unshareLocked(oi *openFile) error {
 		oi.cow.Store(false)
 		return nil
 	}
-	path := c.blobs.Path(oi.ino)
-	tmp := path + ".cow"
+	path, tmp := c.blobs.Path(oi.ino), c.blobs.CopyPath(oi.ino)
 	dst, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("copy-up of blob %d: %w", oi.ino, err)

@@ -26,15 +26,15 @@ func (c *Core) forkGroup(ino uint64) []uint64 {
 	return g
 }
 
-// chargeForkLeft charges the content a copy-up of ino left in old (size
-// bytes) to the holder whose snapshots alone still link it, if one does:
-// none when a live file of its fork group still has it, or when the
-// snapshots of several holders share it (as the recount from the links,
-// daemon's recountSnapshots, counts it). The writer's holder, or the one
-// it nests in, is locked by the copy-up; the charge to another holder is
-// made without its lock, so a recount of that holder running at the same
-// moment may count it twice until the next recount.
-func (c *Core) chargeForkLeft(ino uint64, old *os.File, group []uint64, size uint64) {
+// chargeLeft charges the content that ino no longer has in old (size
+// bytes: a copy-up's, or a removed blob's) to the holder whose snapshots
+// alone still link it, if one does: none when a live file of its fork
+// group still has it, or when the snapshots of several holders share it
+// (as the recount from the links, daemon's recountSnapshots, counts it).
+// The charge is made without that holder's admission lock, so a recount
+// of the holder running at the same moment may count it twice until the
+// next recount.
+func (c *Core) chargeLeft(ino uint64, old *os.File, group []uint64, size uint64) {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(old.Fd()), &st); err != nil || st.Nlink == 0 {
 		return
@@ -71,5 +71,23 @@ func (c *Core) chargeForkLeft(ino uint64, old *os.File, group []uint64, size uin
 		if err := c.store.AddSnapshotHeld(h, shedfs.Charge(size), false); err != nil {
 			c.log.Error("charge snapshot bytes", "holder", h, "err", err)
 		}
+	}
+}
+
+// removeBlob removes the blob of ino, a file gone for good; content that
+// snapshots still link is then theirs alone and charged (chargeLeft), at
+// once rather than at the next recount.
+func (c *Core) removeBlob(ino uint64) {
+	var old *os.File
+	var st unix.Stat_t
+	if err := unix.Stat(c.blobs.Path(ino), &st); err == nil && st.Nlink > 1 {
+		old, _ = os.Open(c.blobs.Path(ino))
+	}
+	if err := c.blobs.Remove(ino); err != nil {
+		c.log.Error("remove blob", "ino", ino, "err", err)
+	}
+	if old != nil {
+		c.chargeLeft(ino, old, c.forkGroup(ino), uint64(st.Size))
+		old.Close()
 	}
 }

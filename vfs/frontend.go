@@ -263,8 +263,3 @@ func (c *Core) reclaim(ino uint64) {
 	}
 }
 
-func (c *Core) removeBlob(ino uint64) {
-	if err := c.blobs.Remove(ino); err != nil {
-		c.log.Error("remove blob", "ino", ino, "err", err)
-	}
-}
