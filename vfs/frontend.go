@@ -262,4 +262,3 @@ func (c *Core) reclaim(ino uint64) {
 		c.removeBlob(ino)
 	}
 }
-
