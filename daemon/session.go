@@ -253,16 +253,22 @@ func (l *Local) finishClose(ss *metadata.Session, keep bool) (string, error) {
 }
 
 // finishSessionCloses finishes, at a daemon's start, the closes a
-// previous run marked but did not complete (it died meanwhile). On a
+// previous run marked but did not complete (it died meanwhile), and
+// closes the sessions whose fork it did not complete (abandonForks). On a
 // store other daemons serve it leaves them: one may be doing them now.
 func (l *Local) finishSessionCloses() error {
 	closes, err := l.st.Meta.SessionCloses("")
-	if err != nil || len(closes) == 0 {
+	if err != nil {
 		return err
 	}
 	if peers, err := l.st.Meta.Peers(); err != nil || len(peers) > 0 {
-		l.log.Warn("session closes under way left for a start without other daemons", "closes", len(closes), "daemons", peers, "err", err)
+		if len(closes) > 0 {
+			l.log.Warn("session closes under way left for a start without other daemons", "closes", len(closes), "daemons", peers, "err", err)
+		}
 		return nil
+	}
+	if err := l.abandonForks(); err != nil {
+		return err
 	}
 	for _, c := range closes {
 		ss := c.Session

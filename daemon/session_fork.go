@@ -146,3 +146,29 @@ func (l *Local) dropStart(ss *metadata.Session) error {
 	}
 	return l.deleteSnapshot(*sn)
 }
+
+// abandonForks closes, to the trash, every open session whose fork a
+// previous run did not complete: the fork's last step is the snapshot of
+// its start, so a session whose start snapshot is missing was cut short,
+// and is taken back as if it had never opened (its partial tree in the
+// trash; the blobs linked for records never written are fsck's).
+func (l *Local) abandonForks() error {
+	list, err := l.st.Meta.ListSessions("")
+	if err != nil {
+		return asError(err, "list sessions")
+	}
+	for i := range list {
+		ss := &list[i]
+		if ss.Start == "" {
+			continue
+		}
+		if _, err := l.st.Meta.GetSnapshot(ss.User, ss.Start); !errors.Is(err, syscall.ENOENT) {
+			continue
+		}
+		if _, err := l.undoOpen(ss); err != nil {
+			return fmt.Errorf("close session %s of %s, whose fork was cut short: %w", ss.ID, ss.User, err)
+		}
+		l.log.Warn("session whose fork was cut short closed", "user", ss.User, "session", ss.ID)
+	}
+	return nil
+}

@@ -3,7 +3,11 @@ package daemon
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
+
+	"github.com/shedfs/shedfs"
+	"github.com/shedfs/shedfs/metadata"
 )
 
 // TestSessionForkOverSocket opens forks through the admin API: one of a
@@ -115,5 +119,53 @@ func TestSessionForkOverSocket(t *testing.T) {
 	group, err := st.Meta.ForkGroup(kept.Ino)
 	if err != nil || len(group) == 0 || group[0] != n.Ino {
 		t.Fatalf("fork group of the kept file: %v %v, want the source %d first", group, err, n.Ino)
+	}
+}
+
+// TestForkCutShort: a session whose fork a crash cut short (no start
+// snapshot) is closed to the trash at the next start; a completed fork
+// and a plain session stay open.
+func TestForkCutShort(t *testing.T) {
+	st := openTestStore(t)
+	l := NewLocal(st, nil)
+	ctx := context.Background()
+	if _, err := l.AddUser(ctx, UserAddRequest{Name: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.OpenSession(ctx, SessionOpenRequest{User: "alice", ID: "src"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.OpenSession(ctx, SessionOpenRequest{User: "alice", ID: "done", Fork: "src"}); err != nil {
+		t.Fatal(err)
+	}
+	cut, err := st.Meta.OpenSessionAs(metadata.Session{User: "alice", ID: "cut", Fork: "src", Start: startName("cut")}, shedfs.Limit{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.core.Admin("alice").SessionOpened(cut); err != nil {
+		t.Fatal(err)
+	}
+	putFile(t, st, cut.Root, "partial", 3)
+	if err := l.finishSessionCloses(); err != nil {
+		t.Fatal(err)
+	}
+	var open []string
+	list, _ := st.Meta.ListSessions("alice")
+	for _, ss := range list {
+		open = append(open, ss.ID)
+	}
+	if strings.Join(open, " ") != "done src" {
+		t.Fatalf("open sessions after the start: %v, want done and src", open)
+	}
+	trash, err := l.ListTrash(ctx, TrashListRequest{User: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range trash {
+		found = found || e.Path == "sessions/cut/partial"
+	}
+	if !found {
+		t.Fatalf("the cut fork's tree is not in the trash: %+v", trash)
 	}
 }
