@@ -172,3 +172,17 @@ func (l *Local) abandonForks() error {
 	}
 	return nil
 }
+
+// startInUse refuses, as busy, deleting the start snapshot of an open
+// session: session diff compares with it, and its absence marks a fork
+// cut short (abandonForks).
+func (l *Local) startInUse(sn *metadata.Snapshot) error {
+	if sn.Session == "" {
+		return nil
+	}
+	ss, err := l.st.Meta.GetSession(sn.User, sn.Session)
+	if err != nil || ss.Start != sn.Name {
+		return nil
+	}
+	return errorf(CodeBusy, "snapshot %s is the start of open session %s of %s (session diff compares with it); it goes with the session's close", sn.Name, ss.ID, ss.User)
+}

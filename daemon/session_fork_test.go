@@ -104,6 +104,10 @@ func TestSessionForkOverSocket(t *testing.T) {
 		t.Errorf("apply --dry-run: %+v %v", r, err)
 	}
 
+	if _, err := c.DeleteSnapshot(ctx, "alice", startName("f1")); codeOf(t, err) != CodeBusy {
+		t.Errorf("delete the start snapshot of an open fork: %v", err)
+	}
+
 	// Kept at close, the fork's file is renumbered into alice's tree and
 	// stays in the source's fork group.
 	if _, err := c.CloseSession(ctx, SessionCloseRequest{User: "alice", ID: "f2", Keep: true}); err != nil {

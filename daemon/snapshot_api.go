@@ -473,6 +473,9 @@ func (l *Local) DeleteSnapshot(ctx context.Context, user, name string) (*Snapsho
 	if err != nil {
 		return nil, err
 	}
+	if err := l.startInUse(sn); err != nil {
+		return nil, err
+	}
 	info := snapshotInfo(*sn)
 	if info.OnlyBytes, err = l.snapshotOnly(sn); err != nil {
 		return nil, err
