@@ -65,10 +65,10 @@ func (s *Store) AllocInos(n int) ([]uint64, error) {
 func (s *Store) ForkTree(root uint64, owner string, es []ForkEntry, admit func(u shedfs.Usage, l shedfs.Limit, bytes, inodes int64) error) error {
 	dirs := map[string]uint64{"": root}
 	made := map[uint64]uint64{} // source inode -> new inode, for hard links
+	size := forkBatchStart
 	for len(es) > 0 {
-		n := min(len(es), snapshotBatch)
+		n := min(len(es), size)
 		batch := es[:n]
-		es = es[n:]
 		var newDirs map[string]uint64
 		var newMade map[uint64]uint64
 		err := s.update(func(o *op) error {
@@ -77,14 +77,25 @@ func (s *Store) ForkTree(root uint64, owner string, es []ForkEntry, admit func(u
 			newDirs, newMade = map[string]uint64{}, map[uint64]uint64{}
 			return o.forkBatch(root, owner, batch, forkMade[string]{dirs, newDirs}, forkMade[uint64]{made, newMade}, admit)
 		})
+		if err != nil && isTxnTooBig(err) && size > 1 {
+			size /= 2
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("fork: %w", err)
 		}
+		es = es[n:]
 		maps.Copy(dirs, newDirs)
 		maps.Copy(made, newMade)
 	}
 	return nil
 }
+
+// forkBatchStart is how many entries one transaction of a fork makes at
+// first: about six writes each, within badger's transaction size and the
+// --max-txn-ops the README asks etcd for. A batch too big for the engine
+// is halved.
+const forkBatchStart = 512
 
 // forkMade is what a fork made before this batch (done) and in it (now).
 type forkMade[K comparable] struct{ done, now map[K]uint64 }
