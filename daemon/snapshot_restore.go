@@ -129,6 +129,10 @@ func (l *Local) RestoreSnapshot(ctx context.Context, req SnapshotRestoreRequest)
 	if err := l.applyRestore(ctx, sn, from, res); err != nil {
 		return res, err
 	}
+	// Content the restore linked back is no longer the snapshot's alone.
+	if err := l.recountSnapshots(sn.Holder); err != nil {
+		return res, err
+	}
 	return res, nil
 }
 
@@ -245,15 +249,13 @@ func (l *Local) applyRestore(ctx context.Context, sn *metadata.Snapshot, from *d
 				return fail("symlink", p, en)
 			}
 		case syscall.S_IFREG:
+			// The snapshot's content, linked, not copied.
 			rec, en := v.Create(vfs.Caller{}, dir, name, e.Mode&0o7777)
 			if en != 0 {
 				return fail("create", p, en)
 			}
-			h, _, en := v.OpenNew(dir, name, rec, syscall.O_WRONLY)
-			if en != 0 {
-				return fail("create", p, en)
-			}
-			if en = copyInto(h, from.content(e)); en != 0 {
+			at := vfs.At{Ino: rec.Ino, Zone: rec.Zone, Paths: viewPath(path.Join(r.base, p))}
+			if _, en = v.Adopt(at, rec, from.content(e), e.Ino); en != 0 {
 				return fail("write", p, en)
 			}
 		}

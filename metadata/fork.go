@@ -277,3 +277,9 @@ func (o *op) carryFork(old, ino uint64) error {
 	}
 	return o.joinFork(old, ino)
 }
+
+// JoinFork puts member in the fork group of src: member's blob was just
+// linked from src's content (a restore from a snapshot).
+func (s *Store) JoinFork(src, member uint64) error {
+	return s.update(func(o *op) error { return o.joinFork(src, member) })
+}
