@@ -275,3 +275,52 @@ func TestPurgeChargesSnapshot(t *testing.T) {
 		t.Fatalf("the snapshot holds %q", got)
 	}
 }
+
+// TestAdopt: a file created through a view adopts a content file by a
+// link, charged like a write and in the source's fork group, so that a
+// write to it copies first and charges no snapshot bytes; over the quota
+// it is refused with EDQUOT and nothing is linked.
+func TestAdopt(t *testing.T) {
+	f := newForkFixture(t)
+	before, _ := f.store.Usage(alice)
+	rec, e := f.v.Create(Caller{}, f.root, "r", 0o644)
+	if e != 0 {
+		t.Fatal(e)
+	}
+	at := At{Ino: rec.Ino, Zone: rec.Zone, Paths: paths("/r")}
+	if n, e := f.v.Adopt(at, rec, f.blobs.Path(f.a.Ino), f.a.Ino); e != 0 || n != 5 {
+		t.Fatalf("adopt: %d %v", n, e)
+	}
+	after, _ := f.store.Usage(alice)
+	if got := after.Bytes - before.Bytes; got != shedfs.Charge(5) {
+		t.Fatalf("adopt charged %d bytes, want %d", got, shedfs.Charge(5))
+	}
+	sa, _ := os.Stat(f.blobs.Path(f.a.Ino))
+	sr, _ := os.Stat(f.blobs.Path(rec.Ino))
+	if !os.SameFile(sa, sr) {
+		t.Fatal("adopted content copied, not linked")
+	}
+	stored, _ := f.store.GetInode(rec.Ino)
+	writeAt(t, f.v, f.root, "r", stored, "RRRRR")
+	if got := read(t, f.blobs.Path(f.a.Ino)); got != "alpha" {
+		t.Fatalf("the source holds %q after a write to the adopter", got)
+	}
+	if n, _ := f.store.SnapshotHeld(alice); n != 0 {
+		t.Fatalf("%d snapshot bytes charged by a copy-up whose old content stayed live", n)
+	}
+
+	used, _ := f.store.Usage(alice)
+	if err := f.store.SetLimit(alice, shedfs.Limit{Bytes: used.Bytes + 1}); err != nil {
+		t.Fatal(err)
+	}
+	rec2, e := f.v.Create(Caller{}, f.root, "r2", 0o644)
+	if e != 0 {
+		t.Fatal(e)
+	}
+	if _, e := f.v.Adopt(At{Ino: rec2.Ino, Zone: rec2.Zone, Paths: paths("/r2")}, rec2, f.blobs.Path(f.a.Ino), f.a.Ino); e != syscall.EDQUOT {
+		t.Fatalf("adopt over the quota: %v, want EDQUOT", e)
+	}
+	if _, err := os.Stat(f.blobs.Path(rec2.Ino)); !os.IsNotExist(err) {
+		t.Fatalf("a refused adopt left a link: %v", err)
+	}
+}
