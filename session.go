@@ -26,6 +26,8 @@ type Session struct {
 	// Fork the session; empty for a session that started empty.
 	From string `json:"from,omitempty"`
 	Fork string `json:"fork,omitempty"`
+	// Base is the host directory its scratch started as a copy of.
+	Base string `json:"base,omitempty"`
 	// Start is the snapshot of the scratch taken when a fork made it,
 	// what session diff compares with; none for a session that started
 	// empty.

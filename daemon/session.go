@@ -93,7 +93,7 @@ func (l *Local) openSession(req SessionOpenRequest, expires time.Time, start str
 	if _, err := l.st.Meta.GetUser(req.User); err != nil {
 		return nil, asError(err, fmt.Sprintf("no user named %s", req.User))
 	}
-	tmpl := metadata.Session{User: req.User, ID: req.ID, Expires: expires, From: req.From, Fork: req.Fork, Start: start}
+	tmpl := metadata.Session{User: req.User, ID: req.ID, Expires: expires, From: req.From, Fork: req.Fork, Base: req.Base, Start: start}
 	if err := checkpointsOf(req, &tmpl); err != nil {
 		return nil, err
 	}
@@ -125,7 +125,7 @@ func (l *Local) sessionInfo(ss *metadata.Session) (*SessionInfo, error) {
 	if err != nil {
 		return nil, asError(err, "session limit")
 	}
-	info := &SessionInfo{ID: ss.ID, User: ss.User, Created: ss.Created, Quota: limitAmount(lim), Usage: amount(used), From: ss.From, Fork: ss.Fork}
+	info := &SessionInfo{ID: ss.ID, User: ss.User, Created: ss.Created, Quota: limitAmount(lim), Usage: amount(used), From: ss.From, Fork: ss.Fork, Base: ss.Base}
 	if !ss.Expires.IsZero() {
 		t := ss.Expires
 		info.Expires = &t

@@ -32,6 +32,9 @@ type SessionOpenRequest struct {
 	Quota Amount `json:"quota"`
 	From  string `json:"from,omitempty"`
 	Fork  string `json:"fork,omitempty"`
+	// Base, an absolute path of the host, makes the scratch start as a
+	// copy of that directory (cloned where the host filesystem can).
+	Base string `json:"base,omitempty"`
 	// CheckpointEvery (a Go duration, at least 10s) makes the daemon
 	// snapshot the scratch that often while files change, keeping the
 	// last CheckpointKeep (5 when 0).
@@ -78,6 +81,7 @@ type SessionInfo struct {
 	// session); Forked, in the answer of an open, what the fork made.
 	From   string         `json:"from,omitempty"`
 	Fork   string         `json:"fork,omitempty"`
+	Base   string         `json:"base,omitempty"`
 	Forked *SessionForked `json:"forked,omitempty"`
 }
 

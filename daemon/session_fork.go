@@ -22,9 +22,17 @@ import (
 // forkSource reads the tree a session open asks to start from; nil when
 // it asks for none.
 func (l *Local) forkSource(req SessionOpenRequest) (*vfs.ForkSource, error) {
+	given := 0
+	for _, s := range []string{req.From, req.Fork, req.Base} {
+		if s != "" {
+			given++
+		}
+	}
 	switch {
-	case req.From != "" && req.Fork != "":
-		return nil, errorf(CodeInvalid, "session %s: give --from (a snapshot) or --fork (a session), not both", req.ID)
+	case given > 1:
+		return nil, errorf(CodeInvalid, "session %s: give one of --from (a snapshot), --fork (a session) and --base (a host directory)", req.ID)
+	case req.Base != "":
+		return baseSource(req.Base)
 	case req.From != "":
 		sn, err := l.getSnapshot(req.User, req.From)
 		if err != nil {
@@ -85,7 +93,7 @@ func (l *Local) openForked(ctx context.Context, req SessionOpenRequest, expires 
 	}
 	out, err := l.core.Admin(req.User).Fork(ss, *src)
 	if err == nil {
-		_, err = l.CreateSnapshot(ctx, SnapshotCreateRequest{User: ss.User, Session: ss.ID, Name: start})
+		_, err = l.CreateSnapshot(ctx, SnapshotCreateRequest{User: ss.User, Session: ss.ID, Name: start, unlisted: true})
 	}
 	if err != nil {
 		if _, cerr := l.undoOpen(ss); cerr != nil {
@@ -98,8 +106,11 @@ func (l *Local) openForked(ctx context.Context, req SessionOpenRequest, expires 
 		return nil, nil, err
 	}
 	what := "session " + req.Fork
-	if req.From != "" {
+	switch {
+	case req.From != "":
 		what = "snapshot " + req.From
+	case req.Base != "":
+		what = "base " + req.Base
 	}
 	l.log.Info("session forked", "user", ss.User, "session", ss.ID, "from", what, "entries", out.Entries, "bytes", out.Bytes)
 	return ss, &SessionForked{Entries: out.Entries, Bytes: out.Bytes, Open: out.Open, Took: time.Since(began)}, nil

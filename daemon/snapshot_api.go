@@ -58,6 +58,9 @@ type SnapshotCreateRequest struct {
 	// MaxSnapshots refuses the snapshot when the user has that many
 	// already (0: no limit).
 	MaxSnapshots int `json:"max_snapshots,omitempty"`
+	// unlisted keeps it out of snapshots/ in the view (a session's
+	// start); only the daemon's own creates set it.
+	unlisted bool
 }
 
 // SnapshotInfo is one snapshot.
@@ -228,7 +231,7 @@ func (l *Local) CreateSnapshot(ctx context.Context, req SnapshotCreateRequest) (
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	sn := metadata.Snapshot{ID: hex.EncodeToString(rnd[:]), Name: req.Name, User: req.User, Session: req.Session, Path: rel,
-		Holder: shedfs.HolderOf(root.Zone), Created: time.Now().UTC(), Entries: len(tree)}
+		Holder: shedfs.HolderOf(root.Zone), Created: time.Now().UTC(), Entries: len(tree), Unlisted: req.unlisted}
 	if req.TTLSeconds > 0 {
 		sn.Expires = sn.Created.Add(time.Duration(req.TTLSeconds) * time.Second)
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -267,6 +268,87 @@ func TestSessionDiffApply(t *testing.T) {
 	if out := adminOK(t, "snapshot", "list", "--store", store, "--user", "alice"); strings.Contains(out, "start-w") {
 		t.Errorf("the session's start snapshot outlived its close:\n%s", out)
 	}
+	s.Stop()
+	fsckClean(t, store)
+}
+
+// TestSessionBase opens a session over a git checkout of the host
+// (--base): git status in the session finds it clean; an edit, a delete
+// and a rename show in git status and session diff --patch and nowhere
+// in the checkout (its checksums the same after); a symlink to /etc is a
+// symlink in the session, never followed by the copy; a relative or
+// symlinked base is refused.
+func TestSessionBase(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Fatal("git is needed")
+	}
+	base := filepath.Join(t.TempDir(), "checkout")
+	mustMkdir(t, base, 0o755)
+	mustMkdir(t, filepath.Join(base, "src"), 0o755)
+	mustWrite(t, filepath.Join(base, "README"), []byte("hello\nworld\n"), 0o644)
+	mustWrite(t, filepath.Join(base, "src", "main.go"), []byte("package main\n"), 0o644)
+	mustWrite(t, filepath.Join(base, "old.txt"), []byte("old\n"), 0o644)
+	if err := os.Symlink("/etc", filepath.Join(base, "etc")); err != nil {
+		t.Fatal(err)
+	}
+	git := func(dir string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command("git", append([]string{"-c", "safe.directory=*", "-c", "user.name=t", "-c", "user.email=t@example.com"}, args...)...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("git %v in %s: %v\n%s", args, dir, err, out)
+		}
+		return string(out)
+	}
+	git(base, "init", "-q")
+	git(base, "add", ".")
+	git(base, "commit", "-q", "-m", "base")
+	before := treeSums(t, base)
+
+	store := newStore(t)
+	adminOK(t, "user", "add", "alice", "--store", store)
+	s := startServe(t, store, "alice")
+	for _, bad := range []string{"checkout", filepath.Join(base, "etc")} {
+		if _, _, code := runCLI(t, "session", "open", "--store", store, "--user", "alice", "--id", "bad", "--base", bad); code == 0 {
+			t.Errorf("session open --base %s succeeded", bad)
+		}
+	}
+	s.sessionOpen(t, "alice", "b", "--base", base)
+	W := func(e ...string) string { return s.In("alice@b", e...) }
+	if out := git(W(), "status", "--porcelain"); out != "" {
+		t.Errorf("git status in the session of a clean checkout:\n%s", out)
+	}
+	if target, err := os.Readlink(W("etc")); err != nil || target != "/etc" {
+		t.Errorf("etc in the session: %q %v, want the symlink as it is", target, err)
+	}
+
+	mustWrite(t, W("README"), []byte("hello\nthere\n"), 0o644)
+	wantOK(t, "rm src/main.go", os.Remove(W("src", "main.go")))
+	wantOK(t, "mv old.txt new.txt", os.Rename(W("old.txt"), W("new.txt")))
+	st := git(W(), "status", "--porcelain")
+	for _, want := range []string{" M README", " D src/main.go", " D old.txt", "?? new.txt"} {
+		if !strings.Contains(st, want) {
+			t.Errorf("git status in the session lacks %q:\n%s", want, st)
+		}
+	}
+	patch := adminOK(t, "session", "diff", "--store", store, "--user", "alice", "b", "--patch")
+	for _, want := range []string{"-world\n+there\n", "--- a/src/main.go\n+++ /dev/null\n", "rename from old.txt\nrename to new.txt\n"} {
+		if !strings.Contains(patch, want) {
+			t.Errorf("session diff --patch lacks %q:\n%s", want, patch)
+		}
+	}
+	if got := string(mustRead(t, W("snapshots", "start-b", "README"))); got != "hello\nworld\n" {
+		t.Errorf("the session's start, by name in snapshots/: README reads %q", got)
+	}
+	if after := treeSums(t, base); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("the checkout changed:\n%v\nwas\n%v", after, before)
+	}
+	if out := git(base, "status", "--porcelain"); out != "" {
+		t.Errorf("git status of the checkout after the session's changes:\n%s", out)
+	}
+	adminOK(t, "session", "close", "--store", store, "--user", "alice", "b")
 	s.Stop()
 	fsckClean(t, store)
 }

@@ -41,6 +41,9 @@ func forkMemberKey(root, member uint64) []byte {
 type ForkEntry struct {
 	SnapEntry
 	Ino uint64
+	// Copied says the content was copied, not linked (from outside the
+	// store): the file shares no blob, and joins no fork group.
+	Copied bool
 }
 
 // AllocInos allocates n inode numbers.
@@ -163,6 +166,9 @@ func (o *op) forkBatch(root uint64, owner string, batch []ForkEntry, dirs forkMa
 		case syscall.S_IFREG:
 			n.Size = uint64(e.Size)
 			made.now[e.SnapEntry.Ino] = n.Ino
+			if e.Copied {
+				break
+			}
 			if err := o.joinFork(e.SnapEntry.Ino, n.Ino); err != nil {
 				return err
 			}

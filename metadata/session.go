@@ -96,7 +96,7 @@ func (s *Store) OpenSessionAs(tmpl Session, limit shedfs.Limit) (*Session, error
 		if err := o.setBirth(inos[2], o.now); err != nil {
 			return err
 		}
-		out = &Session{User: user, ID: id, Root: inos[2], Placeholder: place.Ino, Created: o.now, Expires: expires, From: tmpl.From, Fork: tmpl.Fork, Start: tmpl.Start,
+		out = &Session{User: user, ID: id, Root: inos[2], Placeholder: place.Ino, Created: o.now, Expires: expires, From: tmpl.From, Fork: tmpl.Fork, Base: tmpl.Base, Start: tmpl.Start,
 			CheckpointEvery: tmpl.CheckpointEvery, CheckpointKeep: tmpl.CheckpointKeep}
 		return setJSON(o.tx, sessionKey(user, id), out)
 	})

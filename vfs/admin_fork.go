@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"fmt"
+	"os"
 	"syscall"
 
 	"github.com/shedfs/shedfs"
@@ -19,6 +20,10 @@ type ForkSource struct {
 	// Snapshot is the id of the snapshot holding the content; "" for a
 	// live tree.
 	Snapshot string
+	// Open, when set, opens the content of an entry outside the store (a
+	// base directory of the host), which is cloned or copied, never
+	// linked: the host's file must not change with the session's.
+	Open func(e metadata.SnapEntry) (*os.File, error)
 }
 
 // Forked is what a fork made.
@@ -62,7 +67,11 @@ func (a *Admin) Fork(ss *metadata.Session, src ForkSource) (*Forked, error) {
 	h := shedfs.SessionHolder(ss.User, ss.ID)
 	// A first check, which evicts the trash for room; each batch of the
 	// store's transactions decides again.
-	_, d, err := c.Admit(Growth{Holder: h, Bytes: files, Inodes: others})
+	g := Growth{Holder: h, Bytes: files, Inodes: others}
+	if src.Open != nil {
+		g.Disk = files // copied (a clone, where it works, takes less)
+	}
+	_, d, err := c.Admit(g)
 	if err != nil {
 		return nil, adminErr(err, what)
 	}
@@ -105,7 +114,7 @@ func (a *Admin) linkFork(ss *metadata.Session, src ForkSource, out *Forked) ([]m
 	es := make([]metadata.ForkEntry, 0, len(src.Entries))
 	sizes := map[uint64]int64{}
 	for i, e := range src.Entries {
-		fe := metadata.ForkEntry{SnapEntry: e, Ino: inos[i]}
+		fe := metadata.ForkEntry{SnapEntry: e, Ino: inos[i], Copied: src.Open != nil}
 		if e.Mode&syscall.S_IFMT == syscall.S_IFREG {
 			size, ok := sizes[e.Ino]
 			if !ok {
@@ -126,6 +135,9 @@ func (a *Admin) linkFork(ss *metadata.Session, src ForkSource, out *Forked) ([]m
 // its size.
 func (a *Admin) linkForked(src ForkSource, e metadata.SnapEntry, ino uint64, out *Forked) (int64, error) {
 	c := a.c
+	if src.Open != nil {
+		return a.copyForked(src, e, ino)
+	}
 	if src.Snapshot != "" {
 		return c.blobs.LinkFrom(c.blobs.SnapPath(src.Snapshot, e.Ino), ino)
 	}
@@ -139,4 +151,27 @@ func (a *Admin) linkForked(src ForkSource, e metadata.SnapEntry, ino uint64, out
 		out.Open = append(out.Open, e.Path)
 	}
 	return size, err
+}
+
+// copyForked gives inode ino a clone or copy of e's content from outside
+// the store, and returns its size.
+func (a *Admin) copyForked(src ForkSource, e metadata.SnapEntry, ino uint64) (int64, error) {
+	in, err := src.Open(e)
+	if err != nil {
+		return 0, fmt.Errorf("open %s: %w", e.Path, err)
+	}
+	defer in.Close()
+	out, err := a.c.blobs.OpenFile(ino, true)
+	if err != nil {
+		return 0, err
+	}
+	defer out.Close()
+	if err := cloneOrCopy(out, in); err != nil {
+		return 0, fmt.Errorf("copy %s: %w", e.Path, err)
+	}
+	st, err := out.Stat()
+	if err != nil {
+		return 0, err
+	}
+	return st.Size(), out.Sync()
 }

@@ -27,6 +27,7 @@ func sessionCommand() *cli.Command {
 					&cli.StringFlag{Name: "inodes", Usage: "inode limit of the scratch tree (100k)"},
 					&cli.StringFlag{Name: "from", Usage: "start the scratch as a copy-on-write copy of this snapshot of the user (a fork)"},
 					&cli.StringFlag{Name: "fork", Usage: "start the scratch as a copy-on-write copy of this open session of the user, as it is now"},
+					&cli.StringFlag{Name: "base", Usage: "start the scratch as a copy of this host directory (absolute; cloned where the host filesystem can, nothing followed out of it)"},
 					&cli.StringFlag{Name: "checkpoint-every", Usage: "snapshot the scratch this often while files change (10s or more: 5m, 1h)"},
 					&cli.IntFlag{Name: "checkpoint-keep", Usage: "keep the last N automatic checkpoints (default 5)"},
 				},
@@ -84,7 +85,7 @@ func runSessionOpen(c *cli.Context) error {
 	if err := nargs(c, "no arguments", 0); err != nil {
 		return err
 	}
-	req := daemon.SessionOpenRequest{User: c.String("user"), ID: c.String("id"), From: c.String("from"), Fork: c.String("fork"), CheckpointKeep: c.Int("checkpoint-keep")}
+	req := daemon.SessionOpenRequest{User: c.String("user"), ID: c.String("id"), From: c.String("from"), Fork: c.String("fork"), Base: c.String("base"), CheckpointKeep: c.Int("checkpoint-keep")}
 	if s := c.String("checkpoint-every"); s != "" {
 		every, err := parseAge(s)
 		if err != nil {
@@ -121,10 +122,13 @@ func runSessionOpen(c *cli.Context) error {
 		fmt.Fprintf(c.App.Writer, "session %s of %s opened: %s\n", info.ID, info.User, where)
 		if f := info.Forked; f != nil {
 			src := "snapshot " + info.From
-			if info.Fork != "" {
+			switch {
+			case info.Fork != "":
 				src = "session " + info.Fork
+			case info.Base != "":
+				src = "base " + info.Base
 			}
-			fmt.Fprintf(c.App.Writer, "forked from %s: %d entries, %s shared copy-on-write, in %s\n", src, f.Entries, daemon.FormatSize(f.Bytes), f.Took.Round(time.Millisecond))
+			fmt.Fprintf(c.App.Writer, "forked from %s: %d entries, %s, in %s\n", src, f.Entries, daemon.FormatSize(f.Bytes), f.Took.Round(time.Millisecond))
 			for _, p := range f.Open {
 				fmt.Fprintf(c.App.Writer, "  %s was open in a view: captured as last flushed\n", p)
 			}
