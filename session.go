@@ -22,6 +22,21 @@ type Session struct {
 	Created     time.Time `json:"created"`
 	// Expires is when the daemon closes the session; zero: never.
 	Expires time.Time `json:"expires,omitzero"`
+	// From is the snapshot of the user its scratch started as a fork of,
+	// Fork the session; empty for a session that started empty.
+	From string `json:"from,omitempty"`
+	Fork string `json:"fork,omitempty"`
+	// Base is the host directory its scratch started as a copy of.
+	Base string `json:"base,omitempty"`
+	// Start is the snapshot of the scratch taken when a fork made it,
+	// what session diff compares with; none for a session that started
+	// empty.
+	Start string `json:"start,omitempty"`
+	// CheckpointEvery, when set, makes the daemon snapshot the scratch
+	// at that interval while files change, keeping the last
+	// CheckpointKeep snapshots.
+	CheckpointEvery time.Duration `json:"checkpoint_every,omitempty"`
+	CheckpointKeep  int           `json:"checkpoint_keep,omitempty"`
 }
 
 // Expired reports whether the session's time has passed at now.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -87,4 +88,56 @@ func (d *Dir) SnapIDs() ([]string, error) {
 		}
 	}
 	return ids, nil
+}
+
+// LinkFrom gives inode number to the content file at src (a live blob or
+// a snapshot's link) by link(2), as a fork does, and returns the size it
+// holds then; src missing (a file never written) links nothing and holds
+// 0 bytes. to must have no blob.
+func (d *Dir) LinkFrom(src string, to uint64) (int64, error) {
+	if err := d.mkShard(to); err != nil {
+		return 0, err
+	}
+	if err := os.Link(src, d.Path(to)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("link %s to blob %d: %w", src, to, err)
+	}
+	st, err := os.Stat(d.Path(to))
+	if err != nil {
+		return 0, fmt.Errorf("stat blob %d: %w", to, err)
+	}
+	return st.Size(), nil
+}
+
+// copySuffix ends the name of a copy-up in progress (vfs/cow.go): the
+// copy of a shared blob, renamed over it once whole.
+const copySuffix = ".cow"
+
+// CopyPath is where the copy-up of ino's blob is written before it takes
+// the blob's place.
+func (d *Dir) CopyPath(ino uint64) string { return d.Path(ino) + copySuffix }
+
+// CopyLeftovers lists the copy-ups a crash cut short: copies that never
+// took a blob's place, which only waste room (the blob they were made
+// of is whole).
+func (d *Dir) CopyLeftovers() ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(d.root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.IsDir() && p == filepath.Join(d.root, "snapshots") {
+			return filepath.SkipDir
+		}
+		if !e.IsDir() && strings.HasSuffix(e.Name(), copySuffix) {
+			out = append(out, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list copy-up leftovers: %w", err)
+	}
+	return out, nil
 }

@@ -224,15 +224,16 @@ func newHandler(admin Admin, log *slog.Logger) http.Handler {
 	h("GET /v1/status", route0(admin.Status))
 	// Imports and ownership overrides: files_api.go.
 	fileRoutes(mux, h, admin, log)
-	auditRoutes(h, admin)      // audit_api.go
-	settingsRoutes(h, admin)   // settings.go
-	linkRoutes(h, admin)       // links_api.go
-	tokenRoutes(h, admin)      // tokens_api.go
-	editLockRoutes(h, admin)   // editlocks_api.go
-	quarantineRoutes(h, admin) // content_api.go
-	trashRoutes(h, admin)      // trash_api.go
-	sessionRoutes(h, admin)    // session_api.go
-	snapshotRoutes(h, admin)   // snapshot_api.go
+	auditRoutes(h, admin)       // audit_api.go
+	settingsRoutes(h, admin)    // settings.go
+	linkRoutes(h, admin)        // links_api.go
+	tokenRoutes(h, admin)       // tokens_api.go
+	editLockRoutes(h, admin)    // editlocks_api.go
+	quarantineRoutes(h, admin)  // content_api.go
+	trashRoutes(h, admin)       // trash_api.go
+	sessionRoutes(h, admin)     // session_api.go
+	snapshotRoutes(h, admin)    // snapshot_api.go
+	sessionDiffRoutes(h, admin) // session_diff.go
 	// Everything else is a JSON error too, never Go's plain-text 404 or
 	// 405: a known path with another method is 405, the rest 404.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -65,7 +65,7 @@ func (l *Local) OpenSession(ctx context.Context, req SessionOpenRequest) (*Sessi
 		return nil, errorf(CodeInvalid, "session quota: must not be negative")
 	}
 	defer l.sessions.lock(sessionKey(req.User, req.ID))()
-	ss, err := l.openSession(req, expires)
+	ss, forked, err := l.openForked(ctx, req, expires)
 	if err != nil {
 		return nil, err
 	}
@@ -81,18 +81,23 @@ func (l *Local) OpenSession(ctx context.Context, req SessionOpenRequest) (*Sessi
 		return nil, err
 	}
 	info.Mountpoint = mnt
+	info.Forked = forked
 	return info, nil
 }
 
 // openSession makes the session in the store, under l.mu (so that its
 // user is not removed meanwhile), which a view's mount is not.
-func (l *Local) openSession(req SessionOpenRequest, expires time.Time) (*metadata.Session, error) {
+func (l *Local) openSession(req SessionOpenRequest, expires time.Time, start string) (*metadata.Session, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if _, err := l.st.Meta.GetUser(req.User); err != nil {
 		return nil, asError(err, fmt.Sprintf("no user named %s", req.User))
 	}
-	ss, err := l.st.Meta.OpenSession(req.User, req.ID, expires, shedfs.Limit{Bytes: req.Quota.Bytes, Inodes: req.Quota.Inodes})
+	tmpl := metadata.Session{User: req.User, ID: req.ID, Expires: expires, From: req.From, Fork: req.Fork, Base: req.Base, Start: start}
+	if err := checkpointsOf(req, &tmpl); err != nil {
+		return nil, err
+	}
+	ss, err := l.st.Meta.OpenSessionAs(tmpl, shedfs.Limit{Bytes: req.Quota.Bytes, Inodes: req.Quota.Inodes})
 	if err != nil {
 		return nil, asError(err, fmt.Sprintf("session %s of %s: it is open, or home/sessions/%s exists", req.ID, req.User, req.ID))
 	}
@@ -120,7 +125,7 @@ func (l *Local) sessionInfo(ss *metadata.Session) (*SessionInfo, error) {
 	if err != nil {
 		return nil, asError(err, "session limit")
 	}
-	info := &SessionInfo{ID: ss.ID, User: ss.User, Created: ss.Created, Quota: limitAmount(lim), Usage: amount(used)}
+	info := &SessionInfo{ID: ss.ID, User: ss.User, Created: ss.Created, Quota: limitAmount(lim), Usage: amount(used), From: ss.From, Fork: ss.Fork, Base: ss.Base}
 	if !ss.Expires.IsZero() {
 		t := ss.Expires
 		info.Expires = &t
@@ -241,20 +246,29 @@ func (l *Local) finishClose(ss *metadata.Session, keep bool) (string, error) {
 		// The trash step's own error (tests), as it is.
 		return "", err
 	}
+	if err := l.dropStart(ss); err != nil {
+		return "", err
+	}
 	return kept, nil
 }
 
 // finishSessionCloses finishes, at a daemon's start, the closes a
-// previous run marked but did not complete (it died meanwhile). On a
+// previous run marked but did not complete (it died meanwhile), and
+// closes the sessions whose fork it did not complete (abandonForks). On a
 // store other daemons serve it leaves them: one may be doing them now.
 func (l *Local) finishSessionCloses() error {
 	closes, err := l.st.Meta.SessionCloses("")
-	if err != nil || len(closes) == 0 {
+	if err != nil {
 		return err
 	}
 	if peers, err := l.st.Meta.Peers(); err != nil || len(peers) > 0 {
-		l.log.Warn("session closes under way left for a start without other daemons", "closes", len(closes), "daemons", peers, "err", err)
+		if len(closes) > 0 {
+			l.log.Warn("session closes under way left for a start without other daemons", "closes", len(closes), "daemons", peers, "err", err)
+		}
 		return nil
+	}
+	if err := l.abandonForks(); err != nil {
+		return err
 	}
 	for _, c := range closes {
 		ss := c.Session
@@ -455,6 +469,11 @@ func (d *Daemon) startSessions(ctx context.Context) error {
 	go func() {
 		defer d.wg.Done()
 		d.purgeExpired(stop)
+	}()
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		d.checkpoints(stop)
 	}()
 	return nil
 }

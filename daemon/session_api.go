@@ -22,11 +22,35 @@ type SessionAdmin interface {
 // follows the principal-name rules; TTL, a Go duration ("90s", "2h"),
 // makes the daemon close it when it passes; Quota limits the scratch tree
 // on top of the user's own quota (zero: no limit of its own).
+//
+// From (a snapshot of User) or Fork (another open session of User) makes
+// the scratch start as a copy-on-write copy of that tree (a fork).
 type SessionOpenRequest struct {
 	User  string `json:"user"`
 	ID    string `json:"id,omitempty"`
 	TTL   string `json:"ttl,omitempty"`
 	Quota Amount `json:"quota"`
+	From  string `json:"from,omitempty"`
+	Fork  string `json:"fork,omitempty"`
+	// Base, an absolute path of the host, makes the scratch start as a
+	// copy of that directory (cloned where the host filesystem can).
+	Base string `json:"base,omitempty"`
+	// CheckpointEvery (a Go duration, at least 10s) makes the daemon
+	// snapshot the scratch that often while files change, keeping the
+	// last CheckpointKeep (5 when 0).
+	CheckpointEvery string `json:"checkpoint_every,omitempty"`
+	CheckpointKeep  int    `json:"checkpoint_keep,omitempty"`
+}
+
+// SessionForked is what the fork of a session's open made: its entries,
+// the content they show (charged as a copy, no byte copied), the live
+// files that were open in a view (it has their last flushed content),
+// and how long it took.
+type SessionForked struct {
+	Entries int           `json:"entries"`
+	Bytes   int64         `json:"bytes"`
+	Open    []string      `json:"open,omitempty"`
+	Took    time.Duration `json:"took_ns"`
 }
 
 // SessionCloseRequest closes a session: Keep leaves the scratch tree in
@@ -53,6 +77,12 @@ type SessionInfo struct {
 	// Kept is, in the answer of a close, where the scratch tree went:
 	// "home/sessions/ID" with keep, "trash" otherwise.
 	Kept string `json:"kept,omitempty"`
+	// From and Fork say what the scratch started as (a snapshot, a
+	// session); Forked, in the answer of an open, what the fork made.
+	From   string         `json:"from,omitempty"`
+	Fork   string         `json:"fork,omitempty"`
+	Base   string         `json:"base,omitempty"`
+	Forked *SessionForked `json:"forked,omitempty"`
 }
 
 // sessionRoutes serves the session operations of admin, when it has them.

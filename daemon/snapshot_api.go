@@ -58,6 +58,9 @@ type SnapshotCreateRequest struct {
 	// MaxSnapshots refuses the snapshot when the user has that many
 	// already (0: no limit).
 	MaxSnapshots int `json:"max_snapshots,omitempty"`
+	// unlisted keeps it out of snapshots/ in the view (a session's
+	// start); only the daemon's own creates set it.
+	unlisted bool
 }
 
 // SnapshotInfo is one snapshot.
@@ -228,7 +231,7 @@ func (l *Local) CreateSnapshot(ctx context.Context, req SnapshotCreateRequest) (
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	sn := metadata.Snapshot{ID: hex.EncodeToString(rnd[:]), Name: req.Name, User: req.User, Session: req.Session, Path: rel,
-		Holder: shedfs.HolderOf(root.Zone), Created: time.Now().UTC(), Entries: len(tree)}
+		Holder: shedfs.HolderOf(root.Zone), Created: time.Now().UTC(), Entries: len(tree), Unlisted: req.unlisted}
 	if req.TTLSeconds > 0 {
 		sn.Expires = sn.Created.Add(time.Duration(req.TTLSeconds) * time.Second)
 	}
@@ -473,6 +476,9 @@ func (l *Local) DeleteSnapshot(ctx context.Context, user, name string) (*Snapsho
 	if err != nil {
 		return nil, err
 	}
+	if err := l.startInUse(sn); err != nil {
+		return nil, err
+	}
 	info := snapshotInfo(*sn)
 	if info.OnlyBytes, err = l.snapshotOnly(sn); err != nil {
 		return nil, err
@@ -518,23 +524,32 @@ func (l *Local) DiffSnapshot(ctx context.Context, user, name, other string) (*Sn
 		if err != nil {
 			return nil, err
 		}
-		tree, err := l.walkTree(root)
-		if err != nil {
-			return nil, asError(err, "walk "+sn.Path)
-		}
-		to = &diffSide{byPath: map[string]metadata.SnapEntry{}, content: func(e metadata.SnapEntry) string { return l.st.Blobs.Path(e.Ino) }}
-		for _, w := range tree {
-			e := snapEntryOf(w)
-			if st, err := os.Stat(l.st.Blobs.Path(w.n.Ino)); err == nil && w.n.IsRegular() {
-				e.Size = st.Size()
-			}
-			to.byPath[w.rel] = e
+		if to, err = l.liveSide(root, sn.Path); err != nil {
+			return nil, err
 		}
 	}
 	if err := diffSides(d, from, to); err != nil {
 		return nil, asError(err, "diff")
 	}
 	return d, nil
+}
+
+// liveSide is the live subtree at root (rel names it in errors) as a
+// side of a diff, with each regular file's size as its blob holds it.
+func (l *Local) liveSide(root *shedfs.Inode, rel string) (*diffSide, error) {
+	tree, err := l.walkTree(root)
+	if err != nil {
+		return nil, asError(err, "walk "+rel)
+	}
+	s := &diffSide{byPath: make(map[string]metadata.SnapEntry, len(tree)), content: func(e metadata.SnapEntry) string { return l.st.Blobs.Path(e.Ino) }}
+	for _, w := range tree {
+		e := snapEntryOf(w)
+		if st, err := os.Stat(l.st.Blobs.Path(w.n.Ino)); err == nil && w.n.IsRegular() {
+			e.Size = st.Size()
+		}
+		s.byPath[w.rel] = e
+	}
+	return s, nil
 }
 
 func (l *Local) snapshotSide(sn *metadata.Snapshot) (*diffSide, error) {

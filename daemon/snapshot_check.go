@@ -16,8 +16,9 @@ type SnapshotProblem struct {
 }
 
 // CheckSnapshots checks the snapshots against their links (fsck): links
-// or entries no header names (a create or delete cut short) are removed
-// by a repair; a file entry whose link is missing is reported; and each
+// or entries no header names (a create or delete cut short), and copy-ups
+// a crash cut short, are removed by a repair; a file entry whose link is
+// missing is reported; and each
 // holder's figure of bytes only snapshots hold is recounted from the
 // links and, by a repair, set.
 func CheckSnapshots(st *Store, repair bool) ([]SnapshotProblem, error) {
@@ -59,6 +60,21 @@ func CheckSnapshots(st *Store, repair bool) ([]SnapshotProblem, error) {
 			}
 			if err := st.Blobs.RemoveSnap(id); err != nil {
 				return nil, err
+			}
+			p.Repaired = true
+		}
+		out = append(out, p)
+	}
+	// Copies of shared blobs that a crash kept from taking their place.
+	left, err := st.Blobs.CopyLeftovers()
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range left {
+		p := SnapshotProblem{Detail: fmt.Sprintf("copy-up leftover %s (a copy of a shared blob cut short)", f)}
+		if repair {
+			if err := os.Remove(f); err != nil {
+				return nil, fmt.Errorf("remove copy-up leftover: %w", err)
 			}
 			p.Repaired = true
 		}

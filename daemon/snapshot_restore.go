@@ -129,6 +129,10 @@ func (l *Local) RestoreSnapshot(ctx context.Context, req SnapshotRestoreRequest)
 	if err := l.applyRestore(ctx, sn, from, res); err != nil {
 		return res, err
 	}
+	// Content the restore linked back is no longer the snapshot's alone.
+	if err := l.recountSnapshots(sn.Holder); err != nil {
+		return res, err
+	}
 	return res, nil
 }
 
@@ -143,15 +147,17 @@ type restoreView struct {
 // at resolves p (relative to the snapshot root) in the view.
 func (r *restoreView) at(p string) (vfs.At, *shedfs.Inode, syscall.Errno) {
 	v := r.v
-	dir := vfs.At{Ino: v.Root(), Zone: v.RootZone()}
+	dir := vfs.At{Ino: v.Root(), Zone: v.RootZone(), Paths: viewPath("")}
 	rec, e := v.Load(dir)
 	if e != 0 {
 		return dir, nil, e
 	}
+	walked := ""
 	for _, name := range strings.Split(path.Join(r.base, p), "/") {
 		if name == "" || name == "." {
 			continue
 		}
+		walked = path.Join(walked, name)
 		if ino, res := v.Reserve(dir.Ino, name); res == vfs.ReservedRoot {
 			zr, ok := v.ReservedRoot(ino, name)
 			if !ok {
@@ -161,10 +167,16 @@ func (r *restoreView) at(p string) (vfs.At, *shedfs.Inode, syscall.Errno) {
 		} else if rec, _, e = v.Resolve(dir, name, nil, v.Clock()); e != 0 {
 			return dir, nil, e
 		}
-		dir = vfs.At{Ino: rec.Ino, Zone: rec.Zone}
+		dir = vfs.At{Ino: rec.Ino, Zone: rec.Zone, Paths: viewPath(walked)}
 	}
 	return dir, rec, 0
 }
+
+// viewPath names an entry of a view by its path from the view root, for
+// the audit trail and the trash (vfs.Paths).
+type viewPath string
+
+func (p viewPath) PathOf(name string) string { return "/" + path.Join(string(p), name) }
 
 // parent resolves the directory of p and p's name.
 func (r *restoreView) parent(p string) (vfs.At, string, syscall.Errno) {
@@ -237,15 +249,13 @@ func (l *Local) applyRestore(ctx context.Context, sn *metadata.Snapshot, from *d
 				return fail("symlink", p, en)
 			}
 		case syscall.S_IFREG:
+			// The snapshot's content, linked, not copied.
 			rec, en := v.Create(vfs.Caller{}, dir, name, e.Mode&0o7777)
 			if en != 0 {
 				return fail("create", p, en)
 			}
-			h, _, en := v.OpenNew(dir, name, rec, syscall.O_WRONLY)
-			if en != 0 {
-				return fail("create", p, en)
-			}
-			if en = copyInto(h, from.content(e)); en != 0 {
+			at := vfs.At{Ino: rec.Ino, Zone: rec.Zone, Paths: viewPath(path.Join(r.base, p))}
+			if _, en = v.Adopt(at, rec, from.content(e), e.Ino); en != 0 {
 				return fail("write", p, en)
 			}
 		}

@@ -168,7 +168,7 @@ func (d *snapRoot) Readdir(ctx context.Context) (_ fs.DirStream, errno syscall.E
 	}
 	var list []fuse.DirEntry
 	for _, sn := range all {
-		if sn.Session == d.v.session && !expired(&sn) {
+		if sn.Session == d.v.session && !expired(&sn) && !sn.Unlisted {
 			list = append(list, fuse.DirEntry{Name: sn.Name, Ino: d.v.snapIno(sn.ID, ""), Mode: syscall.S_IFDIR})
 		}
 	}

@@ -305,6 +305,10 @@ func TestSnapshots(t *testing.T) {
 	if got := string(mustRead(t, A("proj", "d.txt"))); got != "charlie" {
 		t.Errorf("d.txt reads %q after the restore", got)
 	}
+	// d.txt came back as a link of the snapshot's content, not a copy.
+	if n := linksOf(t, store, "charlie"); n < 3 { // the snapshot, the trash, the restored file
+		t.Errorf("the restored d.txt's content has %d links: copied, not linked", n)
+	}
 	if st, err := os.Stat(A("proj", "mode.sh")); err != nil || st.Mode().Perm() != 0o755 {
 		t.Errorf("mode.sh after the restore: %v %v", st.Mode(), err)
 	}
@@ -384,4 +388,21 @@ func TestSnapshotOfSession(t *testing.T) {
 		t.Errorf("stray snapshot links after fsck: %v", err)
 	}
 	fsckClean(t, store)
+}
+
+// linksOf is the largest link count of a blob of store whose content is
+// content.
+func linksOf(t *testing.T, store, content string) uint64 {
+	t.Helper()
+	var most uint64
+	filepath.Walk(filepath.Join(store, "blobs"), func(p string, fi os.FileInfo, err error) error {
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() != int64(len(content)) {
+			return nil
+		}
+		if b, err := os.ReadFile(p); err == nil && string(b) == content {
+			most = max(most, uint64(fi.Sys().(*syscall.Stat_t).Nlink))
+		}
+		return nil
+	})
+	return most
 }

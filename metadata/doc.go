@@ -51,6 +51,8 @@
 //	'r' nanos ino                journal of name changes: zone, kind, paths within it, JSON (history.go)
 //	'W' user 0x00 id             an open session: scratch root, placeholder, created, expires; JSON (session.go)
 //	'w' user 0x00 id             a session close under way: the session, keep; JSON (session.go)
+//	'f' root member              empty: member's blob was forked from root's (u64 BE each; fork.go)
+//	'g' member                   root of member's fork group, u64 BE (fork.go)
 //
 // Holders are "user:<name>", "group:<name>", "share" and
 // "session:<user>/<id>", which nests in its user: every charge to it is

@@ -38,6 +38,13 @@ func sessionKey(user, id string) []byte { return append(sessionPrefix(user), id.
 // that an id names one thing in that directory; ENOENT for an unknown
 // user.
 func (s *Store) OpenSession(user, id string, expires time.Time, limit shedfs.Limit) (*Session, error) {
+	return s.OpenSessionAs(Session{User: user, ID: id, Expires: expires}, limit)
+}
+
+// OpenSessionAs is OpenSession of tmpl's user, id and expiry, keeping
+// what its scratch starts as (From, Fork, Start) and its checkpoints.
+func (s *Store) OpenSessionAs(tmpl Session, limit shedfs.Limit) (*Session, error) {
+	user, id, expires := tmpl.User, tmpl.ID, tmpl.Expires
 	if err := ValidPrincipal(id); err != nil {
 		return nil, fmt.Errorf("session id: %w", err)
 	}
@@ -89,7 +96,8 @@ func (s *Store) OpenSession(user, id string, expires time.Time, limit shedfs.Lim
 		if err := o.setBirth(inos[2], o.now); err != nil {
 			return err
 		}
-		out = &Session{User: user, ID: id, Root: inos[2], Placeholder: place.Ino, Created: o.now, Expires: expires}
+		out = &Session{User: user, ID: id, Root: inos[2], Placeholder: place.Ino, Created: o.now, Expires: expires, From: tmpl.From, Fork: tmpl.Fork, Base: tmpl.Base, Start: tmpl.Start,
+			CheckpointEvery: tmpl.CheckpointEvery, CheckpointKeep: tmpl.CheckpointKeep}
 		return setJSON(o.tx, sessionKey(user, id), out)
 	})
 	if err != nil {
@@ -546,7 +554,7 @@ func (o *op) copyRecords(old, ino uint64, moved map[uint64]uint64, birth bool) e
 			return err
 		}
 	}
-	return nil
+	return o.carryFork(old, ino)
 }
 
 // moveSessionTrash moves what session ss kept in its trash (what it

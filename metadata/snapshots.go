@@ -51,6 +51,10 @@ type Snapshot struct {
 	// Open lists the files that were open for writing when it was
 	// taken: it holds their last flushed content.
 	Open []string `json:"open,omitempty"`
+	// Unlisted keeps it out of the listing of snapshots/ in its view
+	// (a session's start, which git status there would otherwise
+	// report); it is still found by name.
+	Unlisted bool `json:"unlisted,omitempty"`
 }
 
 // SnapEntry is one entry of a snapshot. Path is relative to the

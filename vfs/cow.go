@@ -59,11 +59,17 @@ func (c *Core) needsCopyUp(oi *openFile) bool {
 }
 
 // copyUpLocked copies oi's shared blob and charges the old content, now
-// only the snapshots', to the holder (metadata.Store.AddSnapshotHeld).
-// oi.mu and the holder's admission lock must be held.
-func (c *Core) copyUpLocked(oi *openFile, charge int64) error {
+// only the snapshots', to the holder (metadata.Store.AddSnapshotHeld);
+// for a file of a fork group, to whom it is left to (cow_fork.go). oi.mu
+// and the holder's admission lock must be held.
+func (c *Core) copyUpLocked(oi *openFile, charge int64, group []uint64) error {
+	size, before := oi.size, len(oi.retired)
 	if err := c.unshareLocked(oi); err != nil {
 		return err
+	}
+	if len(group) > 0 && len(oi.retired) > before {
+		c.chargeLeft(oi.ino, oi.retired[len(oi.retired)-1], group, size)
+		return nil
 	}
 	if charge == 0 {
 		return nil
@@ -90,8 +96,7 @@ func (c *Core) unshareLocked(oi *openFile) error {
 		oi.cow.Store(false)
 		return nil
 	}
-	path := c.blobs.Path(oi.ino)
-	tmp := path + ".cow"
+	path, tmp := c.blobs.Path(oi.ino), c.blobs.CopyPath(oi.ino)
 	dst, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return fmt.Errorf("copy-up of blob %d: %w", oi.ino, err)

@@ -234,9 +234,3 @@ func (c *Core) reclaim(ino uint64) {
 		c.removeBlob(ino)
 	}
 }
-
-func (c *Core) removeBlob(ino uint64) {
-	if err := c.blobs.Remove(ino); err != nil {
-		c.log.Error("remove blob", "ino", ino, "err", err)
-	}
-}

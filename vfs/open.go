@@ -279,8 +279,14 @@ func (v *View) resizeLocked(at At, oi *openFile, op acl.Op, newSize uint64, bloc
 	// content's charge becomes the snapshot's, the holder's (cow.go).
 	copyUp := c.needsCopyUp(oi)
 	var copyCharge int64
+	var group []uint64
 	if copyUp {
-		copyCharge = shedfs.Charge(oi.size)
+		// Shared by a fork, the old content may stay a live file's:
+		// charged, if at all, once the copy shows whose it is
+		// (cow_fork.go).
+		if group = c.forkGroup(oi.ino); len(group) == 0 {
+			copyCharge = shedfs.Charge(oi.size)
+		}
 	}
 	decide := func(q acl.Quota) acl.Decision {
 		if copyCharge > 0 {
@@ -317,7 +323,7 @@ func (v *View) resizeLocked(at At, oi *openFile, op acl.Op, newSize uint64, bloc
 	if copyUp {
 		// Under the holder's lock (Allot or Hold): charged before any
 		// other admission of the holder decides.
-		if err := c.copyUpLocked(oi, copyCharge); err != nil {
+		if err := c.copyUpLocked(oi, copyCharge, group); err != nil {
 			adm.Done()
 			return c.Errno(op.String(), err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -172,24 +173,28 @@ func runSnapshotDiff(c *cli.Context) error {
 		if c.Bool("json") {
 			return printJSON(c.App.Writer, d)
 		}
-		w := c.App.Writer
-		for _, x := range d.Added {
-			fmt.Fprintf(w, "A %s\n", cell(x.Path))
-		}
-		for _, x := range d.Removed {
-			fmt.Fprintf(w, "D %s\n", cell(x.Path))
-		}
-		for _, x := range d.Modified {
-			fmt.Fprintf(w, "M %s (%s -> %s)\n", cell(x.Path), daemon.FormatSize(x.OldSize), daemon.FormatSize(x.NewSize))
-		}
-		for _, x := range d.Renamed {
-			fmt.Fprintf(w, "R %s -> %s\n", cell(x.OldPath), cell(x.Path))
-		}
-		for _, x := range d.Modes {
-			fmt.Fprintf(w, "P %s (%s -> %s)\n", cell(x.Path), x.OldMode, x.NewMode)
-		}
+		printDiff(c.App.Writer, d)
 		return nil
 	})
+}
+
+// printDiff writes a diff as A/D/M/R/P lines.
+func printDiff(w io.Writer, d *daemon.SnapshotDiff) {
+	for _, x := range d.Added {
+		fmt.Fprintf(w, "A %s\n", cell(x.Path))
+	}
+	for _, x := range d.Removed {
+		fmt.Fprintf(w, "D %s\n", cell(x.Path))
+	}
+	for _, x := range d.Modified {
+		fmt.Fprintf(w, "M %s (%s -> %s)\n", cell(x.Path), daemon.FormatSize(x.OldSize), daemon.FormatSize(x.NewSize))
+	}
+	for _, x := range d.Renamed {
+		fmt.Fprintf(w, "R %s -> %s\n", cell(x.OldPath), cell(x.Path))
+	}
+	for _, x := range d.Modes {
+		fmt.Fprintf(w, "P %s (%s -> %s)\n", cell(x.Path), x.OldMode, x.NewMode)
+	}
 }
 
 func runSnapshotRestore(c *cli.Context) error {
