@@ -149,6 +149,7 @@ func (l *lockingFS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 		l.v.fs.locks.unlockOwner(l.v.storeIno(in.NodeId), lockOwner{view: l.v.id, owner: in.LockOwner}, kindFlock)
 	}
 	l.RawFileSystem.Release(cancel, in)
+	l.v.lockFhs.released(in.Fh)
 }
 
 // Locks lists every lock held through the views, by inode.
