@@ -147,6 +147,8 @@ type Daemon struct {
 	// that should be mounted was (Ready).
 	started bool
 	wg      sync.WaitGroup
+	// adopted are the views taken over from another daemon (takeover.go).
+	adopted []*view
 }
 
 // New prepares a daemon for the store in cfg; nothing is mounted or

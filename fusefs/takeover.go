@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -246,4 +247,32 @@ func (v *View) retake(raw fuse.RawFileSystem, h Handover) error {
 		}
 	}
 	return nil
+}
+
+// HandOverState is HandOver with the state as JSON, for a daemon that
+// keeps its views as vfs.MountedView.
+func (v *View) HandOverState() (json.RawMessage, int, error) {
+	h, dev, err := v.HandOver()
+	if err != nil {
+		return nil, -1, err
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		syscall.Close(dev)
+		return nil, -1, fmt.Errorf("view of %s: %w", v.name(), err)
+	}
+	return b, dev, nil
+}
+
+// AdoptViewState is AdoptView with the state as JSON (HandOverState).
+func (f *FS) AdoptViewState(user string, ss *metadata.Session, mountpoint string, opts vfs.ViewOptions, state json.RawMessage, dev int) (vfs.MountedView, error) {
+	var h Handover
+	if err := json.Unmarshal(state, &h); err != nil {
+		return nil, fmt.Errorf("adopt the view of %s: %w", user, err)
+	}
+	v, err := f.AdoptView(user, ss, mountpoint, opts, h, dev)
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
 }

@@ -41,8 +41,8 @@ type View struct {
 	handedOver atomic.Bool
 	wrapped    bool
 	lockFhs    lockFhs
-	root   *node
-	groups *groupsDir
+	root       *node
+	groups     *groupsDir
 
 	// session is the id of a session's view, "" for a main view;
 	// rootIno is the view root (the private root, or the session's
