@@ -3,7 +3,6 @@ package fusefs
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -47,18 +46,23 @@ type HandedLock struct {
 	Fhs   []uint64 `json:"fhs"`
 }
 
-// ErrTakeoverTransport refuses the takeover of a view whose requests come
-// through another transport than /dev/fuse (io_uring): its rings are not
-// handed over.
-var ErrTakeoverTransport = errors.New("a view served over FUSE io_uring cannot be taken over (serve with --transport dev-fuse)")
+// HandOverRefuser is a Transport whose views cannot be handed over
+// (FUSE over io_uring: its rings are not); it says why.
+type HandOverRefuser interface {
+	HandOverRefused() error
+}
 
 // takeoverStopTimeout bounds the wait for the view's requests in flight.
 const takeoverStopTimeout = 10 * time.Second
 
 // CanHandOver says whether the view's connection can be handed over.
 func (v *View) CanHandOver() error {
-	if v.wrapped {
-		return ErrTakeoverTransport
+	return v.fs.handOverRefused()
+}
+
+func (f *FS) handOverRefused() error {
+	if r, ok := f.opts.Transport.(HandOverRefuser); ok {
+		return r.HandOverRefused()
 	}
 	return nil
 }
@@ -95,8 +99,8 @@ func (v *View) HandOver() (Handover, int, error) {
 // The view is ready to serve (Serve) once this returns: the kernel's
 // node IDs, handles and locks are registered again.
 func (f *FS) AdoptView(user string, ss *metadata.Session, mountpoint string, opts vfs.ViewOptions, h Handover, dev int) (*View, error) {
-	if f.opts.Transport != nil {
-		return nil, ErrTakeoverTransport
+	if err := f.handOverRefused(); err != nil {
+		return nil, err
 	}
 	v, raw, err := f.newView(user, ss, mountpoint, opts)
 	if err != nil {

@@ -34,12 +34,11 @@ type View struct {
 	// mo are the mount options the server was made with.
 	mo         *fuse.MountOptions
 	mountpoint string
-	// ledger, adopted, handedOver, wrapped and lockFhs serve a takeover
+	// ledger, adopted, handedOver and lockFhs serve a takeover
 	// (takeover.go).
 	ledger     *fusehandover.Ledger
 	adopted    bool
 	handedOver atomic.Bool
-	wrapped    bool
 	lockFhs    lockFhs
 	root       *node
 	groups     *groupsDir
@@ -156,7 +155,6 @@ func (f *FS) newView(user string, ss *metadata.Session, mountpoint string, opts 
 	var raw fuse.RawFileSystem = v.ledger
 	if f.opts.Transport != nil {
 		raw = f.opts.Transport.Wrap(v.name(), raw, &fsOpts.MountOptions)
-		v.wrapped = true
 	}
 	v.mo = &fsOpts.MountOptions
 	return v, raw, nil
