@@ -44,6 +44,8 @@ type HandedView struct {
 // (fusefs.FS).
 type handingViews interface {
 	AdoptViewState(user string, ss *metadata.Session, mountpoint string, opts vfs.ViewOptions, state json.RawMessage, dev int) (vfs.MountedView, error)
+	// HandedOver ends the background work of views all handed over.
+	HandedOver()
 }
 
 // handingView is a mounted view that can be handed over (fusefs.View).
@@ -122,7 +124,7 @@ func (d *Daemon) HandOver(ctx context.Context) (*Handover, []int, error) {
 		fds = append(fds, dev)
 	}
 	d.wg.Wait()
-	d.core.PersistFiles()
+	d.fs.(handingViews).HandedOver()
 	d.rate.close()
 	return h, fds, nil
 }

@@ -280,3 +280,12 @@ func (f *FS) AdoptViewState(user string, ss *metadata.Session, mountpoint string
 	}
 	return v, nil
 }
+
+// HandedOver ends what the FS does in the background once every view
+// was handed over, and persists what open files hold, closing nothing:
+// the new daemon serves the files the views' processes hold open.
+func (f *FS) HandedOver() {
+	f.notify.close()
+	close(f.stopSweep)
+	f.core.PersistFiles()
+}
