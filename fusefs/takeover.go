@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"syscall"
@@ -31,6 +32,9 @@ type Handover struct {
 	Held fusehandover.Held `json:"held"`
 	// Locks are the file locks taken through the view.
 	Locks []HandedLock `json:"locks,omitempty"`
+	// TrashDirs are the numbers the view gave the directories of its
+	// trash/ (which have no store inode), by path.
+	TrashDirs map[string]uint64 `json:"trash_dirs,omitempty"`
 }
 
 // HandedLock is one lock held through a view, and the handles its owner
@@ -91,7 +95,10 @@ func (v *View) HandOver() (Handover, int, error) {
 		return Handover{}, -1, fmt.Errorf("view of %s: %w", v.name(), err)
 	}
 	held := v.ledger.Held()
-	return Handover{Settings: settings, Answer: answer, Held: held, Locks: v.handedLocks(held)}, dev, nil
+	v.trash.mu.Lock()
+	trashDirs := maps.Clone(v.trash.inos)
+	v.trash.mu.Unlock()
+	return Handover{Settings: settings, Answer: answer, Held: held, Locks: v.handedLocks(held), TrashDirs: trashDirs}, dev, nil
 }
 
 // AdoptView serves the view of user (of session ss when not nil) mounted
@@ -114,6 +121,7 @@ func (f *FS) AdoptView(user string, ss *metadata.Session, mountpoint string, opt
 		return nil, fmt.Errorf("adopt the view of %s at %s: this build negotiates %+v, the kernel was told %+v", user, mountpoint, answer, h.Answer)
 	}
 	v.server, v.adopted = server, true
+	v.adoptTrashDirs(h.TrashDirs)
 	if err := fusehandover.Restore(raw, h.Held); err != nil {
 		return nil, fmt.Errorf("adopt the view of %s at %s: %w", user, mountpoint, err)
 	}
@@ -150,11 +158,43 @@ func (n *node) LookupNode(ctx context.Context, id uint64, out *fuse.EntryOut) (*
 		v.groups.fillAttr(&out.Attr)
 		return n.NewInode(ctx, v.groups, fs.StableAttr{Mode: syscall.S_IFDIR, Ino: groupsIno}), 0
 	}
+	if id == vfs.SnapshotsIno {
+		return v.lookupSnapshots(ctx, v.root, out), 0
+	}
+	if p, ok := v.trashDirOf(id); ok {
+		return v.trashDirNode(ctx, &v.root.Inode, p, out), 0
+	}
 	rec, err := v.fs.store.GetInode(id)
 	if err != nil {
 		return nil, syscall.ESTALE
 	}
 	return v.entryUnder(ctx, &n.Inode, rec, out), 0
+}
+
+// adoptTrashDirs numbers the trash/ directories as the old daemon did.
+func (v *View) adoptTrashDirs(dirs map[string]uint64) {
+	if len(dirs) == 0 {
+		return
+	}
+	v.trash.mu.Lock()
+	defer v.trash.mu.Unlock()
+	v.trash.inos = maps.Clone(dirs)
+	v.trash.next = trashDirIno
+	for _, ino := range dirs {
+		v.trash.next = max(v.trash.next, ino)
+	}
+}
+
+// trashDirOf returns the trash/ directory numbered ino.
+func (v *View) trashDirOf(ino uint64) (string, bool) {
+	v.trash.mu.Lock()
+	defer v.trash.mu.Unlock()
+	for p, i := range v.trash.inos {
+		if i == ino {
+			return p, true
+		}
+	}
+	return "", false
 }
 
 // lockFhs are, per open handle of a view, the lock owners that took
