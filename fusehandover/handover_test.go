@@ -281,3 +281,11 @@ func cleanUp(t *testing.T, mnt string, conn uint32) {
 	}
 	syscall.Unmount(mnt, syscall.MNT_DETACH)
 }
+
+// TestLayout fails when go-fuse no longer keeps its device where Device
+// reads it: Device would refuse at run time.
+func TestLayout(t *testing.T) {
+	if err := checkLayout(); err != nil {
+		t.Fatal(err)
+	}
+}
