@@ -239,3 +239,18 @@ func InheritedHandover() (*Handover, []int, error) {
 	}
 	return &h, fds[1:], nil
 }
+
+// PeerPid is the process at the other end, 0 when unknown.
+func (t *TakeoverConn) PeerPid() int {
+	rc, err := t.c.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	pid := 0
+	rc.Control(func(fd uintptr) {
+		if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+			pid = int(cred.Pid)
+		}
+	})
+	return pid
+}

@@ -92,6 +92,7 @@ func runServe(c *cli.Context) error {
 		return err
 	}
 	defer stopOffer()
+	defer s.upgradeOnSignal()()
 	views := len(s.d.Views())
 	log.Info("serving", "store", s.st.Location(), "mount_root", c.String("mount-root"), "views", views)
 	// Every view is mounted: a Type=notify unit is started now.

@@ -7,6 +7,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -153,6 +156,12 @@ func (s *serving) handOver(t *daemon.TakeoverConn, stopDoors func()) {
 		s.log.Error("restart in place failed: the views are left without a daemon", "err", err)
 		os.Exit(1)
 	}
+	// Under systemd the new daemon is the unit's main process now.
+	if pid := t.PeerPid(); pid > 0 {
+		if err := daemon.Notify(fmt.Sprintf("MAINPID=%d", pid)); err != nil {
+			s.log.Warn("takeover: systemd not told the new main process", "err", err)
+		}
+	}
 	if err := t.Send("go"); err != nil {
 		s.log.Warn("takeover: the new daemon did not hear go", "err", err)
 	}
@@ -177,4 +186,42 @@ func awaitReady(t *daemon.TakeoverConn) error {
 		t.Close()
 		return fmt.Errorf("takeover: the new daemon was not ready within %s", takeoverReadyTimeout)
 	}
+}
+
+// upgradeOnSignal makes SIGUSR2 an upgrade without unmounting: the
+// binary now at the daemon's own path takes over from it (as serve
+// --takeover with the same arguments), inside the same service, so that
+// `systemctl reload` (ExecReload=kill -USR2 $MAINPID) upgrades the daemon
+// and systemd follows it as the unit's main process (MAINPID).
+func (s *serving) upgradeOnSignal() func() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGUSR2)
+	go func() {
+		for range ch {
+			if err := s.startSuccessor(); err != nil {
+				s.log.Error("upgrade: the successor did not start", "err", err)
+			}
+		}
+	}()
+	return func() { signal.Stop(ch) }
+}
+
+// startSuccessor starts the binary at the daemon's path with its
+// arguments and --takeover; the takeover itself comes through the
+// takeover socket.
+func (s *serving) startSuccessor() error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(exe, append(append([]string{}, os.Args[1:]...), "--takeover")...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	s.log.Info("upgrade: started the successor", "binary", exe, "pid", cmd.Process.Pid)
+	// Reaped if it ends while this daemon still runs.
+	go cmd.Wait()
+	return nil
 }
