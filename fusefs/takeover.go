@@ -122,10 +122,13 @@ func (f *FS) AdoptView(user string, ss *metadata.Session, mountpoint string, opt
 	}
 	v.server, v.adopted = server, true
 	v.adoptTrashDirs(h.TrashDirs)
-	if err := fusehandover.Restore(raw, h.Held); err != nil {
-		return nil, fmt.Errorf("adopt the view of %s at %s: %w", user, mountpoint, err)
+	v.restoring.Store(true)
+	err = fusehandover.Restore(raw, h.Held)
+	if err == nil {
+		err = v.retake(raw, h)
 	}
-	if err := v.retake(raw, h); err != nil {
+	v.restoring.Store(false)
+	if err != nil {
 		return nil, fmt.Errorf("adopt the view of %s at %s: %w", user, mountpoint, err)
 	}
 	f.serving(v)

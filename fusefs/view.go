@@ -34,10 +34,11 @@ type View struct {
 	// mo are the mount options the server was made with.
 	mo         *fuse.MountOptions
 	mountpoint string
-	// ledger, adopted, handedOver and lockFhs serve a takeover
+	// ledger, adopted, restoring, handedOver and lockFhs serve a takeover
 	// (takeover.go).
 	ledger     *fusehandover.Ledger
 	adopted    bool
+	restoring  atomic.Bool
 	handedOver atomic.Bool
 	lockFhs    lockFhs
 	root       *node
