@@ -27,7 +27,8 @@ const takeoverRounds = 10
 // open is written every 10 ms, another is flock'ed, tar extracts a tree
 // in a loop, and a bubblewrap sandbox with the view bind-mounted lists
 // and reads it. No write may fail, the lock must stay held (a competitor
-// gets EAGAIN), every tar must complete, the sandbox never sees an error.
+// gets EAGAIN), every tar must complete, the sandbox never sees an error,
+// and a file unlinked while open stays usable.
 func TestTakeover(t *testing.T) {
 	requireFUSE(t)
 	requireBwrap(t)
@@ -96,6 +97,19 @@ func TestTakeover(t *testing.T) {
 		}
 	}
 
+	// A file unlinked while open stays readable and writable.
+	orphan, err := os.OpenFile(filepath.Join(view, "orphan"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orphan.Close()
+	if _, err := orphan.WriteString("before "); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(view, "orphan")); err != nil {
+		t.Fatal(err)
+	}
+
 	// tar extracts in a loop.
 	var tars atomic.Int64
 	wg.Add(1)
@@ -157,6 +171,15 @@ echo done`
 	competitorBlocked("after the killed takeover")
 	time.Sleep(300 * time.Millisecond)
 
+	if _, err := orphan.WriteString("after"); err != nil {
+		t.Errorf("write to the unlinked file: %v", err)
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/self/fd/%d", orphan.Fd())); err != nil || string(b) != "before after" {
+		t.Errorf("the unlinked file reads %q, %v", b, err)
+	}
+	if err := orphan.Close(); err != nil {
+		t.Errorf("close the unlinked file: %v", err)
+	}
 	stop()
 	wg.Wait()
 	if err := failed(); err != nil {
