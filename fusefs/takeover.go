@@ -68,6 +68,13 @@ func (f *FS) handOverRefused() error {
 	if r, ok := f.opts.Transport.(HandOverRefuser); ok {
 		return r.HandOverRefused()
 	}
+	// A blocking lock call (flock, F_SETLKW) is a request in flight that
+	// no other process can answer and that may last forever; ended with
+	// EINTR, the kernel would not restart it (without a signal pending,
+	// the caller gets ERESTARTSYS, errno 512).
+	if n := f.locks.waiting(); n > 0 {
+		return fmt.Errorf("%d lock calls wait for a lock (flock, F_SETLKW); try again once they are granted", n)
+	}
 	return nil
 }
 

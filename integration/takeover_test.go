@@ -62,14 +62,18 @@ func TestTakeover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var written atomic.Int64
+	var written, slowest atomic.Int64
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		for i := 0; ctx.Err() == nil; i++ {
+			start := time.Now()
 			if _, err := fmt.Fprintf(logFile, "%d\n", i); err != nil {
 				fail(fmt.Errorf("write %d to the file kept open: %w", i, err))
 				return
+			}
+			if d := int64(time.Since(start)); d > slowest.Load() {
+				slowest.Store(d)
 			}
 			written.Store(int64(i + 1))
 			time.Sleep(10 * time.Millisecond)
@@ -108,6 +112,25 @@ func TestTakeover(t *testing.T) {
 	}
 	if err := os.Remove(filepath.Join(view, "orphan")); err != nil {
 		t.Fatal(err)
+	}
+
+	// While a competitor waits for the lock (flock without -n), a
+	// takeover is refused and the daemon goes on serving.
+	waiter := exec.Command("flock", "-x", lockPath, "-c", "true")
+	if err := waiter.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(runCLITakeover(t, store, s.Root), "wait for a lock") {
+		if time.Now().After(deadline) {
+			t.Fatal("a takeover was not refused while a lock call waited")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	waiter.Process.Kill()
+	waiter.Wait()
+	if s.exited() {
+		t.Fatalf("the daemon exited after refusing a takeover\nstderr:\n%s", s.Stderr())
 	}
 
 	// tar extracts in a loop.
@@ -210,7 +233,8 @@ echo done`
 	if n != written.Load() {
 		t.Errorf("log.txt has %d lines, %d were written", n, written.Load())
 	}
-	t.Logf("%d writes, %d tar extractions across %d takeovers and a killed one", n, tars.Load(), takeoverRounds)
+	t.Logf("%d writes (the slowest took %v: the longest pause), %d tar extractions across %d takeovers and a killed one",
+		n, time.Duration(slowest.Load()).Round(time.Millisecond), tars.Load(), takeoverRounds)
 	if tars.Load() == 0 {
 		t.Error("no tar extraction completed")
 	}
@@ -234,6 +258,19 @@ func takeoverTarball(t *testing.T) string {
 		t.Fatalf("tar: %v: %s", err, out)
 	}
 	return tarball
+}
+
+// runCLITakeover runs `serve --takeover` to its end and returns its
+// stderr: a refused takeover exits at once.
+func runCLITakeover(t *testing.T, store, root string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, shedfsBin, "serve", "--store", store, "--takeover", "--mount-root", root).CombinedOutput()
+	if err == nil {
+		t.Fatalf("serve --takeover succeeded while it should have been refused:\n%s", out)
+	}
+	return string(out)
 }
 
 // startTakeover starts `serve --takeover` on store and root.
