@@ -28,7 +28,7 @@ const takeoverRounds = 10
 // in a loop, and a bubblewrap sandbox with the view bind-mounted lists
 // and reads it. No write may fail, the lock must stay held (a competitor
 // gets EAGAIN), every tar must complete, the sandbox never sees an error,
-// and a file unlinked while open stays usable.
+// and a file unlinked while open stays usable, in a session's view too.
 func TestTakeover(t *testing.T) {
 	requireFUSE(t)
 	requireBwrap(t)
@@ -99,6 +99,17 @@ func TestTakeover(t *testing.T) {
 		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != unix.EWOULDBLOCK {
 			t.Fatalf("%s: a competitor's flock: %v, want EAGAIN: the lock was lost", when, err)
 		}
+	}
+
+	// A session's view is handed over as well, with a file open in it.
+	s.sessionOpen(t, "alice", "s1")
+	scratch, err := os.OpenFile(filepath.Join(s.In("alice@s1"), "scratch.txt"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer scratch.Close()
+	if _, err := scratch.WriteString("session "); err != nil {
+		t.Fatal(err)
 	}
 
 	// A file unlinked while open stays readable and writable.
@@ -199,6 +210,15 @@ echo done`
 	}
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/self/fd/%d", orphan.Fd())); err != nil || string(b) != "before after" {
 		t.Errorf("the unlinked file reads %q, %v", b, err)
+	}
+	if _, err := scratch.WriteString("kept"); err != nil {
+		t.Errorf("write in the session's view: %v", err)
+	}
+	if err := scratch.Close(); err != nil {
+		t.Errorf("close in the session's view: %v", err)
+	}
+	if got := string(mustRead(t, filepath.Join(s.In("alice@s1"), "scratch.txt"))); got != "session kept" {
+		t.Errorf("the session's file reads %q", got)
 	}
 	if err := orphan.Close(); err != nil {
 		t.Errorf("close the unlinked file: %v", err)
