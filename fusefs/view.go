@@ -1,8 +1,10 @@
 package fusefs
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log"
 	"slices"
 	"sync/atomic"
 	"syscall"
@@ -150,6 +152,7 @@ func (f *FS) newView(user string, ss *metadata.Session, mountpoint string, opts 
 		ExternalNodeID: true,
 		MountOptions:   f.mountOptions(v.name(), opts),
 	}
+	fsOpts.MountOptions.Logger = log.New(goFuseLog{v}, "", 0)
 	bridge := &setIDKillingFS{RawFileSystem: fs.NewNodeFS(v.root, fsOpts), v: v}
 	// The ledger keeps what the kernel holds, for a takeover (takeover.go).
 	v.ledger = fusehandover.NewLedger(&lockingFS{RawFileSystem: &forgetCounter{RawFileSystem: bridge, v: v}, v: v})
@@ -159,6 +162,19 @@ func (f *FS) newView(user string, ss *metadata.Session, mountpoint string, opts 
 	}
 	v.mo = &fsOpts.MountOptions
 	return v, raw, nil
+}
+
+// goFuseLog passes go-fuse's log lines on to the process's log, but for
+// the one each of a view's readers writes when a takeover stops it
+// (fusehandover.Stop: a read fails with EAGAIN).
+type goFuseLog struct{ v *View }
+
+func (g goFuseLog) Write(p []byte) (int, error) {
+	if g.v.handedOver.Load() && bytes.Contains(p, []byte("Failed to read from fuse conn")) {
+		return len(p), nil
+	}
+	log.Print(string(p))
+	return len(p), nil
 }
 
 // serving follows a view that serves: it hears of changes until it ends,

@@ -4,6 +4,8 @@ package fusehandover
 
 import (
 	"fmt"
+	"io"
+	"log"
 	"unsafe"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -88,6 +90,8 @@ func Negotiate(settings fuse.InitIn, raw fuse.RawFileSystem, opts *fuse.MountOpt
 	}
 	o := *opts
 	o.DirectMount, o.DirectMountStrict = false, false
+	// Its reader's end (a short read) is no news.
+	o.Logger = log.New(io.Discard, "", 0)
 	server, err := fuse.NewServer(raw, fmt.Sprintf("/dev/fd/%d", sp[0]), &o)
 	if err != nil {
 		return fuse.InitOut{}, fmt.Errorf("negotiate: %w", err)
