@@ -4,8 +4,6 @@ package fusehandover
 
 import (
 	"fmt"
-	"io"
-	"log"
 	"unsafe"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -90,18 +88,12 @@ func Negotiate(settings fuse.InitIn, raw fuse.RawFileSystem, opts *fuse.MountOpt
 	}
 	o := *opts
 	o.DirectMount, o.DirectMountStrict = false, false
-	// Its reader's end (a short read) is no news.
-	o.Logger = log.New(io.Discard, "", 0)
-	server, err := fuse.NewServer(raw, fmt.Sprintf("/dev/fd/%d", sp[0]), &o)
-	if err != nil {
+	// The Server is never served: its descriptor closes with its
+	// os.File, when the garbage collector finds it unreachable.
+	if _, err := fuse.NewServer(raw, fmt.Sprintf("/dev/fd/%d", sp[0]), &o); err != nil {
 		return fuse.InitOut{}, fmt.Errorf("negotiate: %w", err)
 	}
-	out, err := readInitReply(sp[1])
-	// Its reader sees the pair's end close and stops.
-	unix.Shutdown(sp[1], unix.SHUT_RDWR)
-	go server.Serve()
-	server.Wait()
-	return out, err
+	return readInitReply(sp[1])
 }
 
 // cloneDevice opens a /dev/fuse of its own on dev's connection.
