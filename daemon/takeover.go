@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/vfs"
 )
@@ -131,8 +133,13 @@ func (d *Daemon) HandOver(ctx context.Context) (*Handover, []int, error) {
 
 // Adopt takes over the views of h, with their descriptors, before Start:
 // they are registered but serve only once ServeAdopted is called, so
-// that the old daemon can still take them back until then.
-func (d *Daemon) Adopt(h *Handover, fds []int) error {
+// that the old daemon can still take them back until then. The first
+// view that cannot be adopted fails it, unless lenient (a daemon
+// restarted in place, which no other can take the views back from):
+// then that view's connection is aborted (its processes get ENOTCONN,
+// and Start clears the dead mount and mounts the view afresh) and the
+// others are adopted.
+func (d *Daemon) Adopt(h *Handover, fds []int, lenient bool) error {
 	if h.Version != HandoverVersion {
 		return fmt.Errorf("takeover: handover version %d, this build reads %d", h.Version, HandoverVersion)
 	}
@@ -147,8 +154,20 @@ func (d *Daemon) Adopt(h *Handover, fds []int) error {
 		return err
 	}
 	for i, v := range h.Views {
-		if err := d.adoptOne(hv, v, fds[i]); err != nil {
+		err := d.adoptOne(hv, v, fds[i])
+		if err != nil && !lenient {
 			return err
+		}
+		if err != nil {
+			// Aborted, not merely closed: a clone of the connection may
+			// be left in the view that failed half way.
+			d.log.Error("takeover: view let go, to be mounted afresh", "view", v.Key, "err", err)
+			if conn, ok := fuseConnection(v.Mountpoint); ok {
+				if err := abortConnection(conn); err != nil {
+					d.log.Error("takeover: let go of a view", "view", v.Key, "err", err)
+				}
+			}
+			unix.Close(fds[i])
 		}
 	}
 	return nil

@@ -65,7 +65,8 @@ func receiveTakeover(c *cli.Context) (*takeover, error) {
 // Until it says "ready", a failure here leaves the old daemon to take the
 // views back: nothing is unmounted.
 func (t *takeover) adopt(s *serving) error {
-	if err := s.d.Adopt(t.h, t.fds); err != nil {
+	// Restarted in place, no other daemon can take the views back.
+	if err := s.d.Adopt(t.h, t.fds, t.conn == nil); err != nil {
 		return err
 	}
 	if t.conn != nil {
