@@ -131,12 +131,20 @@ func TestTakeover(t *testing.T) {
 	if err := waiter.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Only once its call waits in the kernel for the daemon's answer.
 	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(runCLITakeover(t, store, s.Root), "wait for a lock") {
-		if time.Now().After(deadline) {
-			t.Fatal("a takeover was not refused while a lock call waited")
+	for {
+		wchan, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", waiter.Process.Pid))
+		if strings.Contains(string(wchan), "request_wait_answer") {
+			break
 		}
-		time.Sleep(100 * time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatalf("flock does not wait for the lock (in %q)", wchan)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if out := runCLITakeover(t, store, s.Root); !strings.Contains(out, "wait for a lock") {
+		t.Fatalf("a takeover while a lock call waited: %s", out)
 	}
 	waiter.Process.Kill()
 	waiter.Wait()
