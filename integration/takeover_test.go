@@ -22,8 +22,9 @@ import (
 const takeoverRounds = 10
 
 // TestTakeover hands the views of a running `shedfs serve` to a new one
-// (serve --takeover) ten times in a row, and once to a new one killed
-// with SIGKILL during the takeover, while the view is busy: a file kept
+// (serve --takeover) ten times in a row, once to a new one killed with
+// SIGKILL during the takeover and once to one that fails (both times the
+// old one restarts in place), while the view is busy: a file kept
 // open is written every 10 ms, another is flock'ed, tar extracts a tree
 // in a loop, and a bubblewrap sandbox with the view bind-mounted lists
 // and reads it. No write may fail, the lock must stay held (a competitor
@@ -211,6 +212,15 @@ echo done`
 	}
 	cur = killDuringTakeover(t, store, s.Root, cur)
 	competitorBlocked("after the killed takeover")
+	// A new daemon that fails after the views were handed to it (its
+	// views cannot be served over io_uring, or the kernel has none) has
+	// the old one restart in place too.
+	serving := strings.Count(cur.Stderr(), "msg=serving")
+	if out := runCLITakeover(t, store, s.Root, "--transport", "uring"); !strings.Contains(out, "uring") {
+		t.Fatalf("serve --takeover --transport uring: %s", out)
+	}
+	waitLog(t, cur, "msg=serving", serving+1)
+	competitorBlocked("after the failed takeover")
 	time.Sleep(300 * time.Millisecond)
 
 	if _, err := orphan.WriteString("after"); err != nil {
@@ -261,7 +271,7 @@ echo done`
 	if n != written.Load() {
 		t.Errorf("log.txt has %d lines, %d were written", n, written.Load())
 	}
-	t.Logf("%d writes (the slowest took %v: the longest pause), %d tar extractions across %d takeovers and a killed one",
+	t.Logf("%d writes (the slowest took %v: the longest pause), %d tar extractions across %d takeovers, a killed one and a failed one",
 		n, time.Duration(slowest.Load()).Round(time.Millisecond), tars.Load(), takeoverRounds)
 	if tars.Load() == 0 {
 		t.Error("no tar extraction completed")
@@ -290,11 +300,12 @@ func takeoverTarball(t *testing.T) string {
 
 // runCLITakeover runs `serve --takeover` to its end and returns its
 // stderr: a refused takeover exits at once.
-func runCLITakeover(t *testing.T, store, root string) string {
+func runCLITakeover(t *testing.T, store, root string, extra ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, shedfsBin, "serve", "--store", store, "--takeover", "--mount-root", root).CombinedOutput()
+	args := append([]string{"serve", "--store", store, "--takeover"}, extra...)
+	out, err := exec.CommandContext(ctx, shedfsBin, append(args, "--mount-root", root)...).CombinedOutput()
 	if err == nil {
 		t.Fatalf("serve --takeover succeeded while it should have been refused:\n%s", out)
 	}
@@ -319,7 +330,8 @@ func takeOver(t *testing.T, store, root string, cur *View) *View {
 	if code := exitCode(cur.err); code != 0 {
 		t.Fatalf("the old daemon exited with %v\nstderr:\n%s", cur.err, cur.Stderr())
 	}
-	waitLog(t, next, "took over the views", 1)
+	// Serving, its takeover socket listening.
+	waitLog(t, next, "msg=serving", 1)
 	cur.mu.Lock()
 	cur.stopped = true
 	cur.mu.Unlock()
@@ -335,7 +347,7 @@ func killDuringTakeover(t *testing.T, store, root string, cur *View) *View {
 	t.Helper()
 	for range 5 {
 		handing := strings.Count(cur.Stderr(), "handing every view")
-		took := strings.Count(cur.Stderr(), "took over the views")
+		serving := strings.Count(cur.Stderr(), "msg=serving")
 		served := strings.Count(cur.Stderr(), "the new daemon serves every view")
 		next := startTakeover(t, store, root)
 		deadline := time.Now().Add(30 * time.Second)
@@ -352,7 +364,7 @@ func killDuringTakeover(t *testing.T, store, root string, cur *View) *View {
 			if !cur.waitExit(30 * time.Second) {
 				t.Fatal("the old daemon did not exit")
 			}
-			waitLog(t, next, "took over the views", 1)
+			waitLog(t, next, "msg=serving", 1)
 			cur.mu.Lock()
 			cur.stopped = true
 			cur.mu.Unlock()
@@ -361,7 +373,7 @@ func killDuringTakeover(t *testing.T, store, root string, cur *View) *View {
 		}
 		next.Kill()
 		// The old daemon restarts in place and adopts its views again.
-		waitLog(t, cur, "took over the views", took+1)
+		waitLog(t, cur, "msg=serving", serving+1)
 		if cur.exited() {
 			t.Fatalf("the old daemon exited\nstderr:\n%s", cur.Stderr())
 		}
