@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -215,7 +216,11 @@ func (s *serving) startSuccessor() error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(exe, append(append([]string{}, os.Args[1:]...), "--takeover")...)
+	args := append([]string{}, os.Args[1:]...)
+	if !slices.Contains(args, "--takeover") {
+		args = append(args, "--takeover")
+	}
+	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
