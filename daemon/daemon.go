@@ -141,6 +141,8 @@ type Daemon struct {
 	// that should be mounted was (Ready).
 	started bool
 	wg      sync.WaitGroup
+	// adopted are the views taken over from another daemon (takeover.go).
+	adopted []*view
 }
 
 // New prepares a daemon for the store in cfg; nothing is mounted or
@@ -347,17 +349,18 @@ func (d *Daemon) mountAll(users []shedfs.User) error {
 // runs outside d.mu, so that several go on at once.
 func (d *Daemon) mountManaged(u *shedfs.User) error {
 	mnt := filepath.Join(d.cfg.MountRoot, u.Name)
-	if err := os.Mkdir(mnt, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("view of %s: %w", u.Name, err)
-	}
-	if err := CheckMountpoint(mnt); err != nil {
-		return fmt.Errorf("view of %s: %w", u.Name, err)
-	}
+	// A view mounted already (taken over) is not checked as a mountpoint.
 	d.mu.Lock()
 	mounted, err := d.mountableLocked(u.Name)
 	d.mu.Unlock()
 	if err != nil || mounted {
 		return err
+	}
+	if err := os.Mkdir(mnt, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("view of %s: %w", u.Name, err)
+	}
+	if err := CheckMountpoint(mnt); err != nil {
+		return fmt.Errorf("view of %s: %w", u.Name, err)
 	}
 	opts := d.viewOptions(u)
 	mv, err := d.mount(u.Name, mnt, opts)

@@ -64,6 +64,9 @@ func (d *Daemon) clearStaleMounts(root string) error {
 	}
 	sort.Slice(mounts, func(i, j int) bool { return len(mounts[i]) > len(mounts[j]) })
 	for _, p := range mounts {
+		if d.adoptedAt(p) {
+			continue // taken over from the previous daemon, not stale
+		}
 		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 			return fmt.Errorf("clear stale mount %s: %w", p, err)
 		}

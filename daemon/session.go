@@ -349,6 +349,14 @@ func (d *Daemon) mountSession(ss *metadata.Session, mnt string, managed bool) (s
 	if err != nil {
 		return "", fmt.Errorf("view of %s: %w", key, err)
 	}
+	d.mu.Lock()
+	mounted, err := d.mountableLocked(key)
+	d.mu.Unlock()
+	if err != nil || mounted {
+		// Stopping, or mounted already (taken over): not checked as a
+		// mountpoint.
+		return mnt, err
+	}
 	if managed {
 		if err := os.Mkdir(mnt, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			return "", fmt.Errorf("view of %s: %w", key, err)

@@ -84,6 +84,7 @@ func (l *lockingFS) Release(cancel <-chan struct{}, in *fuse.ReleaseIn) {
 		l.v.vv.Unlock(l.v.storeIno(in.NodeId), in.LockOwner, true)
 	}
 	l.RawFileSystem.Release(cancel, in)
+	l.v.lockFhs.released(in.Fh)
 }
 
 // LocksLost implements vfs.Frontend: locks taken through vv were lost with

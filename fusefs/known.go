@@ -1,11 +1,11 @@
 package fusefs
 
 import (
-	"encoding/binary"
 	"sync"
-	"unsafe"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/shedfs/shedfs/fusehandover"
 )
 
 // The kernel of each view caches what it was told about an inode (names,
@@ -274,28 +274,11 @@ func (c *forgetCounter) ReadDirPlus(cancel <-chan struct{}, in *fuse.ReadIn, out
 	return st
 }
 
-// direntSize is the fixed part of struct fuse_dirent (ino, off, namelen,
-// type), before the name.
-const direntSize = 24
-
 // plusEntries counts the entries of a READDIRPLUS reply that hand the
-// kernel a node (not ".", "..", or a name whose lookup failed, which carry
-// node ID 0). The reply is the kernel's struct fuse_direntplus, one after
-// another: an entry_out, a dirent, its name padded to 8 bytes.
+// kernel a node.
 func plusEntries(b []byte) int64 {
-	entrySize := int(unsafe.Sizeof(fuse.EntryOut{}))
 	var n int64
-	for len(b) >= entrySize+direntSize {
-		if binary.NativeEndian.Uint64(b) != 0 {
-			n++
-		}
-		nameLen := int(binary.NativeEndian.Uint32(b[entrySize+16:]))
-		size := entrySize + (direntSize+nameLen+7)&^7
-		if size > len(b) {
-			break
-		}
-		b = b[size:]
-	}
+	fusehandover.PlusNodeIDs(b, func(uint64) { n++ })
 	return n
 }
 

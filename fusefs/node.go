@@ -249,7 +249,15 @@ func (n *node) Tmpfile(ctx context.Context, flags uint32, mode uint32, out *fuse
 // local disk.
 func (n *node) Open(ctx context.Context, flags uint32) (_ fs.FileHandle, _ uint32, errno syscall.Errno) {
 	defer n.v.fs.track("open", n.zone, time.Now(), &errno)
-	vh, vs, e := n.v.vv.Open(ctx, n.at(), flags)
+	var vh *vfs.Handle
+	var vs []vfs.Version
+	var e syscall.Errno
+	if n.v.restoring.Load() {
+		// A handle the kernel holds from before a takeover (takeover.go).
+		vh, e = n.v.vv.Reopen(n.at(), flags)
+	} else {
+		vh, vs, e = n.v.vv.Open(ctx, n.at(), flags)
+	}
 	if e != 0 {
 		return nil, 0, e
 	}
@@ -385,7 +393,8 @@ func (n *node) Rename(ctx context.Context, name string, newParent fs.InodeEmbedd
 // OpendirHandle implements fs.NodeOpendirHandler.
 func (n *node) OpendirHandle(ctx context.Context, flags uint32) (_ fs.FileHandle, _ uint32, errno syscall.Errno) {
 	defer n.v.fs.track("opendir", n.zone, time.Now(), &errno)
-	if e := n.visible(acl.OpRead); e != 0 {
+	// A handle the kernel holds from before a takeover was decided then.
+	if e := n.visible(acl.OpRead); e != 0 && !n.v.restoring.Load() {
 		return nil, 0, e
 	}
 	n.v.vv.DirOpened(n.ino)

@@ -1,8 +1,10 @@
 package fusefs
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log"
 	"slices"
 	"sync/atomic"
 	"syscall"
@@ -11,6 +13,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/shedfs/shedfs"
+	"github.com/shedfs/shedfs/fusehandover"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/vfs"
 )
@@ -28,8 +31,18 @@ type View struct {
 	// opts' at the mount, changed by OwnerChanged (owner.go).
 	owner  atomic.Pointer[fuse.Owner]
 	server *fuse.Server
-	root   *node
-	groups *groupsDir
+	// mo are the mount options the server was made with.
+	mo         *fuse.MountOptions
+	mountpoint string
+	// ledger, adopted, restoring, handedOver and lockFhs serve a takeover
+	// (takeover.go).
+	ledger     *fusehandover.Ledger
+	adopted    bool
+	restoring  atomic.Bool
+	handedOver atomic.Bool
+	lockFhs    lockFhs
+	root       *node
+	groups     *groupsDir
 
 	// session is the id of a session's view, "" for a main view;
 	// rootIno is the view root (the private root, or the session's
@@ -82,12 +95,39 @@ func (f *FS) Mount(user, mountpoint string, opts vfs.ViewOptions) (*View, error)
 
 // mount mounts the main view of user, or the view of session ss.
 func (f *FS) mount(user string, ss *metadata.Session, mountpoint string, opts vfs.ViewOptions) (*View, error) {
-	vv, err := f.core.NewView(vfs.DoorFUSE, user, ss, opts)
+	v, raw, err := f.newView(user, ss, mountpoint, opts)
 	if err != nil {
 		return nil, err
 	}
+	server, err := fuse.NewServer(raw, mountpoint, v.mo)
+	if err != nil {
+		f.memLimit.mounted(-1)
+		return nil, fmt.Errorf("mount view of %s at %s: %w", user, mountpoint, err)
+	}
+	// Set before the first request: an entry handed out from then on
+	// may be invalidated through it.
+	v.server = server
+	go server.Serve()
+	if err := server.WaitMount(); err != nil {
+		server.Unmount()
+		f.memLimit.mounted(-1)
+		f.known.dropView(v)
+		f.negatives.dropView(v)
+		return nil, fmt.Errorf("mount view of %s at %s: %w", user, mountpoint, err)
+	}
+	f.serving(v)
+	return v, nil
+}
+
+// newView makes a view and the file system its kernel requests go to,
+// outermost layer first; nothing is mounted yet.
+func (f *FS) newView(user string, ss *metadata.Session, mountpoint string, opts vfs.ViewOptions) (*View, fuse.RawFileSystem, error) {
+	vv, err := f.core.NewView(vfs.DoorFUSE, user, ss, opts)
+	if err != nil {
+		return nil, nil, err
+	}
 	v := &View{fs: f, vv: vv, user: user, roots: vv.Roots(), opts: opts,
-		session: vv.Session(), rootIno: vv.Root(), uploadsIno: vv.Uploads()}
+		session: vv.Session(), rootIno: vv.Root(), uploadsIno: vv.Uploads(), mountpoint: mountpoint}
 	vv.Kernel = v
 	v.setOwner(opts)
 	v.root = &node{v: v, ino: v.rootIno, zone: vv.RootZone()}
@@ -107,45 +147,55 @@ func (f *FS) mount(user string, ss *metadata.Session, mountpoint string, opts vf
 		ExternalNodeID: true,
 		MountOptions:   f.mountOptions(v.name(), opts),
 	}
+	fsOpts.MountOptions.Logger = log.New(goFuseLog{v}, "", 0)
 	bridge := &setIDKillingFS{RawFileSystem: fs.NewNodeFS(v.root, fsOpts), v: v}
-	var raw fuse.RawFileSystem = &lockingFS{RawFileSystem: &forgetCounter{RawFileSystem: bridge, v: v}, v: v}
+	// The ledger keeps what the kernel holds, for a takeover (takeover.go).
+	v.ledger = fusehandover.NewLedger(&lockingFS{RawFileSystem: &forgetCounter{RawFileSystem: bridge, v: v}, v: v})
+	var raw fuse.RawFileSystem = v.ledger
 	if f.opts.Transport != nil {
 		raw = f.opts.Transport.Wrap(v.name(), raw, &fsOpts.MountOptions)
 	}
-	server, err := fuse.NewServer(raw, mountpoint, &fsOpts.MountOptions)
-	if err != nil {
-		f.memLimit.mounted(-1)
-		return nil, fmt.Errorf("mount view of %s at %s: %w", user, mountpoint, err)
+	v.mo = &fsOpts.MountOptions
+	return v, raw, nil
+}
+
+// goFuseLog passes go-fuse's log lines on to the process's log, but for
+// the one each of a view's readers writes when a takeover stops it
+// (fusehandover.Stop: a read fails with EAGAIN).
+type goFuseLog struct{ v *View }
+
+func (g goFuseLog) Write(p []byte) (int, error) {
+	if g.v.handedOver.Load() && bytes.Contains(p, []byte("Failed to read from fuse conn")) {
+		return len(p), nil
 	}
-	// Set before the first request: an entry handed out from then on
-	// may be invalidated through it.
-	v.server = server
-	go server.Serve()
-	if err := server.WaitMount(); err != nil {
-		server.Unmount()
-		f.memLimit.mounted(-1)
-		f.known.dropView(v)
-		f.negatives.dropView(v)
-		return nil, fmt.Errorf("mount view of %s at %s: %w", user, mountpoint, err)
-	}
+	log.Print(string(p))
+	return len(p), nil
+}
+
+// serving follows a view that serves: it hears of changes until it ends,
+// and what its processes held goes with it.
+func (f *FS) serving(v *View) {
 	f.notify.add(v)
 	go func() {
 		// Whatever the view's processes held goes with the view. A
 		// view detached while busy, or whose connection was aborted
 		// (a forced session close), stops here without a successful
 		// Unmount: it is told of no more changes either.
-		server.Wait()
+		v.server.Wait()
+		f.notify.remove(v)
+		if v.handedOver.Load() {
+			// Another process serves it now, with all it holds.
+			return
+		}
 		// Its kernel forgets all it held, without a FORGET.
 		f.memLimit.added(-v.entries.Swap(0))
 		f.memLimit.mounted(-1)
 		// Its kernel will release no handle any more: its locks and
 		// what its handles hold open go now, not at a restart.
 		v.vv.Close()
-		f.notify.remove(v)
 		f.known.dropView(v)
 		f.negatives.dropView(v)
 	}()
-	return v, nil
 }
 
 // storeIno is the store inode behind a FUSE node ID of this view: node IDs
@@ -160,7 +210,7 @@ func (v *View) storeIno(nodeID uint64) uint64 {
 // Unmount detaches the view from the kernel; Wait returns once serving ends.
 func (v *View) Unmount() error {
 	v.fs.notify.remove(v)
-	if err := v.server.Unmount(); err != nil {
+	if err := v.unmount(); err != nil {
 		// Still mounted (busy): it must go on hearing of changes.
 		v.fs.notify.add(v)
 		return err

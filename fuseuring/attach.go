@@ -4,12 +4,12 @@ package fuseuring
 
 import (
 	"fmt"
-	"os"
 	"reflect"
 	"unsafe"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
-	"golang.org/x/sys/unix"
+
+	"github.com/shedfs/shedfs/fusehandover"
 )
 
 // attach finds, in a running go-fuse Server, the two things go-fuse
@@ -35,39 +35,16 @@ func attach(server *fuse.Server) (*fuse.ProtocolServer, int, error) {
 		return nil, -1, err
 	}
 	ps := (*fuse.ProtocolServer)(unsafe.Pointer(server))
-
-	v := reflect.ValueOf(server).Elem()
-	ffd := v.FieldByName("fuseFD")
-	if !ffd.IsValid() || ffd.Kind() != reflect.Pointer || ffd.IsNil() {
-		return nil, -1, fmt.Errorf("go-fuse layout changed: Server has no fuseFD")
-	}
-	ff := ffd.Elem().FieldByName("file")
-	if !ff.IsValid() || ff.Type() != reflect.TypeOf((*os.File)(nil)) {
-		return nil, -1, fmt.Errorf("go-fuse layout changed: fuseFD has no *os.File")
-	}
-	file := *(**os.File)(unsafe.Pointer(ff.UnsafeAddr()))
-	if file == nil {
-		return nil, -1, fmt.Errorf("the mount has no /dev/fuse descriptor (unmounted?)")
-	}
-	rc, err := file.SyscallConn()
+	dup, err := fusehandover.Device(server)
 	if err != nil {
-		return nil, -1, fmt.Errorf("/dev/fuse descriptor: %w", err)
-	}
-	dup, derr := -1, error(nil)
-	if err := rc.Control(func(fd uintptr) {
-		dup, derr = unix.FcntlInt(fd, unix.F_DUPFD_CLOEXEC, 0)
-	}); err != nil {
-		return nil, -1, fmt.Errorf("/dev/fuse descriptor: %w", err)
-	}
-	if derr != nil {
-		return nil, -1, fmt.Errorf("dup /dev/fuse: %w", derr)
+		return nil, -1, err
 	}
 	return ps, dup, nil
 }
 
 // checkLayout checks, on the types alone, what attach relies on: Server
-// starts with the protocolServer that is ProtocolServer's only field, and
-// holds its device in fuseFD.file.
+// starts with the protocolServer that is ProtocolServer's only field (the
+// device is found by fusehandover.Device, which checks its own).
 func checkLayout() error {
 	st := reflect.TypeOf(fuse.Server{})
 	pt := reflect.TypeOf(fuse.ProtocolServer{})
@@ -77,13 +54,6 @@ func checkLayout() error {
 	first, inner := st.Field(0), pt.Field(0)
 	if !first.Anonymous || first.Offset != 0 || first.Type != inner.Type || inner.Offset != 0 {
 		return fmt.Errorf("go-fuse layout changed: Server does not start with ProtocolServer's %s", inner.Type)
-	}
-	f, ok := st.FieldByName("fuseFD")
-	if !ok || f.Type.Kind() != reflect.Pointer || f.Type.Elem().Kind() != reflect.Struct {
-		return fmt.Errorf("go-fuse layout changed: Server has no fuseFD")
-	}
-	if file, ok := f.Type.Elem().FieldByName("file"); !ok || file.Type != reflect.TypeOf((*os.File)(nil)) {
-		return fmt.Errorf("go-fuse layout changed: fuseFD has no *os.File")
 	}
 	return nil
 }

@@ -216,6 +216,18 @@ func newLockTable() *lockTable {
 	return &lockTable{inodes: make(map[uint64]*inodeLocks), uses: make(map[lockUse]map[*lockRefs]bool), log: slog.New(slog.DiscardHandler)}
 }
 
+// waiting counts the lock calls waiting for a lock (a takeover cannot
+// move them: Core.LocksWaiting).
+func (t *lockTable) waiting() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, il := range t.inodes {
+		n += il.waiters
+	}
+	return n
+}
+
 // inodeLocked returns the locks of ino, made if needed. t.mu is held.
 func (t *lockTable) inodeLocked(ino uint64) *inodeLocks {
 	il := t.inodes[ino]

@@ -151,3 +151,29 @@ func lockInfo(ino uint64, l *fileLock) LockInfo {
 	}
 	return li
 }
+
+// LocksWaiting counts the lock calls that wait for a lock (F_SETLKW, flock
+// without LOCK_NB): requests in flight that only this process can answer,
+// which a takeover cannot move.
+func (c *Core) LocksWaiting() int { return c.locks.waiting() }
+
+// HeldLock is a lock of this daemon held through one view, as a takeover
+// hands it to the next daemon, which takes it again through the same
+// handles (Handle.Setlk).
+type HeldLock struct {
+	Ino uint64
+	Lock
+}
+
+// HeldLocks lists the locks held through v by this daemon.
+func (v *View) HeldLocks() []HeldLock {
+	var out []HeldLock
+	for _, l := range v.c.locks.list() {
+		if l.owner.view != v.id || l.owner.daemon != "" {
+			continue
+		}
+		out = append(out, HeldLock{Ino: l.ino, Lock: Lock{Owner: l.owner.owner, Flock: l.kind == kindFlock,
+			Type: l.typ, Start: l.start, End: l.end, Pid: l.pid}})
+	}
+	return out
+}

@@ -320,3 +320,21 @@ func (c *Core) sweeper(stop <-chan struct{}) {
 		}
 	}
 }
+
+// PersistFiles writes to the store what the open files hold ahead of it
+// (sizes, times), leaving them open: a daemon that hands its views to
+// another (a takeover) leaves nothing the new one needs in its memory,
+// and reclaims nothing the views' processes still hold.
+func (c *Core) PersistFiles() {
+	c.ft.mu.Lock()
+	open := make([]*openFile, 0, len(c.ft.open))
+	for _, oi := range c.ft.open {
+		open = append(open, oi)
+	}
+	c.ft.mu.Unlock()
+	for _, oi := range open {
+		oi.mu.Lock()
+		c.persistLocked(oi)
+		oi.mu.Unlock()
+	}
+}

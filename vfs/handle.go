@@ -82,6 +82,29 @@ func (v *View) Open(ctx context.Context, at At, flags uint32) (*Handle, []Versio
 	return h, vs, 0
 }
 
+// Reopen opens at again for a handle its door's kernel still holds from
+// before a takeover (the daemon that opened it handed the view over):
+// the open was decided then, so nothing is decided again, and a file
+// unlinked since opens as well.
+func (v *View) Reopen(at At, flags uint32) (*Handle, syscall.Errno) {
+	rec, e := v.Load(at)
+	if e != 0 {
+		return nil, e
+	}
+	if !rec.IsRegular() {
+		return nil, syscall.EINVAL
+	}
+	oi, e := v.c.acquire(rec, false)
+	if e != 0 {
+		return nil, e
+	}
+	h := &Handle{v: v, at: at, of: oi, flags: flags}
+	if e := v.keep(h); e != 0 {
+		return nil, e
+	}
+	return h, 0
+}
+
 // OpenNew opens the first handle of rec, a file Create just made as name
 // in dir ("" for O_TMPFILE), creating its blob, and announces it; if the
 // blob cannot be made, the file goes. The door names the handle's file

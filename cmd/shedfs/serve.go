@@ -26,6 +26,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "uid", Value: -1, Usage: "present entries as owned by this uid in views of users without an owner of their own"},
 			&cli.IntFlag{Name: "gid", Value: -1, Usage: "present entries as owned by this gid in views of users without an owner of their own"},
 			&cli.BoolFlag{Name: "debug", Usage: "log every FUSE request"},
+			&cli.BoolFlag{Name: "takeover", Usage: "take over the views of the daemon serving this store (through its admin socket's takeover socket) without unmounting them: for an upgrade, start the new binary with the same flags and --takeover"},
 			&cli.DurationFlag{Name: "stop-timeout", Value: stopTimeout, Usage: "at SIGTERM or SIGINT, how long to wait for views still in use (saying which, and by which processes) before detaching them lazily and exiting"},
 		}, append(append(csiFlags(), fsFlags()...), append(auditFlags(), append(contentFlags(), configFlags()...)...)...)...),
 		// The config file is read before the action, so that a required
@@ -52,11 +53,23 @@ func runServe(c *cli.Context) error {
 	if c.Duration("stop-timeout") <= 0 {
 		return errors.New("--stop-timeout must be positive")
 	}
+	// A takeover's views come first: the old daemon closes the store
+	// before it hands them over.
+	tk, err := receiveTakeover(c)
+	if err != nil {
+		return err
+	}
 	s, err := openServing(c, log, daemon.Config{MountRoot: c.String("mount-root")})
 	if err != nil {
 		return err
 	}
 	s.stopTimeout = c.Duration("stop-timeout")
+	if tk != nil {
+		if err := tk.adopt(s); err != nil {
+			s.close()
+			return err
+		}
+	}
 	ctx, stopSignals := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stopSignals()
 	if err := s.startDoors(c); err != nil {
@@ -72,6 +85,14 @@ func runServe(c *cli.Context) error {
 		s.stop()
 		return err
 	}
+	stopOffer, err := s.offerTakeover(func() { stopCSI(driver) })
+	if err != nil {
+		stopCSI(driver)
+		s.stop()
+		return err
+	}
+	defer stopOffer()
+	defer s.upgradeOnSignal()()
 	views := len(s.d.Views())
 	log.Info("serving", "store", s.st.Location(), "mount_root", c.String("mount-root"), "views", views)
 	// Every view is mounted: a Type=notify unit is started now.

@@ -61,6 +61,12 @@ type uringViews struct {
 	served        atomic.Uint64
 }
 
+// HandOverRefused implements fusefs.HandOverRefuser: the rings of a view
+// are not handed over in a takeover.
+func (u *uringViews) HandOverRefused() error {
+	return errors.New("views served over FUSE io_uring cannot be taken over: serve with --transport dev to allow takeovers")
+}
+
 func (u *uringViews) Wrap(view string, raw fuse.RawFileSystem, mo *fuse.MountOptions) fuse.RawFileSystem {
 	opts := fuseuring.Options{
 		Depth:    uringDepth,

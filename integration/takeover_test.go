@@ -1,0 +1,396 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// takeoverRounds is how many takeovers TestTakeover makes in a row.
+const takeoverRounds = 10
+
+// TestTakeover hands the views of a running `shedfs serve` to a new one
+// (serve --takeover) ten times in a row, once to a new one killed with
+// SIGKILL during the takeover and once to one that fails (both times the
+// old one restarts in place), while the view is busy: a file kept
+// open is written every 10 ms, another is flock'ed, tar extracts a tree
+// in a loop, and a bubblewrap sandbox with the view bind-mounted lists
+// and reads it. No write may fail, the lock must stay held (a competitor
+// gets EAGAIN), every tar must complete, the sandbox never sees an error,
+// and a file unlinked while open stays usable, in a session's view too.
+func TestTakeover(t *testing.T) {
+	requireFUSE(t)
+	requireBwrap(t)
+	store := newStore(t)
+	adminOK(t, "user", "add", "alice", "--uid", containerUID, "--gid", containerUID, "--store", store)
+	s := startServe(t, store, "alice")
+	view := s.In("alice")
+	tarball := takeoverTarball(t)
+
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var wg sync.WaitGroup
+	// firstErr is the first error of the processes in the view.
+	var errMu sync.Mutex
+	var firstErr error
+	fail := func(err error) {
+		errMu.Lock()
+		defer errMu.Unlock()
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	failed := func() error {
+		errMu.Lock()
+		defer errMu.Unlock()
+		return firstErr
+	}
+
+	// The writer keeps its file open throughout.
+	logFile, err := os.OpenFile(filepath.Join(view, "log.txt"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var written, slowest atomic.Int64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ctx.Err() == nil; i++ {
+			start := time.Now()
+			if _, err := fmt.Fprintf(logFile, "%d\n", i); err != nil {
+				fail(fmt.Errorf("write %d to the file kept open: %w", i, err))
+				return
+			}
+			if d := int64(time.Since(start)); d > slowest.Load() {
+				slowest.Store(d)
+			}
+			written.Store(int64(i + 1))
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+
+	// The lock holder, and a competitor that must keep failing.
+	lockPath := filepath.Join(view, "lock")
+	holder, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Flock(int(holder.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatalf("flock: %v", err)
+	}
+	competitorBlocked := func(when string) {
+		t.Helper()
+		f, err := os.Open(lockPath)
+		if err != nil {
+			t.Fatalf("%s: open the locked file: %v", when, err)
+		}
+		defer f.Close()
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != unix.EWOULDBLOCK {
+			t.Fatalf("%s: a competitor's flock: %v, want EAGAIN: the lock was lost", when, err)
+		}
+	}
+
+	// A session's view is handed over as well, with a file open in it.
+	s.sessionOpen(t, "alice", "s1")
+	scratch, err := os.OpenFile(filepath.Join(s.In("alice@s1"), "scratch.txt"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer scratch.Close()
+	if _, err := scratch.WriteString("session "); err != nil {
+		t.Fatal(err)
+	}
+
+	// A file unlinked while open stays readable and writable.
+	orphan, err := os.OpenFile(filepath.Join(view, "orphan"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orphan.Close()
+	if _, err := orphan.WriteString("before "); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(view, "orphan")); err != nil {
+		t.Fatal(err)
+	}
+
+	// While a competitor waits for the lock (flock without -n), a
+	// takeover is refused and the daemon goes on serving.
+	waiter := exec.Command("flock", "-x", lockPath, "-c", "true")
+	if err := waiter.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Only once its call waits in the kernel for the daemon's answer.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		wchan, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", waiter.Process.Pid))
+		if strings.Contains(string(wchan), "request_wait_answer") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("flock does not wait for the lock (in %q)", wchan)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if out := runCLITakeover(t, store, s.Root); !strings.Contains(out, "wait for a lock") {
+		t.Fatalf("a takeover while a lock call waited: %s", out)
+	}
+	waiter.Process.Kill()
+	waiter.Wait()
+	if s.exited() {
+		t.Fatalf("the daemon exited after refusing a takeover\nstderr:\n%s", s.Stderr())
+	}
+
+	// tar extracts in a loop.
+	var tars atomic.Int64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ctx.Err() == nil; i++ {
+			dir := filepath.Join(view, "x", strconv.Itoa(i))
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				fail(fmt.Errorf("mkdir for tar %d: %w", i, err))
+				return
+			}
+			if out, err := exec.Command("tar", "-xf", tarball, "-C", dir).CombinedOutput(); err != nil {
+				fail(fmt.Errorf("tar %d: %v: %s", i, err, out))
+				return
+			}
+			tars.Add(1)
+		}
+	}()
+
+	// The sandbox lists and reads the view until told to stop; any error
+	// it sees is in its output.
+	sandboxOut := make(chan string, 1)
+	go func() {
+		script := `while [ ! -e /workspace/stop ]; do
+ls /workspace >/dev/null || echo "ls failed"
+cat /workspace/log.txt >/dev/null || echo "cat failed"
+sleep 0.02
+done
+echo done`
+		cmd := exec.Command("bwrap",
+			"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--unshare-cgroup-try",
+			"--die-with-parent", "--new-session",
+			"--ro-bind", "/usr", "/usr",
+			"--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+			"--ro-bind", "/etc", "/etc", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+			"--bind", view, "/workspace",
+			"--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LC_ALL", "C",
+			"setpriv", "--reuid", containerUID, "--regid", containerUID, "--clear-groups", "--",
+			"sh", "-c", script)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			out = append(out, []byte("sandbox: "+err.Error())...)
+		}
+		sandboxOut <- string(out)
+	}()
+
+	// Let them all run a little before the first takeover.
+	time.Sleep(300 * time.Millisecond)
+	cur := s.View
+	for round := 1; round <= takeoverRounds; round++ {
+		cur = takeOver(t, store, s.Root, cur)
+		competitorBlocked(fmt.Sprintf("after takeover %d", round))
+		if err := failed(); err != nil {
+			t.Fatalf("after takeover %d: %v", round, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	cur = killDuringTakeover(t, store, s.Root, cur)
+	competitorBlocked("after the killed takeover")
+	// A new daemon that fails after the views were handed to it (its
+	// views cannot be served over io_uring, or the kernel has none) has
+	// the old one restart in place too.
+	serving := strings.Count(cur.Stderr(), "msg=serving")
+	if out := runCLITakeover(t, store, s.Root, "--transport", "uring"); !strings.Contains(out, "uring") {
+		t.Fatalf("serve --takeover --transport uring: %s", out)
+	}
+	waitLog(t, cur, "msg=serving", serving+1)
+	competitorBlocked("after the failed takeover")
+	time.Sleep(300 * time.Millisecond)
+
+	if _, err := orphan.WriteString("after"); err != nil {
+		t.Errorf("write to the unlinked file: %v", err)
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/self/fd/%d", orphan.Fd())); err != nil || string(b) != "before after" {
+		t.Errorf("the unlinked file reads %q, %v", b, err)
+	}
+	if _, err := scratch.WriteString("kept"); err != nil {
+		t.Errorf("write in the session's view: %v", err)
+	}
+	if err := scratch.Close(); err != nil {
+		t.Errorf("close in the session's view: %v", err)
+	}
+	if got := string(mustRead(t, filepath.Join(s.In("alice@s1"), "scratch.txt"))); got != "session kept" {
+		t.Errorf("the session's file reads %q", got)
+	}
+	if err := orphan.Close(); err != nil {
+		t.Errorf("close the unlinked file: %v", err)
+	}
+	stop()
+	wg.Wait()
+	if err := failed(); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(view, "stop"), nil, 0o644)
+	select {
+	case out := <-sandboxOut:
+		if out != "done\n" {
+			t.Errorf("the sandbox saw errors:\n%s", out)
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("the sandbox did not end")
+	}
+	if err := logFile.Close(); err != nil {
+		t.Errorf("close the file kept open: %v", err)
+	}
+	holder.Close()
+	// Every write is there, in order.
+	sc := bufio.NewScanner(strings.NewReader(string(mustRead(t, filepath.Join(view, "log.txt")))))
+	n := int64(0)
+	for sc.Scan() {
+		if sc.Text() != strconv.FormatInt(n, 10) {
+			t.Fatalf("log.txt line %d is %q", n, sc.Text())
+		}
+		n++
+	}
+	if n != written.Load() {
+		t.Errorf("log.txt has %d lines, %d were written", n, written.Load())
+	}
+	t.Logf("%d writes (the slowest took %v: the longest pause), %d tar extractions across %d takeovers, a killed one and a failed one",
+		n, time.Duration(slowest.Load()).Round(time.Millisecond), tars.Load(), takeoverRounds)
+	if tars.Load() == 0 {
+		t.Error("no tar extraction completed")
+	}
+	cur.Stop()
+}
+
+// takeoverTarball makes a tar of a small tree outside the view.
+func takeoverTarball(t *testing.T) string {
+	t.Helper()
+	src := t.TempDir()
+	for d := range 4 {
+		if err := os.MkdirAll(filepath.Join(src, "tree", strconv.Itoa(d)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for f := range 8 {
+			mustWrite(t, filepath.Join(src, "tree", strconv.Itoa(d), strconv.Itoa(f)), []byte(strings.Repeat("x", 1000*f+1)), 0o644)
+		}
+	}
+	tarball := filepath.Join(t.TempDir(), "tree.tar")
+	if out, err := exec.Command("tar", "-cf", tarball, "-C", src, "tree").CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v: %s", err, out)
+	}
+	return tarball
+}
+
+// runCLITakeover runs `serve --takeover` to its end and returns its
+// stderr: a refused takeover exits at once.
+func runCLITakeover(t *testing.T, store, root string, extra ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	args := append([]string{"serve", "--store", store, "--takeover"}, extra...)
+	out, err := exec.CommandContext(ctx, shedfsBin, append(args, "--mount-root", root)...).CombinedOutput()
+	if err == nil {
+		t.Fatalf("serve --takeover succeeded while it should have been refused:\n%s", out)
+	}
+	return string(out)
+}
+
+// startTakeover starts `serve --takeover` on store and root.
+func startTakeover(t *testing.T, store, root string) *View {
+	v := launchView(t, root, nil, []string{"serve", "--store", store, "--takeover", "--mount-root"})
+	v.Store = store
+	return v
+}
+
+// takeOver has a new daemon take over from cur, and returns it once cur
+// has exited and the new one serves.
+func takeOver(t *testing.T, store, root string, cur *View) *View {
+	t.Helper()
+	next := startTakeover(t, store, root)
+	if !cur.waitExit(30 * time.Second) {
+		t.Fatalf("the old daemon did not exit after the takeover\nstderr:\n%s", cur.Stderr())
+	}
+	if code := exitCode(cur.err); code != 0 {
+		t.Fatalf("the old daemon exited with %v\nstderr:\n%s", cur.err, cur.Stderr())
+	}
+	// Serving, its takeover socket listening.
+	waitLog(t, next, "msg=serving", 1)
+	cur.mu.Lock()
+	cur.stopped = true
+	cur.mu.Unlock()
+	return next
+}
+
+// killDuringTakeover starts a takeover and kills the new daemon with
+// SIGKILL once the old one has stopped serving and before the new one is
+// ready; the old one must serve again (restarted in place). A new daemon
+// that was ready before it could be stopped is let run, as a takeover,
+// and the next one killed.
+func killDuringTakeover(t *testing.T, store, root string, cur *View) *View {
+	t.Helper()
+	for range 5 {
+		handing := strings.Count(cur.Stderr(), "handing every view")
+		serving := strings.Count(cur.Stderr(), "msg=serving")
+		served := strings.Count(cur.Stderr(), "the new daemon serves every view")
+		next := startTakeover(t, store, root)
+		deadline := time.Now().Add(30 * time.Second)
+		for strings.Count(cur.Stderr(), "handing every view") == handing {
+			if time.Now().After(deadline) {
+				t.Fatalf("no takeover began\nstderr:\n%s", cur.Stderr())
+			}
+			time.Sleep(time.Millisecond)
+		}
+		next.cmd.Process.Signal(syscall.SIGSTOP)
+		if strings.Count(cur.Stderr(), "the new daemon serves every view") > served || cur.exited() {
+			next.cmd.Process.Signal(syscall.SIGCONT)
+			t.Log("the new daemon was ready before it could be killed: counted as a takeover")
+			if !cur.waitExit(30 * time.Second) {
+				t.Fatal("the old daemon did not exit")
+			}
+			waitLog(t, next, "msg=serving", 1)
+			cur.mu.Lock()
+			cur.stopped = true
+			cur.mu.Unlock()
+			cur = next
+			continue
+		}
+		next.Kill()
+		// The old daemon restarts in place and adopts its views again.
+		waitLog(t, cur, "msg=serving", serving+1)
+		if cur.exited() {
+			t.Fatalf("the old daemon exited\nstderr:\n%s", cur.Stderr())
+		}
+		return cur
+	}
+	t.Fatal("no takeover could be interrupted in five attempts")
+	return nil
+}
+
+// waitLog waits until v's stderr says what n times.
+func waitLog(t *testing.T, v *View, what string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for strings.Count(v.Stderr(), what) < n {
+		if v.exited() || time.Now().After(deadline) {
+			t.Fatalf("daemon did not log %q (%d times)\nstderr:\n%s", what, n, v.Stderr())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
