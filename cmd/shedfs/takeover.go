@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/shedfs/shedfs/daemon"
 )
@@ -100,6 +101,13 @@ func (s *serving) offerTakeover(stopDoors func()) (func(), error) {
 		return func() {}, nil
 	}
 	path := daemon.TakeoverSocketPath(admin)
+	if max := len(unix.RawSockaddrUnix{}.Path) - 1; len(path) > max {
+		// The admin socket fits and serves; only upgrades in place
+		// are not offered.
+		s.log.Warn("takeover not offered: its socket path is too long for a Unix socket; serve --takeover cannot take over this daemon",
+			"path", path, "bytes", len(path), "limit", max)
+		return func() {}, nil
+	}
 	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("takeover socket: %w", err)
 	}
