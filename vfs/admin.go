@@ -113,7 +113,6 @@ func (a *Admin) entryChanged(dir uint64, z shedfs.Zone, name string, was *shedfs
 	}
 	items[0].Was = wasIno
 	c.fanOut(a.v, z, items...)
-	c.unlinkedHere(was)
 	switch {
 	case !reclaim || was == nil || was.Nlink > 0:
 	case len(c.attached()) == 0:

@@ -26,10 +26,13 @@ import (
 // What a lingering mark must not do is keep an unlinked file alive longer
 // than a close would have: when this daemon learns that an inode with a
 // lingering mark has lost its last link (from its own cache at the
-// release, from its own unlink, or from the change feed after another
-// daemon's unlink), the mark is taken back at once. This daemon's own unlink or reclaim of an
+// release, or from the change feed after another daemon's unlink), the
+// mark is taken back at once. This daemon's own unlink or reclaim of an
 // inode no handle here holds does not count its own mark and deletes it
-// with the inode (metadata's held).
+// with the inode (metadata's held). Its own unlink into the trash keeps
+// the mark lingering (taking each back would cost a request per few
+// unlinks, TestEtcdRoundTrips): a kept file purged on another daemon that
+// holds it open then goes at most markIdle after that daemon's close.
 
 const (
 	// markIdle is how long a mark stays after the last release.
@@ -329,18 +332,6 @@ func (c *Core) holdAgain(ino uint64) {
 	}
 	if err := c.store.Hold(ino); err != nil {
 		c.log.Error("mark inode open again after the lease was renewed", "ino", ino, "err", err)
-	}
-}
-
-// unlinkedHere is told that an operation of this daemon took rec's last
-// link (it went to the trash, or is kept for open handles): a mark of
-// it lingering here goes at once, as after another daemon's unlink
-// (ChangedElsewhere). Left lingering, it would keep the inode and its
-// charge up to markIdle after another daemon purged it from the trash
-// and its last reader there closed (issue 24, trash × etcd × open files).
-func (c *Core) unlinkedHere(rec *shedfs.Inode) {
-	if rec != nil && rec.Nlink == 0 {
-		c.ft.marks.urge(rec.Ino)
 	}
 }
 

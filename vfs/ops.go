@@ -547,7 +547,6 @@ func (v *View) Remove(dir At, op acl.Op, name string) ([]Version, syscall.Errno)
 	if kept {
 		c.TrashChanged()
 	}
-	c.unlinkedHere(out)
 	v.Changed(op.String(), p, dir.Zone, 0)
 	vs := c.contentChanged(dir.Zone, dir.Ino, nil)
 	c.fanOut(v, dir.Zone, NameWas(dir.Ino, name, rec.Ino), DirOf(dir.Ino), AttrOf(out.Ino))
@@ -616,7 +615,6 @@ func (v *View) Rename(dir At, name string, to At, newName string, flags uint32) 
 	if kept {
 		c.TrashChanged()
 	}
-	c.unlinkedHere(replaced)
 	v.Changed("rename", dir.pathOf(name)+" -> "+to.pathOf(newName), dir.Zone, 0)
 	vs := c.contentChanged(dir.Zone, dir.Ino, nil)
 	vs = c.contentChanged(to.Zone, to.Ino, vs)

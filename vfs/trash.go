@@ -78,7 +78,6 @@ func (v *View) RestoreKept(e metadata.TrashEntry, p string, dir At, newName stri
 		return nil, c.Errno("restore", err)
 	}
 	c.TrashChanged()
-	c.unlinkedHere(replaced)
 	v.Changed("trash_restore", p+" -> "+dir.pathOf(newName), dir.Zone, 0)
 	vs := c.contentChanged(dir.Zone, dir.Ino, nil)
 	was := NoneBefore
