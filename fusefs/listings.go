@@ -25,8 +25,10 @@ import (
 // neither records nor reads the cache, and asks the daemon. Once none is
 // left (RELEASEDIR comes after the handle's last getdents), the next
 // cached listing finds the kernel's record older than the unlink and
-// drops the cache. (FOPEN_KEEP_CACHE does not drop a directory's cache
-// on Linux 6.18: an opendir without it still lists from the cache.)
+// drops the cache; after a change made elsewhere, which that check does
+// not see, the directory is invalidated again. (An opendir without
+// FOPEN_KEEP_CACHE does not drop a directory's cache on Linux 6.18: it
+// still lists from it, so keepCache cannot stand in for this.)
 
 // listVersion is a directory's state as far as its listing goes.
 type listVersion struct{ gen, content uint64 }
@@ -55,11 +57,17 @@ func (l *listings) loading(d *dirHandle) {
 	l.open[d] = ver
 }
 
-// released forgets d.
+// released forgets d. A snapshot overtaken by a change made elsewhere,
+// which the kernel's own check does not see, may have filled the cache
+// after that change's invalidation: the directory is invalidated again.
 func (l *listings) released(d *dirHandle) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	ver, ok := l.open[d]
 	delete(l.open, d)
+	l.mu.Unlock()
+	if n := d.node; ok && ver.content != n.v.fs.core.ContentVersion(n.ino) {
+		n.v.fs.notify.enqueue(n.v, []inval{dirOf(n.ino)}, nil)
+	}
 }
 
 // stale reports whether an open handle of n holds a stale snapshot.
