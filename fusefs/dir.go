@@ -28,6 +28,7 @@ type dirHandle struct {
 }
 
 func (d *dirHandle) load(ctx context.Context) syscall.Errno {
+	d.node.v.lists.loading(d)
 	list, e := d.node.v.list(d.node)
 	if e != 0 {
 		return e
@@ -99,5 +100,6 @@ func (d *dirHandle) Fsyncdir(ctx context.Context, flags uint32) syscall.Errno {
 
 // Releasedir implements fs.FileReleasedirer.
 func (d *dirHandle) Releasedir(ctx context.Context, flags uint32) {
+	d.node.v.lists.released(d)
 	d.node.v.vv.DirClosed(d.node.ino)
 }

@@ -25,6 +25,10 @@ type node struct {
 	// seen is the content version this view's kernel last opened the
 	// inode at (see contentVersions).
 	seen atomic.Uint64
+	// gen counts the changes made through this view (own), which the
+	// content version does not count in a zone no other view shows: a
+	// directory's listings compare it (listings.go).
+	gen atomic.Uint64
 }
 
 // load reads the node's record with the not yet persisted state of an open
@@ -38,6 +42,9 @@ func (n *node) visible(op acl.Op) syscall.Errno { return n.v.vv.Visible(n.at(), 
 // own moves this view's content versions of the nodes an operation
 // through it changed: its kernel saw the change and may keep its cache.
 func own(vs []vfs.Version, nodes ...*node) {
+	for _, n := range nodes {
+		n.gen.Add(1)
+	}
 	for _, v := range vs {
 		for _, n := range nodes {
 			if n.ino == v.Ino {
@@ -399,9 +406,10 @@ func (n *node) OpendirHandle(ctx context.Context, flags uint32) (_ fs.FileHandle
 	}
 	n.v.vv.DirOpened(n.ino)
 	// The kernel keeps the listing across opens: a change made in
-	// another view or by the admin invalidates it (dirOf).
+	// another view or by the admin invalidates it (dirOf); one made in
+	// this view, the kernel's own check (listings.go).
 	dh := &dirHandle{node: n}
-	return dh, fuse.FOPEN_CACHE_DIR | n.keepCache(dh), 0
+	return dh, n.v.lists.openFlags(n, dh), 0
 }
 
 // Statfs implements fs.NodeStatfser.

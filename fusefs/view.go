@@ -54,6 +54,8 @@ type View struct {
 	trash trashView
 	// snaps is what it keeps of its snapshots/ (snapshots.go).
 	snaps snapView
+	// lists are its open directory handles' snapshots (listings.go).
+	lists listings
 
 	// queue holds the invalidations still to be told to this view's
 	// kernel; waiting counts its requests waiting for deliveries to
