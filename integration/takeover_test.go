@@ -2,11 +2,14 @@ package integration
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -393,4 +396,156 @@ func waitLog(t *testing.T, v *View, what string, n int) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// TestTakeoverHeldState hands two views (alice's and bob's) over three
+// times while processes hold in them what TestTakeover does not: a
+// POSIX record lock (F_SETLK) on a byte range in alice's view and an OFD
+// lock in bob's, each held by its own process; a shell whose working
+// directory is a subdirectory of bob's view; and a file of alice's view
+// mmap'ed shared and written through the mapping. After every takeover a
+// competitor still gets EAGAIN on the locked range and the lock on
+// another range; at the end the shell lists, creates a file relative to
+// its cwd and prints it, and msync writes the mapping to the file.
+func TestTakeoverHeldState(t *testing.T) {
+	requireFUSE(t)
+	store := newStore(t)
+	adminOK(t, "user", "add", "alice", "--store", store)
+	adminOK(t, "user", "add", "bob", "--store", store)
+	s := startServe(t, store, "alice", "bob")
+
+	// The record locks, each held by its own process.
+	records := []struct{ kind, path string }{
+		{"posix", s.In("alice", "records")},
+		{"ofd", s.In("bob", "records")},
+	}
+	var holders []*locker
+	for _, r := range records {
+		mustWrite(t, r.path, make([]byte, 1000), 0o644)
+		l := startLocker(t, r.kind+" holder", r.kind, true, false, r.path, "100", "100")
+		l.expect("locked", 10*time.Second)
+		holders = append(holders, l)
+	}
+	recordsHeld := func(when string) {
+		t.Helper()
+		for _, r := range records {
+			for _, kind := range []string{"posix", "ofd"} {
+				if err := tryRange(t, kind, true, r.path, 150, 10); err != unix.EAGAIN {
+					t.Fatalf("%s: a competitor's %s lock on the range a %s lock holds: %v, want EAGAIN", when, kind, r.kind, err)
+				}
+				if err := tryRange(t, kind, true, r.path, 200, 100); err != nil {
+					t.Fatalf("%s: a competitor's %s lock beside the range a %s lock holds: %v", when, kind, r.kind, err)
+				}
+			}
+		}
+	}
+	recordsHeld("before the takeovers")
+
+	// A shell in a subdirectory of bob's view, waiting for its commands.
+	sub := s.In("bob", "work", "deep")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(sub, "present"), []byte("x"), 0o644)
+	shell := exec.Command("sh", "-c", `cd work/deep && echo ready && read go && ls && echo made >made && pwd -P && cat made`)
+	shell.Dir = s.In("bob")
+	shellIn, err := shell.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shellIn.Close()
+	shellOut, err := shell.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shell.Stderr = shell.Stdout
+	shell.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := shell.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer shell.Process.Kill()
+	shellLines := bufio.NewScanner(shellOut)
+	if !shellLines.Scan() || shellLines.Text() != "ready" {
+		t.Fatalf("the shell did not cd into %s: %q", sub, shellLines.Text())
+	}
+
+	// A file mapped shared, written through the mapping.
+	mapped, err := os.OpenFile(s.In("alice", "mapped"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mapped.Close()
+	const pageSize = 4096
+	if err := mapped.Truncate(2 * pageSize); err != nil {
+		t.Fatal(err)
+	}
+	mem, err := unix.Mmap(int(mapped.Fd()), 0, 2*pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatalf("mmap: %v", err)
+	}
+	copy(mem, "before the takeovers")
+	if err := unix.Msync(mem, unix.MS_SYNC); err != nil {
+		t.Fatalf("msync before the takeovers: %v", err)
+	}
+	// Dirty, not yet written back, when the first takeover comes.
+	copy(mem[pageSize:], "dirty across a takeover")
+
+	cur := s.View
+	for round := 1; round <= 3; round++ {
+		cur = takeOver(t, store, s.Root, cur)
+		recordsHeld(fmt.Sprintf("after takeover %d", round))
+		copy(mem[pageSize+100*round:], fmt.Sprintf("round %d", round))
+		if round == 2 {
+			if err := unix.Msync(mem, unix.MS_SYNC); err != nil {
+				t.Fatalf("msync after takeover %d: %v", round, err)
+			}
+		}
+	}
+
+	// The shell goes on where it was.
+	if _, err := io.WriteString(shellIn, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	var said []string
+	for shellLines.Scan() {
+		said = append(said, shellLines.Text())
+	}
+	if err := shell.Wait(); err != nil {
+		t.Errorf("the shell in %s: %v, said %q", sub, err, said)
+	}
+	if want := []string{"present", sub, "made"}; !slices.Equal(said, want) {
+		t.Errorf("the shell in %s said %q after the takeovers, want %q", sub, said, want)
+	}
+	if got := string(mustRead(t, filepath.Join(sub, "made"))); got != "made\n" {
+		t.Errorf("the file the shell made reads %q", got)
+	}
+
+	// What was written through the mapping is in the file.
+	if err := unix.Msync(mem, unix.MS_SYNC); err != nil {
+		t.Errorf("msync after the takeovers: %v", err)
+	}
+	got, err := os.ReadFile(s.In("alice", "mapped"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, 2*pageSize)
+	copy(want, "before the takeovers")
+	copy(want[pageSize:], "dirty across a takeover")
+	for round := 1; round <= 3; round++ {
+		copy(want[pageSize+100*round:], fmt.Sprintf("round %d", round))
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("the mapped file reads %q..., want %q...", bytes.TrimRight(got[pageSize:], "\x00"), bytes.TrimRight(want[pageSize:], "\x00"))
+	}
+	recordsHeld("at the end")
+	for _, l := range holders {
+		l.release()
+	}
+	if err := unix.Munmap(mem); err != nil {
+		t.Error(err)
+	}
+	if err := mapped.Close(); err != nil {
+		t.Errorf("close the mapped file: %v", err)
+	}
+	cur.Stop()
 }
