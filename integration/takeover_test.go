@@ -549,3 +549,141 @@ func TestTakeoverHeldState(t *testing.T) {
 	}
 	cur.Stop()
 }
+
+// TestTakeoverFailsPartWay makes a takeover fail on the second of two
+// views: a request of bob's view is still being served when the old
+// daemon stops reading it (its file's blob is a symlink into the view of
+// a third daemon, stopped with SIGSTOP, so that opening it waits), and
+// stopping the view times out after alice's was handed over. The old
+// daemon restarts in place: every view must be served again, files kept
+// open in both views stay usable. Only the caller of the request under
+// way is never answered: it waits until the view's connection ends.
+func TestTakeoverFailsPartWay(t *testing.T) {
+	requireFUSE(t)
+	store := newStore(t)
+	adminOK(t, "user", "add", "alice", "--store", store)
+	adminOK(t, "user", "add", "bob", "--store", store)
+	s := startServe(t, store, "alice", "bob")
+	other := newStore(t)
+	adminOK(t, "user", "add", "carol", "--store", other)
+	c := startServe(t, other, "carol")
+	mustWrite(t, c.In("carol", "target"), []byte("carol's"), 0o644)
+
+	// Files kept open in both views.
+	kept := map[string]*os.File{}
+	for _, u := range []string{"alice", "bob"} {
+		f, err := os.OpenFile(s.In(u, "kept"), os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteString("before "); err != nil {
+			t.Fatal(err)
+		}
+		kept[u] = f
+	}
+
+	// bob's file whose blob is carol's file.
+	slow := s.In("bob", "slow")
+	mustWrite(t, slow, []byte("bob's"), 0o644)
+	var st unix.Stat_t
+	if err := unix.Stat(slow, &st); err != nil {
+		t.Fatal(err)
+	}
+	var blob string
+	filepath.WalkDir(filepath.Join(store, "blobs"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() == strconv.FormatUint(st.Ino, 10) {
+			blob = p
+		}
+		return nil
+	})
+	if blob == "" {
+		t.Fatalf("no blob of inode %d under %s", st.Ino, filepath.Join(store, "blobs"))
+	}
+	if err := os.Remove(blob); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(c.In("carol", "target"), blob); err != nil {
+		t.Fatal(err)
+	}
+	// The third daemon stops; the open of bob's file waits for it.
+	c.cmd.Process.Signal(syscall.SIGSTOP)
+	resumed := false
+	resume := func() {
+		if !resumed {
+			c.cmd.Process.Signal(syscall.SIGCONT)
+			resumed = true
+		}
+	}
+	defer resume()
+	reader := exec.Command("cat", slow)
+	if err := reader.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Process.Kill()
+	time.Sleep(500 * time.Millisecond)
+	if wchan, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", reader.Process.Pid)); !strings.Contains(string(wchan), "request_wait_answer") {
+		t.Fatalf("cat %s does not wait for the daemon (in %q)", slow, wchan)
+	}
+
+	serving := strings.Count(s.Stderr(), "msg=serving")
+	out := runCLITakeover(t, store, s.Root)
+	t.Logf("the new daemon said:\n%s", out)
+	waitLog(t, s.View, "takeover failed", 1)
+	resume()
+	waitLog(t, s.View, "msg=serving", serving+1)
+	if s.exited() {
+		t.Fatalf("the old daemon exited\nstderr:\n%s", s.Stderr())
+	}
+	for _, u := range []string{"alice", "bob"} {
+		// A view nobody serves would leave the write waiting forever.
+		done := make(chan error, 1)
+		go func() {
+			_, err := kept[u].WriteString("after")
+			if cerr := kept[u].Close(); err == nil {
+				err = cerr
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("write to and close the file kept open in %s's view after the failed takeover: %v", u, err)
+				continue
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("a write to the file kept open in %s's view waits after the failed takeover: the view is not served\nstderr:\n%s", u, s.Stderr())
+		}
+		if got, err := os.ReadFile(s.In(u, "kept")); err != nil || string(got) != "before after" {
+			t.Errorf("the file kept open in %s's view reads %q, %v", u, got, err)
+		}
+	}
+	if _, err := os.ReadDir(s.In("bob")); err != nil {
+		t.Errorf("list bob's view after the failed takeover: %v", err)
+	}
+	// The request that was being served is never answered: its caller
+	// waits, even once killed, until the view's connection ends.
+	reader.Process.Kill()
+	exited := make(chan struct{})
+	go func() {
+		reader.Wait()
+		close(exited)
+	}()
+	select {
+	case <-exited:
+		t.Log("the caller of the request under way ended: it was answered before the restart")
+	case <-time.After(time.Second):
+		m, ok := findMount(s.In("bob"))
+		if !ok {
+			t.Fatal("bob's view is not mounted")
+		}
+		abortAndDetach(m)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			t.Errorf("cat %s, killed, does not end once the view's connection is aborted", slow)
+		}
+	}
+	s.Stop()
+	c.Stop()
+}
