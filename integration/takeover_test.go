@@ -24,6 +24,11 @@ import (
 // takeoverRounds is how many takeovers TestTakeover makes in a row.
 const takeoverRounds = 10
 
+// takeoverTransport is the transport the daemons of the takeover tests
+// serve over: the one that can be handed over, whatever the default
+// picks while another test turns FUSE over io_uring on.
+var takeoverTransport = []string{"--transport", "dev"}
+
 // TestTakeover hands the views of a running `shedfs serve` to a new one
 // (serve --takeover) ten times in a row, once to a new one killed with
 // SIGKILL during the takeover and once to one that fails (both times the
@@ -38,7 +43,7 @@ func TestTakeover(t *testing.T) {
 	requireBwrap(t)
 	store := newStore(t)
 	adminOK(t, "user", "add", "alice", "--uid", containerUID, "--gid", containerUID, "--store", store)
-	s := startServe(t, store, "alice")
+	s := startServeWith(t, store, takeoverTransport, "alice")
 	view := s.In("alice")
 	tarball := takeoverTarball(t)
 
@@ -317,7 +322,7 @@ func runCLITakeover(t *testing.T, store, root string, extra ...string) string {
 
 // startTakeover starts `serve --takeover` on store and root.
 func startTakeover(t *testing.T, store, root string) *View {
-	v := launchView(t, root, nil, []string{"serve", "--store", store, "--takeover", "--mount-root"})
+	v := launchView(t, root, nil, append(append([]string{"serve", "--store", store, "--takeover"}, takeoverTransport...), "--mount-root"))
 	v.Store = store
 	return v
 }
@@ -412,7 +417,7 @@ func TestTakeoverHeldState(t *testing.T) {
 	store := newStore(t)
 	adminOK(t, "user", "add", "alice", "--store", store)
 	adminOK(t, "user", "add", "bob", "--store", store)
-	s := startServe(t, store, "alice", "bob")
+	s := startServeWith(t, store, takeoverTransport, "alice", "bob")
 
 	// The record locks, each held by its own process.
 	records := []struct{ kind, path string }{
@@ -563,7 +568,7 @@ func TestTakeoverFailsPartWay(t *testing.T) {
 	store := newStore(t)
 	adminOK(t, "user", "add", "alice", "--store", store)
 	adminOK(t, "user", "add", "bob", "--store", store)
-	s := startServe(t, store, "alice", "bob")
+	s := startServeWith(t, store, takeoverTransport, "alice", "bob")
 	other := newStore(t)
 	adminOK(t, "user", "add", "carol", "--store", other)
 	c := startServe(t, other, "carol")
