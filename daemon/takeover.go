@@ -87,8 +87,11 @@ func (d *Daemon) canHandOverLocked() error {
 // HandOver stops serving every view, leaving them mounted, closes the
 // admin socket and persists what open files hold; it returns the
 // handover and a descriptor per view, which the caller owns. The daemon
-// serves nothing afterwards; the caller closes the store. When it fails
-// part way, the views it returned are stopped and the others still serve.
+// serves nothing afterwards; the caller closes the store. When a view
+// fails, the others are handed over all the same and so is a view whose
+// connection it could stop reading though a request was still being
+// served: the caller restarts in place with what it returned, and a view
+// not in it (its connection could not be taken) is mounted afresh.
 func (d *Daemon) HandOver(ctx context.Context) (*Handover, []int, error) {
 	d.mu.Lock()
 	if err := d.canHandOverLocked(); err != nil {
@@ -117,13 +120,22 @@ func (d *Daemon) HandOver(ctx context.Context) (*Handover, []int, error) {
 	}
 	h := &Handover{Version: HandoverVersion}
 	var fds []int
+	var errs []error
 	for _, v := range views {
+		// Past a view that fails, the others are handed over all the
+		// same: a failed takeover restarts the daemon in place, which
+		// serves again only the views in h.
 		state, dev, err := v.mv.(handingView).HandOverState()
 		if err != nil {
-			return h, fds, fmt.Errorf("hand over the view of %s: %w", v.user, err)
+			errs = append(errs, fmt.Errorf("hand over the view of %s: %w", v.user, err))
 		}
-		h.Views = append(h.Views, HandedView{Key: v.user, Mountpoint: v.mountpoint, Managed: v.managed, State: state})
-		fds = append(fds, dev)
+		if dev >= 0 {
+			h.Views = append(h.Views, HandedView{Key: v.user, Mountpoint: v.mountpoint, Managed: v.managed, State: state})
+			fds = append(fds, dev)
+		}
+	}
+	if len(errs) > 0 {
+		return h, fds, errors.Join(errs...)
 	}
 	d.wg.Wait()
 	d.fs.(handingViews).HandedOver()

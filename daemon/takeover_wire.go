@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -202,6 +203,7 @@ func Reexec(h *Handover, fds []int) error {
 	if _, err := unix.Pwrite(mfd, b, 0); err != nil {
 		return fmt.Errorf("restart in place: %w", err)
 	}
+	closeFUSEOnExec(fds)
 	list := []string{strconv.Itoa(mfd)}
 	for _, fd := range fds {
 		// Inherited across exec.
@@ -212,6 +214,28 @@ func Reexec(h *Handover, fds []int) error {
 	}
 	env := append(os.Environ(), handoverEnv+"="+strings.Join(list, ","))
 	return syscall.Exec("/proc/self/exe", os.Args, env)
+}
+
+// closeFUSEOnExec marks every /dev/fuse descriptor of the process but
+// the handed ones (keep) close-on-exec. go-fuse opens the descriptor of a
+// view it mounts itself without O_CLOEXEC: inherited by the restarted
+// image, which never reads it, it would keep alive the connection of a
+// view not handed over, whose processes would then wait forever instead
+// of getting ENOTCONN while the view is mounted afresh.
+func closeFUSEOnExec(keep []int) {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		fd, err := strconv.Atoi(e.Name())
+		if err != nil || slices.Contains(keep, fd) {
+			continue
+		}
+		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && target == "/dev/fuse" {
+			unix.CloseOnExec(fd)
+		}
+	}
 }
 
 // InheritedHandover returns the handover a daemon restarted in place

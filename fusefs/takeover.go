@@ -80,7 +80,8 @@ func (f *FS) handOverRefused() error {
 
 // HandOver stops serving the view, leaving it mounted, and returns what a
 // new daemon needs to serve it with a descriptor of its connection (the
-// caller owns it). What the view's processes hold stays held: no handle is
+// caller owns it), also with an error when a request was still being
+// served after takeoverStopTimeout: the view then cannot go on here. What the view's processes hold stays held: no handle is
 // released, no lock dropped, and requests wait for the new daemon.
 func (v *View) HandOver() (Handover, int, error) {
 	if err := v.CanHandOver(); err != nil {
@@ -97,15 +98,19 @@ func (v *View) HandOver() (Handover, int, error) {
 		return Handover{}, -1, err
 	}
 	v.handedOver.Store(true)
-	if err := fusehandover.Stop(v.server, dev, takeoverStopTimeout); err != nil {
-		syscall.Close(dev)
-		return Handover{}, -1, fmt.Errorf("view of %s: %w", v.name(), err)
+	// Its readers that stopped cannot read again: when one is still
+	// busy, the view is handed over all the same, with the error, for a
+	// restart in place to serve it (the caller of the busy request is
+	// never answered, the view's other processes go on).
+	stopErr := fusehandover.Stop(v.server, dev, takeoverStopTimeout)
+	if stopErr != nil {
+		stopErr = fmt.Errorf("view of %s: %w", v.name(), stopErr)
 	}
 	held := v.ledger.Held()
 	v.trash.mu.Lock()
 	trashDirs := maps.Clone(v.trash.inos)
 	v.trash.mu.Unlock()
-	return Handover{Settings: settings, Answer: answer, Held: held, Locks: v.handedLocks(held), TrashDirs: trashDirs}, dev, nil
+	return Handover{Settings: settings, Answer: answer, Held: held, Locks: v.handedLocks(held), TrashDirs: trashDirs}, dev, stopErr
 }
 
 // AdoptView serves the view of user (of session ss when not nil) mounted
@@ -301,18 +306,19 @@ func (v *View) retake(raw fuse.RawFileSystem, h Handover) error {
 }
 
 // HandOverState is HandOver with the state as JSON, for a daemon that
-// keeps its views as vfs.MountedView.
+// keeps its views as vfs.MountedView; like HandOver, it may return a
+// state and a descriptor with its error.
 func (v *View) HandOverState() (json.RawMessage, int, error) {
 	h, dev, err := v.HandOver()
-	if err != nil {
+	if dev < 0 {
 		return nil, -1, err
 	}
-	b, err := json.Marshal(h)
-	if err != nil {
+	b, merr := json.Marshal(h)
+	if merr != nil {
 		syscall.Close(dev)
-		return nil, -1, fmt.Errorf("view of %s: %w", v.name(), err)
+		return nil, -1, fmt.Errorf("view of %s: %w", v.name(), merr)
 	}
-	return b, dev, nil
+	return b, dev, err
 }
 
 // AdoptViewState is AdoptView with the state as JSON (HandOverState).

@@ -2,11 +2,14 @@ package integration
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +23,11 @@ import (
 
 // takeoverRounds is how many takeovers TestTakeover makes in a row.
 const takeoverRounds = 10
+
+// takeoverTransport is the transport the daemons of the takeover tests
+// serve over: the one that can be handed over, whatever the default
+// picks while another test turns FUSE over io_uring on.
+var takeoverTransport = []string{"--transport", "dev"}
 
 // TestTakeover hands the views of a running `shedfs serve` to a new one
 // (serve --takeover) ten times in a row, once to a new one killed with
@@ -35,7 +43,7 @@ func TestTakeover(t *testing.T) {
 	requireBwrap(t)
 	store := newStore(t)
 	adminOK(t, "user", "add", "alice", "--uid", containerUID, "--gid", containerUID, "--store", store)
-	s := startServe(t, store, "alice")
+	s := startServeWith(t, store, takeoverTransport, "alice")
 	view := s.In("alice")
 	tarball := takeoverTarball(t)
 
@@ -314,7 +322,7 @@ func runCLITakeover(t *testing.T, store, root string, extra ...string) string {
 
 // startTakeover starts `serve --takeover` on store and root.
 func startTakeover(t *testing.T, store, root string) *View {
-	v := launchView(t, root, nil, []string{"serve", "--store", store, "--takeover", "--mount-root"})
+	v := launchView(t, root, nil, append(append([]string{"serve", "--store", store, "--takeover"}, takeoverTransport...), "--mount-root"))
 	v.Store = store
 	return v
 }
@@ -393,4 +401,294 @@ func waitLog(t *testing.T, v *View, what string, n int) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// TestTakeoverHeldState hands two views (alice's and bob's) over three
+// times while processes hold in them what TestTakeover does not: a
+// POSIX record lock (F_SETLK) on a byte range in alice's view and an OFD
+// lock in bob's, each held by its own process; a shell whose working
+// directory is a subdirectory of bob's view; and a file of alice's view
+// mmap'ed shared and written through the mapping. After every takeover a
+// competitor still gets EAGAIN on the locked range and the lock on
+// another range; at the end the shell lists, creates a file relative to
+// its cwd and prints it, and msync writes the mapping to the file.
+func TestTakeoverHeldState(t *testing.T) {
+	requireFUSE(t)
+	store := newStore(t)
+	adminOK(t, "user", "add", "alice", "--store", store)
+	adminOK(t, "user", "add", "bob", "--store", store)
+	s := startServeWith(t, store, takeoverTransport, "alice", "bob")
+
+	// The record locks, each held by its own process.
+	records := []struct{ kind, path string }{
+		{"posix", s.In("alice", "records")},
+		{"ofd", s.In("bob", "records")},
+	}
+	var holders []*locker
+	for _, r := range records {
+		mustWrite(t, r.path, make([]byte, 1000), 0o644)
+		l := startLocker(t, r.kind+" holder", r.kind, true, false, r.path, "100", "100")
+		l.expect("locked", 10*time.Second)
+		holders = append(holders, l)
+	}
+	recordsHeld := func(when string) {
+		t.Helper()
+		for _, r := range records {
+			for _, kind := range []string{"posix", "ofd"} {
+				if err := tryRange(t, kind, true, r.path, 150, 10); err != unix.EAGAIN {
+					t.Fatalf("%s: a competitor's %s lock on the range a %s lock holds: %v, want EAGAIN", when, kind, r.kind, err)
+				}
+				if err := tryRange(t, kind, true, r.path, 200, 100); err != nil {
+					t.Fatalf("%s: a competitor's %s lock beside the range a %s lock holds: %v", when, kind, r.kind, err)
+				}
+			}
+		}
+	}
+	recordsHeld("before the takeovers")
+
+	// A shell in a subdirectory of bob's view, waiting for its commands.
+	sub := s.In("bob", "work", "deep")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, filepath.Join(sub, "present"), []byte("x"), 0o644)
+	shell := exec.Command("sh", "-c", `cd work/deep && echo ready && read go && ls && echo made >made && pwd -P && cat made`)
+	shell.Dir = s.In("bob")
+	shellIn, err := shell.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shellIn.Close()
+	shellOut, err := shell.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shell.Stderr = shell.Stdout
+	shell.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := shell.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer shell.Process.Kill()
+	shellLines := bufio.NewScanner(shellOut)
+	if !shellLines.Scan() || shellLines.Text() != "ready" {
+		t.Fatalf("the shell did not cd into %s: %q", sub, shellLines.Text())
+	}
+
+	// A file mapped shared, written through the mapping.
+	mapped, err := os.OpenFile(s.In("alice", "mapped"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mapped.Close()
+	const pageSize = 4096
+	if err := mapped.Truncate(2 * pageSize); err != nil {
+		t.Fatal(err)
+	}
+	mem, err := unix.Mmap(int(mapped.Fd()), 0, 2*pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatalf("mmap: %v", err)
+	}
+	copy(mem, "before the takeovers")
+	if err := unix.Msync(mem, unix.MS_SYNC); err != nil {
+		t.Fatalf("msync before the takeovers: %v", err)
+	}
+	// Dirty, not yet written back, when the first takeover comes.
+	copy(mem[pageSize:], "dirty across a takeover")
+
+	cur := s.View
+	for round := 1; round <= 3; round++ {
+		cur = takeOver(t, store, s.Root, cur)
+		recordsHeld(fmt.Sprintf("after takeover %d", round))
+		copy(mem[pageSize+100*round:], fmt.Sprintf("round %d", round))
+		if round == 2 {
+			if err := unix.Msync(mem, unix.MS_SYNC); err != nil {
+				t.Fatalf("msync after takeover %d: %v", round, err)
+			}
+		}
+	}
+
+	// The shell goes on where it was.
+	if _, err := io.WriteString(shellIn, "go\n"); err != nil {
+		t.Fatal(err)
+	}
+	var said []string
+	for shellLines.Scan() {
+		said = append(said, shellLines.Text())
+	}
+	if err := shell.Wait(); err != nil {
+		t.Errorf("the shell in %s: %v, said %q", sub, err, said)
+	}
+	if want := []string{"present", sub, "made"}; !slices.Equal(said, want) {
+		t.Errorf("the shell in %s said %q after the takeovers, want %q", sub, said, want)
+	}
+	if got := string(mustRead(t, filepath.Join(sub, "made"))); got != "made\n" {
+		t.Errorf("the file the shell made reads %q", got)
+	}
+
+	// What was written through the mapping is in the file.
+	if err := unix.Msync(mem, unix.MS_SYNC); err != nil {
+		t.Errorf("msync after the takeovers: %v", err)
+	}
+	got, err := os.ReadFile(s.In("alice", "mapped"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]byte, 2*pageSize)
+	copy(want, "before the takeovers")
+	copy(want[pageSize:], "dirty across a takeover")
+	for round := 1; round <= 3; round++ {
+		copy(want[pageSize+100*round:], fmt.Sprintf("round %d", round))
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("the mapped file reads %q..., want %q...", bytes.TrimRight(got[pageSize:], "\x00"), bytes.TrimRight(want[pageSize:], "\x00"))
+	}
+	recordsHeld("at the end")
+	for _, l := range holders {
+		l.release()
+	}
+	if err := unix.Munmap(mem); err != nil {
+		t.Error(err)
+	}
+	if err := mapped.Close(); err != nil {
+		t.Errorf("close the mapped file: %v", err)
+	}
+	cur.Stop()
+}
+
+// TestTakeoverFailsPartWay makes a takeover fail on the second of two
+// views: a request of bob's view is still being served when the old
+// daemon stops reading it (its file's blob is a symlink into the view of
+// a third daemon, stopped with SIGSTOP, so that opening it waits), and
+// stopping the view times out after alice's was handed over. The old
+// daemon restarts in place: every view must be served again, files kept
+// open in both views stay usable. Only the caller of the request under
+// way is never answered: it waits until the view's connection ends.
+func TestTakeoverFailsPartWay(t *testing.T) {
+	requireFUSE(t)
+	store := newStore(t)
+	adminOK(t, "user", "add", "alice", "--store", store)
+	adminOK(t, "user", "add", "bob", "--store", store)
+	s := startServeWith(t, store, takeoverTransport, "alice", "bob")
+	other := newStore(t)
+	adminOK(t, "user", "add", "carol", "--store", other)
+	c := startServe(t, other, "carol")
+	mustWrite(t, c.In("carol", "target"), []byte("carol's"), 0o644)
+
+	// Files kept open in both views.
+	kept := map[string]*os.File{}
+	for _, u := range []string{"alice", "bob"} {
+		f, err := os.OpenFile(s.In(u, "kept"), os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteString("before "); err != nil {
+			t.Fatal(err)
+		}
+		kept[u] = f
+	}
+
+	// bob's file whose blob is carol's file.
+	slow := s.In("bob", "slow")
+	mustWrite(t, slow, []byte("bob's"), 0o644)
+	var st unix.Stat_t
+	if err := unix.Stat(slow, &st); err != nil {
+		t.Fatal(err)
+	}
+	var blob string
+	filepath.WalkDir(filepath.Join(store, "blobs"), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && d.Name() == strconv.FormatUint(st.Ino, 10) {
+			blob = p
+		}
+		return nil
+	})
+	if blob == "" {
+		t.Fatalf("no blob of inode %d under %s", st.Ino, filepath.Join(store, "blobs"))
+	}
+	if err := os.Remove(blob); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(c.In("carol", "target"), blob); err != nil {
+		t.Fatal(err)
+	}
+	// The third daemon stops; the open of bob's file waits for it.
+	c.cmd.Process.Signal(syscall.SIGSTOP)
+	resumed := false
+	resume := func() {
+		if !resumed {
+			c.cmd.Process.Signal(syscall.SIGCONT)
+			resumed = true
+		}
+	}
+	defer resume()
+	reader := exec.Command("cat", slow)
+	if err := reader.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Process.Kill()
+	time.Sleep(500 * time.Millisecond)
+	if wchan, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", reader.Process.Pid)); !strings.Contains(string(wchan), "request_wait_answer") {
+		t.Fatalf("cat %s does not wait for the daemon (in %q)", slow, wchan)
+	}
+
+	serving := strings.Count(s.Stderr(), "msg=serving")
+	out := runCLITakeover(t, store, s.Root)
+	t.Logf("the new daemon said:\n%s", out)
+	waitLog(t, s.View, "takeover failed", 1)
+	resume()
+	waitLog(t, s.View, "msg=serving", serving+1)
+	if s.exited() {
+		t.Fatalf("the old daemon exited\nstderr:\n%s", s.Stderr())
+	}
+	for _, u := range []string{"alice", "bob"} {
+		// A view nobody serves would leave the write waiting forever.
+		done := make(chan error, 1)
+		go func() {
+			_, err := kept[u].WriteString("after")
+			if cerr := kept[u].Close(); err == nil {
+				err = cerr
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("write to and close the file kept open in %s's view after the failed takeover: %v", u, err)
+				continue
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("a write to the file kept open in %s's view waits after the failed takeover: the view is not served\nstderr:\n%s", u, s.Stderr())
+		}
+		if got, err := os.ReadFile(s.In(u, "kept")); err != nil || string(got) != "before after" {
+			t.Errorf("the file kept open in %s's view reads %q, %v", u, got, err)
+		}
+	}
+	if _, err := os.ReadDir(s.In("bob")); err != nil {
+		t.Errorf("list bob's view after the failed takeover: %v", err)
+	}
+	// The request that was being served is never answered: its caller
+	// waits, even once killed, until the view's connection ends.
+	reader.Process.Kill()
+	exited := make(chan struct{})
+	go func() {
+		reader.Wait()
+		close(exited)
+	}()
+	select {
+	case <-exited:
+		t.Log("the caller of the request under way ended: it was answered before the restart")
+	case <-time.After(time.Second):
+		m, ok := findMount(s.In("bob"))
+		if !ok {
+			t.Fatal("bob's view is not mounted")
+		}
+		abortAndDetach(m)
+		select {
+		case <-exited:
+		case <-time.After(10 * time.Second):
+			t.Errorf("cat %s, killed, does not end once the view's connection is aborted", slow)
+		}
+	}
+	s.Stop()
+	c.Stop()
 }
