@@ -532,6 +532,24 @@ func (d *Daemon) abortUnmount(ctx context.Context, v *view) error {
 	return d.awaitStopped(ctx, v)
 }
 
+// stopLocked marks the daemon stopped, ends its session expiry and takes
+// its admin server and views out, for Stop or HandOver to end or hand
+// over. d.mu is held.
+func (d *Daemon) stopLocked() (*Server, []*view) {
+	d.stopped = true
+	if d.stopExpiry != nil {
+		close(d.stopExpiry)
+		d.stopExpiry = nil
+	}
+	srv := d.server
+	d.server = nil
+	views := make([]*view, 0, len(d.views))
+	for _, v := range d.views {
+		views = append(views, v)
+	}
+	return srv, views
+}
+
 // boundGrace is how long a forced unmount waits for a view to stop
 // before it takes the view for mounted elsewhere and aborts its
 // connection: a view mounted only at its mountpoint stops in
@@ -547,17 +565,7 @@ const boundGrace = 2 * time.Second
 // once.
 func (d *Daemon) Stop(ctx context.Context) error {
 	d.mu.Lock()
-	d.stopped = true
-	if d.stopExpiry != nil {
-		close(d.stopExpiry)
-		d.stopExpiry = nil
-	}
-	srv := d.server
-	d.server = nil
-	views := make([]*view, 0, len(d.views))
-	for _, v := range d.views {
-		views = append(views, v)
-	}
+	srv, views := d.stopLocked()
 	d.mu.Unlock()
 
 	var errs []error

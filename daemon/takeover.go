@@ -98,16 +98,8 @@ func (d *Daemon) HandOver(ctx context.Context) (*Handover, []int, error) {
 		d.mu.Unlock()
 		return nil, nil, err
 	}
-	d.stopped = true
-	if d.stopExpiry != nil {
-		close(d.stopExpiry)
-		d.stopExpiry = nil
-	}
-	srv := d.server
-	d.server = nil
-	views := make([]*view, 0, len(d.views))
-	for _, v := range d.views {
-		views = append(views, v)
+	srv, views := d.stopLocked()
+	for _, v := range views {
 		// Its end is not an unmount from outside.
 		v.closing.Store(true)
 	}
