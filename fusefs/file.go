@@ -90,7 +90,7 @@ func (n *node) newHandle(vh *vfs.Handle, flags uint32) (fs.FileHandle, uint32, s
 	switch {
 	case write && c.passthrough > 0:
 		return nil, 0, n.deny(acl.OpWrite, "", acl.WriteOpen(c.passthrough))
-	case !write && n.v.fs.opts.Passthrough && c.cached == 0 && acl.Passthrough(n.v.actor(), vh.Entry()):
+	case !write && n.v.fs.opts.Passthrough && vh.Spliceable() && c.cached == 0 && acl.Passthrough(n.v.actor(), vh.Entry()):
 		c.passthrough++
 		h.mode = modePassthrough
 		return &ptHandle{h}, 0, 0
@@ -123,6 +123,14 @@ func (h *handle) closeHandle() {
 // Read implements fs.FileReader.
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadResult, errno syscall.Errno) {
 	defer h.node.v.fs.track("read", h.node.zone, time.Now(), &errno)
+	if !h.vh.Spliceable() {
+		n, e := h.vh.Read(dest, off)
+		if e != 0 {
+			return nil, e
+		}
+		h.node.v.fs.countRead(h.node.zone, n)
+		return fuse.ReadResultData(dest[:n]), 0
+	}
 	fd, n, e := h.vh.ReadSpan(off, len(dest))
 	if e != 0 {
 		return nil, e

@@ -166,12 +166,23 @@ func (h *Handle) ReadSpan(off int64, n int) (uintptr, int, syscall.Errno) {
 	return blob.Fd(), int(min(uint64(n), size-uint64(off))), 0
 }
 
+// Spliceable reports whether the door may read the descriptor ReadSpan
+// returns after the call, as a splice does: not on a store whose blobs
+// are a bucket's cache, which may evict what was read before the door
+// reads it (Read holds it).
+func (h *Handle) Spliceable() bool { return h.v.c.blobs.Remote() == nil }
+
 // Read reads into dest at off, for a door that copies the bytes.
 func (h *Handle) Read(dest []byte, off int64) (int, syscall.Errno) {
 	fd, n, e := h.ReadSpan(off, len(dest))
 	if e != 0 || n == 0 {
 		return 0, e
 	}
+	done, err := h.v.c.blobs.Reading(h.of.ino, off, int64(n))
+	if err != nil {
+		return 0, h.v.c.Errno("read blob", err)
+	}
+	defer done()
 	got, err := unix.Pread(int(fd), dest[:n], off)
 	if err != nil {
 		return 0, h.v.c.Errno("read", err)
@@ -199,6 +210,11 @@ func (h *Handle) Write(data []byte, off int64) (int, []Version, syscall.Errno) {
 	end := max(uint64(off)+uint64(len(data)), old)
 	var written int
 	e := h.v.resizeLocked(h.at, oi, acl.OpWrite, end, int64(len(data)), func() (uint64, error) {
+		done, err := c.blobs.Changing(oi.ino, off, int64(len(data)))
+		if err != nil {
+			return old, err
+		}
+		defer done()
 		n, err := oi.blob.WriteAt(data, off)
 		written = n
 		return max(uint64(off)+uint64(n), old), err
@@ -244,6 +260,11 @@ func (h *Handle) Allocate(off, size uint64, mode uint32) ([]Version, syscall.Err
 		blocks = int64(min(size, acl.MaxSize))
 	}
 	e := h.v.resizeLocked(h.at, oi, acl.OpTruncate, newSize, blocks, func() (uint64, error) {
+		done, err := c.blobs.Changing(oi.ino, int64(off), int64(size))
+		if err != nil {
+			return old, err
+		}
+		defer done()
 		if err := unix.Fallocate(int(oi.blob.Fd()), mode, int64(off), int64(size)); err != nil {
 			return old, err
 		}
@@ -296,6 +317,9 @@ func (h *Handle) Fsync() syscall.Errno {
 			return c.Errno("fsync blob dir", err)
 		}
 		oi.newBlob = false
+	}
+	if err := c.blobs.Durable(oi.ino); err != nil {
+		return c.Errno("fsync blob upload", err)
 	}
 	if e := c.persistLocked(oi); e != 0 {
 		return e

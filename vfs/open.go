@@ -96,7 +96,11 @@ func (c *Core) acquireHere(n *shedfs.Inode, create bool) (*openFile, syscall.Err
 	// A ghost's blob may be gone already; never make an empty one.
 	_, isGhost := c.ft.ghosts[n.Ino]
 	c.ft.mu.Unlock()
-	blob, err := c.blobs.OpenFile(n.Ino, !isGhost)
+	open := c.blobs.OpenFile
+	if create {
+		open = func(ino uint64, _ bool) (*os.File, error) { return c.blobs.OpenFresh(ino) }
+	}
+	blob, err := open(n.Ino, !isGhost)
 	if err != nil {
 		if create {
 			// Its create marked it open (Create): take that back
@@ -213,6 +217,7 @@ func (c *Core) closeOpen(oi *openFile) {
 		b.Close()
 	}
 	oi.mu.Unlock()
+	c.blobs.Closed(oi.ino)
 	c.reclaimIfIdle(oi.ino)
 }
 
@@ -383,6 +388,11 @@ func (v *View) truncate(at At, rec *shedfs.Inode, size uint64) ([]Version, sysca
 	oi.mu.Lock()
 	old := oi.size
 	e = v.resizeLocked(at, oi, acl.OpTruncate, size, 0, func() (uint64, error) {
+		done, err := c.blobs.Resizing(oi.ino, int64(size))
+		if err != nil {
+			return old, err
+		}
+		defer done()
 		if err := oi.blob.Truncate(int64(size)); err != nil {
 			return old, err
 		}
