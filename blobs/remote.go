@@ -71,7 +71,11 @@ type RemoteOptions struct {
 	ChunkSize int64
 	// Uploaders is how many blobs upload at once (2 if 0).
 	Uploaders int
-	Logger    *slog.Logger
+	// Private says the directory is this Remote's alone (a read-only
+	// open beside a serving daemon): it has no journal to take over,
+	// and Close removes it.
+	Private bool
+	Logger  *slog.Logger
 }
 
 // DefaultChunkSize is the chunk size of a Remote whose options give none.
@@ -143,8 +147,10 @@ func OpenRemote(d *Dir, b objstore.Bucket, opts RemoteOptions) (*Remote, error) 
 		wake: make(chan struct{}, 1), gone: make(chan uint64, 4096),
 	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	if err := r.recover(); err != nil {
-		return nil, err
+	if !opts.Private {
+		if err := r.recover(); err != nil {
+			return nil, err
+		}
 	}
 	for range opts.Uploaders {
 		r.wg.Go(r.uploader)
@@ -159,6 +165,9 @@ func OpenRemote(d *Dir, b objstore.Bucket, opts RemoteOptions) (*Remote, error) 
 func (r *Remote) Close() {
 	r.cancel()
 	r.wg.Wait()
+	if r.opts.Private {
+		os.RemoveAll(r.d.root)
+	}
 }
 
 func newCached(ino uint64, chunk int64) *cached {
