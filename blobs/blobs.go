@@ -109,7 +109,7 @@ func (d *Dir) Open(ino uint64, create bool) (Blob, error) {
 // its descriptor.
 func (d *Dir) OpenFile(ino uint64, create bool) (*os.File, error) {
 	if d.remote != nil {
-		if _, err := d.remote.entry(ino, create, false); err != nil {
+		if err := d.remote.opening(ino, create); err != nil {
 			return nil, err
 		}
 		create = false

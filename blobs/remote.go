@@ -71,6 +71,10 @@ type RemoteOptions struct {
 	ChunkSize int64
 	// Uploaders is how many blobs upload at once (2 if 0).
 	Uploaders int
+	// Shared says other hosts serve the same store (metadata on etcd):
+	// the last close uploads before it returns, and a first open on
+	// this host takes the bucket's newest version (close-to-open).
+	Shared bool
 	// Private says the directory is this Remote's alone (a read-only
 	// open beside a serving daemon): it has no journal to take over,
 	// and Close removes it.
@@ -327,4 +331,47 @@ func (r *Remote) get(ino uint64) *cached {
 // chunkLen is the length of chunk i of a blob of e.size bytes.
 func (e *cached) chunkLen(i int64) int64 {
 	return max(0, min(e.chunk, e.size-i*e.chunk))
+}
+
+// opening makes ino's blob ready for its first open on this host; on a
+// Shared store a cached copy older than the bucket's newest version,
+// with nothing of this host's waiting for upload, is dropped first.
+func (r *Remote) opening(ino uint64, create bool) error {
+	if e := r.get(ino); e != nil && r.opts.Shared {
+		r.mu.Lock()
+		clean := !e.fresh && !e.needManifest && len(e.dirty) == 0 && len(e.inflight) == 0 && e.base != nil
+		var have uint64
+		if clean {
+			have = e.base.Ver
+		}
+		r.mu.Unlock()
+		if clean {
+			m, err := r.current(ino)
+			if err != nil {
+				return err
+			}
+			if m != nil && m.Ver != have {
+				r.forget(e)
+			}
+		}
+	}
+	_, err := r.entry(ino, create, false)
+	return err
+}
+
+// forget drops the clean cached copy e, so that the next use loads the
+// bucket's version afresh.
+func (r *Remote) forget(e *cached) {
+	e.use.Lock()
+	defer e.use.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.files[e.ino] != e || len(e.dirty) > 0 || len(e.inflight) > 0 {
+		return
+	}
+	for i := range e.present {
+		r.dropLocked(e, i)
+	}
+	e.removed = true // readers still holding it fail rather than mix
+	delete(r.files, e.ino)
 }

@@ -251,13 +251,20 @@ func (r *Remote) Sync(ino uint64) error {
 }
 
 // Closed is told that the last handle of ino closed: what it wrote is
-// uploaded in the background.
+// uploaded in the background, or now when other hosts may open it next
+// (Shared; a failure leaves it to the background).
 func (r *Remote) Closed(ino uint64) {
 	r.mu.Lock()
 	e := r.files[ino]
-	busy := e != nil && (e.fresh || e.needManifest || len(e.dirty) > 0)
+	busy := e != nil && !e.removed && (e.fresh || e.needManifest || len(e.dirty) > 0)
 	r.mu.Unlock()
-	if busy {
-		r.enqueue(ino)
+	if !busy {
+		return
 	}
+	if r.opts.Shared {
+		if err := r.Sync(ino); err == nil {
+			return
+		}
+	}
+	r.enqueue(ino)
 }
