@@ -8,7 +8,6 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
-	"golang.org/x/sys/unix"
 
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/vfs"
@@ -197,9 +196,6 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) (e
 // Lseek implements fs.FileLseeker for SEEK_DATA and SEEK_HOLE.
 func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (_ uint64, errno syscall.Errno) {
 	defer h.node.v.fs.track("lseek", h.node.zone, time.Now(), &errno)
-	n, err := unix.Seek(int(h.vh.Fd()), int64(off), int(whence))
-	if err != nil {
-		return 0, h.node.v.fs.errno("lseek", err)
-	}
-	return uint64(n), 0
+	n, e := h.vh.SeekData(int64(off), int(whence))
+	return uint64(n), e
 }

@@ -146,6 +146,32 @@ func (h *Handle) Fd() uintptr {
 	return h.of.blob.Fd()
 }
 
+// SeekData answers lseek(2) with SEEK_DATA or SEEK_HOLE from the blob's
+// holes. A bucket's cache has holes where it evicted or never fetched
+// data, so there the whole file is data, as on a filesystem without hole
+// reporting.
+func (h *Handle) SeekData(off int64, whence int) (int64, syscall.Errno) {
+	if h.Spliceable() {
+		n, err := unix.Seek(int(h.Fd()), off, whence)
+		if err != nil {
+			return 0, h.v.c.Errno("lseek", err)
+		}
+		return n, 0
+	}
+	h.of.mu.Lock()
+	size := int64(h.of.size)
+	h.of.mu.Unlock()
+	switch {
+	case off < 0 || off >= size:
+		return 0, syscall.ENXIO
+	case whence == unix.SEEK_DATA:
+		return off, 0
+	case whence == unix.SEEK_HOLE:
+		return size, 0
+	}
+	return 0, syscall.EINVAL
+}
+
 // ReadSpan decides a read of up to n bytes at off and returns the blob's
 // descriptor and how many bytes from off it holds, for a door that
 // splices them to its kernel without a copy (0: at or past the end).
