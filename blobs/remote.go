@@ -114,6 +114,10 @@ type cached struct {
 	// names it yet (moved or linked from another inode).
 	needManifest bool
 	removed      bool
+	// supersedes: the bucket may hold manifests of this inode older
+	// than base (a fresh blob that replaced moved content), for the
+	// upload to delete.
+	supersedes bool
 	// next is the chunk a sequential reader reads next, for read-ahead.
 	next int64
 }

@@ -159,8 +159,14 @@ func (r *Remote) move(from, to uint64) error {
 		return err
 	}
 	r.enqueue(to)
-	_, err = r.entry(from, true, true)
-	return err
+	fresh, err := r.entry(from, true, true)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	fresh.supersedes = true
+	r.mu.Unlock()
+	return nil
 }
 
 // link gives inode to the content of from as it is now (a session's

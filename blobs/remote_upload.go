@@ -32,6 +32,7 @@ func (r *Remote) upload(ctx context.Context, e *cached) error {
 	take := e.dirty
 	e.inflight, e.dirty = take, map[int64]bool{}
 	base, fresh, chunk, ino := e.base, e.fresh, e.chunk, e.ino
+	older := base != nil || e.supersedes
 	r.mu.Unlock()
 	m, err := r.uploadChunks(ctx, ino, base, fresh, chunk, take)
 	if err == nil {
@@ -54,7 +55,9 @@ func (r *Remote) upload(ctx context.Context, e *cached) error {
 	if err := r.writeJournal(e); err != nil {
 		r.log.Error("blob cache: journal", "ino", ino, "err", err)
 	}
-	r.dropOlder(ctx, ino, m.Ver)
+	if older {
+		r.dropOlder(ctx, ino, m.Ver)
+	}
 	return nil
 }
 
@@ -76,7 +79,7 @@ func (r *Remote) uploadChunks(ctx context.Context, ino uint64, base *manifest, f
 		ver = base.Ver + 1
 	}
 	m := &manifest{Size: size, Chunk: chunk, Ver: ver, Keys: make([]string, chunks(size, chunk))}
-	buf := make([]byte, chunk)
+	buf := make([]byte, min(chunk, size))
 	for i := range int64(len(m.Keys)) {
 		if !fresh && !take[i] {
 			m.Keys[i] = base.keyOf(i)
@@ -115,7 +118,7 @@ func (r *Remote) put(ctx context.Context, key string, b []byte) error {
 func (r *Remote) uploaded(e *cached, m *manifest, take map[int64]bool, fresh bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e.base, e.fresh, e.needManifest = m, false, false
+	e.base, e.fresh, e.needManifest, e.supersedes = m, false, false, false
 	e.inflight = nil
 	if e.removed {
 		return true

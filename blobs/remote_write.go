@@ -35,6 +35,7 @@ func (r *Remote) changing(e *cached, off, n int64) (done func(), err error) {
 		grew = r.markDirtyLocked(e, i) || grew
 	}
 	e.size = max(e.size, off+n)
+	grew = grew && !e.fresh // a fresh blob's journal says all of it already
 	pressure := r.dirty > r.opts.CacheSize/2
 	r.mu.Unlock()
 	if grew {
