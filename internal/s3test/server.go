@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +29,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
+
+	"github.com/shedfs/shedfs/objstore"
 )
 
 // EnvBinary names the environment variable that gives the weed binary's
@@ -295,8 +296,7 @@ func (s *Server) Stop() {
 // URL returns the shedfs address of the bucket with prefix (which may be
 // empty): s3://BUCKET/PREFIX?endpoint=...&region=....
 func (s *Server) URL(prefix string) string {
-	q := url.Values{"endpoint": {s.Endpoint}, "region": {Region}}
-	return (&url.URL{Scheme: "s3", Host: s.Bucket, Path: "/" + strings.TrimPrefix(prefix, "/"), RawQuery: q.Encode()}).String()
+	return objstore.Location{Bucket: s.Bucket, Prefix: strings.Trim(prefix, "/"), Endpoint: s.Endpoint, Region: Region}.String()
 }
 
 // Env returns the standard AWS environment variables that give the
