@@ -75,6 +75,9 @@ type RemoteOptions struct {
 	// the last close uploads before it returns, and a first open on
 	// this host takes the bucket's newest version (close-to-open).
 	Shared bool
+	// Grace is how long replaced chunks stay in the bucket before the
+	// collector deletes them (DefaultGrace if 0; Private: no collector).
+	Grace time.Duration
 	// Private says the directory is this Remote's alone (a read-only
 	// open beside a serving daemon): it has no journal to take over,
 	// and Close removes it.
@@ -164,6 +167,12 @@ func OpenRemote(d *Dir, b objstore.Bucket, opts RemoteOptions) (*Remote, error) 
 		r.wg.Go(r.uploader)
 	}
 	r.wg.Go(r.remover)
+	if !opts.Private {
+		if opts.Grace <= 0 {
+			opts.Grace = DefaultGrace
+		}
+		r.wg.Go(func() { r.collector(opts.Grace) })
+	}
 	d.remote = r
 	return r, nil
 }
