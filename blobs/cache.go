@@ -81,6 +81,13 @@ func (d *Dir) Resizing(ino uint64, size int64) (done func(), err error) {
 	return d.remote.resizing(e, size)
 }
 
+// Flushed tells the store that a descriptor of ino was closed.
+func (d *Dir) Flushed(ino uint64) {
+	if d.remote != nil {
+		d.remote.Flushed(ino)
+	}
+}
+
 // Closed tells the store that the last handle of ino closed.
 func (d *Dir) Closed(ino uint64) {
 	if d.remote != nil {

@@ -117,6 +117,9 @@ type cached struct {
 	// names it yet (moved or linked from another inode).
 	needManifest bool
 	removed      bool
+	// untouched: a fresh blob made because the bucket had none of an
+	// existing inode, not written here since.
+	untouched bool
 	// supersedes: the bucket may hold manifests of this inode older
 	// than base (a fresh blob that replaced moved content), for the
 	// upload to delete.
@@ -270,12 +273,17 @@ func (r *Remote) load(ino uint64, create, fresh bool) (*cached, error) {
 		}
 	}
 	e := newCached(ino, r.opts.ChunkSize)
-	if m == nil {
+	switch {
+	case m == nil && !fresh:
+		// An inode the bucket has no content of: empty until written,
+		// and nothing to upload before (another host may upload it).
+		e.fresh, e.untouched = true, true
+	case m == nil:
 		e.fresh = true
 		if err := r.writeJournal(e); err != nil {
 			return nil, err
 		}
-	} else {
+	default:
 		e.base, e.chunk, e.size = m, m.Chunk, m.Size
 	}
 	if err := r.d.mkShard(ino); err != nil {
@@ -357,6 +365,7 @@ func (r *Remote) opening(ino uint64, create bool) error {
 		if clean {
 			have = e.base.Ver
 		}
+		clean = clean || (e.untouched && len(e.dirty) == 0)
 		r.mu.Unlock()
 		if clean {
 			m, err := r.current(ino)

@@ -296,7 +296,7 @@ func (r *Remote) Stats() Stats {
 	r.mu.Lock()
 	s := Stats{PendingBytes: r.dirty, CacheBytes: r.present, CacheSize: r.opts.CacheSize}
 	for _, e := range r.files {
-		if e.fresh || e.needManifest || len(e.dirty) > 0 || len(e.inflight) > 0 {
+		if (e.fresh && !e.untouched) || e.needManifest || len(e.dirty) > 0 || len(e.inflight) > 0 {
 			s.PendingUploads++
 		}
 	}

@@ -25,7 +25,7 @@ func (r *Remote) upload(ctx context.Context, e *cached) error {
 	}
 	defer func() { <-e.up }()
 	r.mu.Lock()
-	if e.removed || (!e.fresh && !e.needManifest && len(e.dirty) == 0) {
+	if e.removed || (!e.fresh && !e.needManifest && len(e.dirty) == 0) || (e.untouched && !e.needManifest && len(e.dirty) == 0) {
 		r.mu.Unlock()
 		return nil
 	}
@@ -118,7 +118,7 @@ func (r *Remote) put(ctx context.Context, key string, b []byte) error {
 func (r *Remote) uploaded(e *cached, m *manifest, take map[int64]bool, fresh bool) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	e.base, e.fresh, e.needManifest, e.supersedes = m, false, false, false
+	e.base, e.fresh, e.needManifest, e.supersedes, e.untouched = m, false, false, false, false
 	e.inflight = nil
 	if e.removed {
 		return true
@@ -253,13 +253,23 @@ func (r *Remote) Sync(ino uint64) error {
 	return r.upload(ctx, e)
 }
 
+// Flushed is told that a descriptor of ino was closed: on a Shared store
+// what it wrote is uploaded before close(2) returns, so that an open on
+// another host reads it (close-to-open); a bucket that cannot take it
+// within the timeout leaves it to the background.
+func (r *Remote) Flushed(ino uint64) {
+	if r.opts.Shared {
+		r.Closed(ino)
+	}
+}
+
 // Closed is told that the last handle of ino closed: what it wrote is
 // uploaded in the background, or now when other hosts may open it next
 // (Shared; a failure leaves it to the background).
 func (r *Remote) Closed(ino uint64) {
 	r.mu.Lock()
 	e := r.files[ino]
-	busy := e != nil && !e.removed && (e.fresh || e.needManifest || len(e.dirty) > 0)
+	busy := e != nil && !e.removed && ((e.fresh && !e.untouched) || e.needManifest || len(e.dirty) > 0)
 	r.mu.Unlock()
 	if !busy {
 		return

@@ -31,11 +31,12 @@ func (r *Remote) changing(e *cached, off, n int64) (done func(), err error) {
 	first, last := off/e.chunk, (off+n-1)/e.chunk
 	r.mu.Lock()
 	grew := false
+	journaled := !e.fresh || e.untouched // a fresh blob's journal says all of it already
 	for i := first; i <= last; i++ {
 		grew = r.markDirtyLocked(e, i) || grew
 	}
 	e.size = max(e.size, off+n)
-	grew = grew && !e.fresh // a fresh blob's journal says all of it already
+	grew = grew && journaled
 	pressure := r.dirty > r.opts.CacheSize/2
 	r.mu.Unlock()
 	if grew {
@@ -70,6 +71,7 @@ func (r *Remote) markDirtyLocked(e *cached, i int64) bool {
 	}
 	e.present[i] = nil
 	e.dirty[i] = true
+	e.untouched = false
 	if !e.inflight[i] {
 		r.dirty += e.chunk
 	}
@@ -165,6 +167,10 @@ func (r *Remote) resizing(e *cached, size int64) (done func(), err error) {
 	}
 	e.size = size
 	e.needManifest = e.needManifest || !e.fresh
+	if e.untouched {
+		e.untouched = false
+		e.needManifest = true
+	}
 	r.mu.Unlock()
 	if err := r.writeJournal(e); err != nil {
 		e.use.Unlock()

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/shedfs/shedfs/daemon"
+	"github.com/shedfs/shedfs/internal/etcdtest"
 	"github.com/shedfs/shedfs/internal/s3test"
 )
 
@@ -319,4 +320,43 @@ func cacheUsage(t *testing.T, b *bucketStore) int64 {
 		t.Fatal(err)
 	}
 	return used
+}
+
+// TestBucketTwoHosts: two daemons share only an etcd cluster and a
+// bucket, each with a cache of its own: what alice writes on A, bob reads
+// on B after her close, and the reverse, the second time through a
+// cached copy of the old version (close-to-open).
+func TestBucketTwoHosts(t *testing.T) {
+	c := etcdtest.Start(t, 1)
+	s3 := s3test.Start(t)
+	for _, kv := range s3.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v) // the daemons and commands inherit them
+	}
+	meta := "etcd://" + strings.Join(c.Endpoints(), ",") + "/" + t.Name()
+	host := func(cache string) *etcdStore {
+		return &etcdStore{cluster: c, args: []string{"--meta", meta, "--blobs", s3.URL(t.Name()), "--cache", filepath.Join(t.TempDir(), cache)}}
+	}
+	admin := host("admin")
+	admin.cli(t, "init")
+	admin.cli(t, "user", "add", "alice")
+	admin.cli(t, "user", "add", "bob")
+	admin.cli(t, "group", "add", "team-alpha")
+	admin.cli(t, "group", "add-member", "team-alpha", "alice", "bob")
+	a, _ := startEtcdServe(t, host("a"), "alice", "bob")
+	b, _ := startEtcdServe(t, host("b"), "alice", "bob")
+	ga := func(elem ...string) string { return a.In("alice", append([]string{"groups", "team-alpha"}, elem...)...) }
+	gb := func(elem ...string) string { return b.In("bob", append([]string{"groups", "team-alpha"}, elem...)...) }
+
+	v1 := randomData(9<<20+5, 20)
+	mustWrite(t, ga("plan"), v1, 0o644)
+	if _, ok := within(10*time.Second, func() bool { got, _ := os.ReadFile(gb("plan")); return bytes.Equal(got, v1) }); !ok {
+		got, err := os.ReadFile(gb("plan"))
+		t.Fatalf("plan written on A: B reads %d bytes, %v\nA:\n%s\nB:\n%s", len(got), err, a.Stderr(), b.Stderr())
+	}
+	v2 := randomData(3<<20, 21)
+	mustWrite(t, gb("plan"), v2, 0o644)
+	if _, ok := within(10*time.Second, func() bool { got, _ := os.ReadFile(ga("plan")); return bytes.Equal(got, v2) }); !ok {
+		t.Fatal("plan rewritten on B: A still reads its cached old version")
+	}
 }

@@ -322,6 +322,7 @@ func (h *Handle) Flush() syscall.Errno {
 			h.v.contentChanged(h.at, true, int64(oi.size), oi.known)
 		}
 	}
+	c.blobs.Flushed(oi.ino)
 	e := oi.writeErr
 	oi.writeErr = 0
 	return e
