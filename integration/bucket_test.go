@@ -345,7 +345,9 @@ func TestBucketTwoHosts(t *testing.T) {
 	admin.cli(t, "group", "add-member", "team-alpha", "alice", "bob")
 	a, _ := startEtcdServe(t, host("a"), "alice", "bob")
 	b, _ := startEtcdServe(t, host("b"), "alice", "bob")
-	ga := func(elem ...string) string { return a.In("alice", append([]string{"groups", "team-alpha"}, elem...)...) }
+	ga := func(elem ...string) string {
+		return a.In("alice", append([]string{"groups", "team-alpha"}, elem...)...)
+	}
 	gb := func(elem ...string) string { return b.In("bob", append([]string{"groups", "team-alpha"}, elem...)...) }
 
 	v1 := randomData(9<<20+5, 20)
