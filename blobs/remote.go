@@ -110,6 +110,9 @@ type cached struct {
 	inflight map[int64]bool
 	filling  map[int64]chan struct{}
 	pins     map[int64]int
+	// bytes is what each present chunk counts for in Remote.present
+	// (and dirty): its length, short for a file's last chunk.
+	bytes map[int64]int64
 	// fresh: the blob has no version in the bucket; every chunk of the
 	// local file is its content, and none is evicted before an upload.
 	fresh bool
@@ -194,7 +197,7 @@ func newCached(ino uint64, chunk int64) *cached {
 	return &cached{
 		ino: ino, chunk: chunk, up: make(chan struct{}, 1),
 		present: map[int64]*list.Element{}, dirty: map[int64]bool{},
-		filling: map[int64]chan struct{}{}, pins: map[int64]int{},
+		filling: map[int64]chan struct{}{}, pins: map[int64]int{}, bytes: map[int64]int64{},
 	}
 }
 

@@ -77,7 +77,7 @@ func (r *Remote) fillChunk(e *cached, i int64, whole bool) error {
 	if err == nil && !e.removed {
 		if _, ok := e.present[i]; !ok {
 			e.present[i] = r.lru.PushFront(&chunkRef{e, i})
-			r.present += e.chunk
+			r.countLocked(e, i)
 		}
 		e.pins[i]++
 	}
@@ -160,7 +160,8 @@ func (r *Remote) evictLocked() {
 			} else {
 				r.lru.Remove(el)
 				delete(e.present, i)
-				r.present -= e.chunk
+				r.present -= e.bytes[i]
+				delete(e.bytes, i)
 			}
 		}
 		el = prev

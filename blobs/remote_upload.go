@@ -130,7 +130,7 @@ func (r *Remote) uploaded(e *cached, m *manifest, take map[int64]bool, fresh boo
 	}
 	for i := range take {
 		if _, ok := e.present[i]; ok && !e.dirty[i] {
-			r.dirty -= e.chunk
+			r.dirty -= e.bytes[i]
 		}
 		clean(i)
 	}
@@ -138,7 +138,7 @@ func (r *Remote) uploaded(e *cached, m *manifest, take map[int64]bool, fresh boo
 		for i := range int64(len(m.Keys)) {
 			if _, ok := e.present[i]; !ok && i < chunks(e.size, e.chunk) {
 				e.present[i] = r.lru.PushFront(&chunkRef{e, i})
-				r.present += e.chunk
+				r.countLocked(e, i)
 			}
 		}
 	}

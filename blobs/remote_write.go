@@ -32,10 +32,10 @@ func (r *Remote) changing(e *cached, off, n int64) (done func(), err error) {
 	r.mu.Lock()
 	grew := false
 	journaled := !e.fresh || e.untouched // a fresh blob's journal says all of it already
+	e.size = max(e.size, off+n)
 	for i := first; i <= last; i++ {
 		grew = r.markDirtyLocked(e, i) || grew
 	}
-	e.size = max(e.size, off+n)
 	grew = grew && journaled
 	pressure := r.dirty > r.opts.CacheSize/2
 	r.mu.Unlock()
@@ -60,22 +60,35 @@ func (r *Remote) changing(e *cached, off, n int64) (done func(), err error) {
 // held.
 func (r *Remote) markDirtyLocked(e *cached, i int64) bool {
 	if e.dirty[i] {
+		r.countLocked(e, i)
 		return false
 	}
-	el, ok := e.present[i]
-	switch {
-	case el != nil:
+	if el := e.present[i]; el != nil {
 		r.lru.Remove(el)
-	case !ok:
-		r.present += e.chunk
 	}
 	e.present[i] = nil
+	if !e.inflight[i] {
+		r.dirty += e.bytes[i]
+	}
 	e.dirty[i] = true
 	e.untouched = false
-	if !e.inflight[i] {
-		r.dirty += e.chunk
-	}
+	r.countLocked(e, i)
 	return true
+}
+
+// countLocked makes the cache's byte counts hold chunk i of e (present)
+// at its length now: the bytes of a file's last chunk grow with it.
+// r.mu must be held.
+func (r *Remote) countLocked(e *cached, i int64) {
+	n, old := e.chunkLen(i), e.bytes[i]
+	if n == old {
+		return
+	}
+	e.bytes[i] = n
+	r.present += n - old
+	if e.dirty[i] || e.inflight[i] {
+		r.dirty += n - old
+	}
 }
 
 // dropLocked forgets chunk i of e (cut off by a truncate, or the blob
@@ -89,11 +102,12 @@ func (r *Remote) dropLocked(e *cached, i int64) {
 		r.lru.Remove(el)
 	}
 	delete(e.present, i)
-	r.present -= e.chunk
+	r.present -= e.bytes[i]
 	if e.dirty[i] || e.inflight[i] {
-		r.dirty -= e.chunk
+		r.dirty -= e.bytes[i]
 	}
 	delete(e.dirty, i)
+	delete(e.bytes, i)
 }
 
 // waitRoom waits until the dirty chunks leave room for the ones a write
@@ -106,7 +120,7 @@ func (r *Remote) waitRoom(e *cached, off, n int64) error {
 		var more int64
 		for i := off / e.chunk; i <= (off+n-1)/e.chunk; i++ {
 			if !e.dirty[i] && !e.inflight[i] {
-				more += e.chunk
+				more += min(off+n, (i+1)*e.chunk) - max(off, i*e.chunk)
 			}
 		}
 		fits := more == 0 || r.dirty+more <= r.opts.CacheSize
@@ -162,10 +176,10 @@ func (r *Remote) resizing(e *cached, size int64) (done func(), err error) {
 		b.Size = min(b.Size, cut)
 		e.base = &b
 	}
+	e.size = size
 	if cut%e.chunk != 0 && cut/e.chunk < keep {
 		r.markDirtyLocked(e, cut/e.chunk)
 	}
-	e.size = size
 	e.needManifest = e.needManifest || !e.fresh
 	if e.untouched {
 		e.untouched = false
