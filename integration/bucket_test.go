@@ -138,6 +138,10 @@ func TestBucketContent(t *testing.T) {
 	if got := mustRead(t, v.Path("big")); !bytes.Equal(got, big) {
 		t.Errorf("big from the bucket: %d bytes, not what was written", len(got))
 	}
+	want := sha256Hex(big)
+	if got := waitXattr(t, v.Path("big"), "user.shedfs.sha256", 30*time.Second, func(s string) bool { return s == want }); got != want {
+		t.Errorf("big's user.shedfs.sha256 %q, want %q", got, want)
+	}
 	kept := trashNames(t, v.Path("trash"), "a.txt")
 	if len(kept) != 1 {
 		t.Fatalf("trash/ lists %v for a.txt, want the first version", kept)
@@ -156,8 +160,8 @@ func TestBucketContent(t *testing.T) {
 		t.Errorf("restored file reads %q", got)
 	}
 	v.Stop()
-	if out, errOut, code := runCLIEnv(t, s.Env(), append([]string{"fsck", "--store", b.dir}, b.flags...)...); code != 0 || !hasCleanLine(out) {
-		t.Errorf("fsck of the bucket's store: exit %d\n%s%s", code, out, errOut)
+	if out, errOut, code := runCLIEnv(t, s.Env(), append([]string{"fsck", "--store", b.dir, "--verify-content"}, b.flags...)...); code != 0 || !hasCleanLine(out) {
+		t.Errorf("fsck --verify-content of the bucket's store: exit %d\n%s%s", code, out, errOut)
 	}
 }
 
