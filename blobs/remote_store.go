@@ -135,7 +135,13 @@ func (r *Remote) move(from, to uint64) error {
 	}
 	e.use.Lock()
 	defer e.use.Unlock()
-	e.up <- struct{}{}
+	ctx, cancel := r.foreground()
+	defer cancel()
+	select {
+	case e.up <- struct{}{}: // no upload of from's content under its old number now
+	case <-ctx.Done():
+		return errIO(fmt.Sprintf("move blob %d: waiting for its upload", from), ctx.Err())
+	}
 	defer func() { <-e.up }()
 	if old := r.get(to); old != nil {
 		if err := r.remove(to); err != nil {
