@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"runtime"
@@ -279,7 +280,7 @@ func TestStreamsWithoutBuffering(t *testing.T) {
 	b := open(t, s, "", nil)
 	const size = 192 << 20
 	const limit = 48 << 20
-	gen := func() io.Reader { return io.LimitReader(&patternReader{}, size) }
+	gen := func() io.Reader { return s3test.Pattern(7, size) }
 	h := sha256.New()
 	io.Copy(h, gen())
 	sum := h.Sum(nil)
@@ -344,17 +345,6 @@ func TestKillAndRestart(t *testing.T) {
 	}
 }
 
-// patternReader yields a repeating, non-trivial byte pattern.
-type patternReader struct{ off int64 }
-
-func (p *patternReader) Read(b []byte) (int, error) {
-	for i := range b {
-		b[i] = byte((p.off + int64(i)) * 2654435761 >> 13)
-	}
-	p.off += int64(len(b))
-	return len(b), nil
-}
-
 // watchHeap samples the heap in use until t ends; the returned function
 // gives the peak so far.
 func watchHeap(t *testing.T) func() uint64 {
@@ -408,4 +398,29 @@ func value(t *testing.T, m *objstore.Metrics, name, op string) float64 {
 
 func putErrors(t *testing.T, m *objstore.Metrics) float64 {
 	return value(t, m, "shedfs_bucket_errors_total", "put")
+}
+
+// BenchmarkPut1GiB measures the reference for sequential writes:
+// a single 1 GiB PUT through objstore to SeaweedFS on this machine
+// (go test ./objstore -run '^$' -bench Put1GiB -benchtime 3x).
+func BenchmarkPut1GiB(b *testing.B) {
+	s := s3test.Start(b)
+	bucket := open(b, s, "bench", nil)
+	ctx := context.Background()
+	var total time.Duration
+	for i := range b.N {
+		key := fmt.Sprintf("put-%d", i)
+		res, err := s3test.ReferencePut(ctx, bucket, key, uint64(i), 1<<30)
+		if err != nil {
+			b.Fatal(err)
+		}
+		total += res.Elapsed
+		b.Logf("reference put %d: %v", i, res)
+		if err := bucket.Delete(ctx, key); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// ns/op is the Put alone, without ReferencePut's hashing pass.
+	b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "ns/op")
+	b.ReportMetric(float64(b.N)*(1<<30)/1e6/total.Seconds(), "put-MB/s")
 }

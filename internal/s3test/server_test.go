@@ -76,3 +76,26 @@ func TestURL(t *testing.T) {
 		}
 	}
 }
+
+func TestPattern(t *testing.T) {
+	read := func(seed uint64, size int64) []byte {
+		data, err := io.ReadAll(Pattern(seed, size))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	a := read(1, 3<<20+5)
+	if len(a) != 3<<20+5 {
+		t.Fatalf("Pattern(1, %d) gave %d bytes", 3<<20+5, len(a))
+	}
+	if !bytes.Equal(a, read(1, 3<<20+5)) {
+		t.Error("Pattern is not the same for the same seed")
+	}
+	if bytes.Equal(a[:4096], read(2, 4096)) {
+		t.Error("Pattern is the same for two seeds")
+	}
+	if !bytes.Equal(a[:patternBlock], a[patternBlock:2*patternBlock]) || bytes.Equal(a[:4096], a[4096:8192]) {
+		t.Error("Pattern should repeat its block and only its block")
+	}
+}
