@@ -165,11 +165,12 @@ func TestBucketContent(t *testing.T) {
 	}
 }
 
-// TestBucketDown: with the S3 server killed, an fsync fails with EIO
+// TestBucketDown: the S3 server is killed during the upload of a closed
+// file; with it down, an fsync fails with EIO
 // after --blob-timeout (never succeeds without the object), while close
 // succeeds into the cache; once the server is back the same fsync
-// succeeds, the background upload completes, and another cache reads
-// both files whole.
+// succeeds, the background uploads complete, and another cache reads
+// every file whole.
 func TestBucketDown(t *testing.T) {
 	s := s3test.Start(t)
 	b := newBucketStore(t, s)
@@ -183,7 +184,13 @@ func TestBucketDown(t *testing.T) {
 	if _, err := f.Write(synced); err != nil {
 		t.Fatal(err)
 	}
-	s.Kill()
+	large := randomData(64<<20, 5)
+	mustWrite(t, v.Path("large"), large, 0o644) // its upload starts at close
+	time.Sleep(100 * time.Millisecond)
+	s.Kill() // during the upload of large, most likely
+	if st := b.status(t).Bucket; st == nil || st.PendingUploads == 0 {
+		t.Logf("large was uploaded before the kill: %+v", st)
+	}
 	start := time.Now()
 	err = f.Sync()
 	if !errors.Is(err, syscall.EIO) {
@@ -210,6 +217,9 @@ func TestBucketDown(t *testing.T) {
 	}
 	if got := mustRead(t, v.Path("closed")); !bytes.Equal(got, closed) {
 		t.Errorf("closed: %d bytes from the bucket, not what was written", len(got))
+	}
+	if got := mustRead(t, v.Path("large")); !bytes.Equal(got, large) {
+		t.Errorf("large, whose upload the kill cut: %d bytes from the bucket, not what was written", len(got))
 	}
 }
 
