@@ -3,7 +3,7 @@
 #   make build   build bin/shedfs, stamped with the release, commit and build date (shedfs version)
 #   make run     the demo, bin/shedfs demo: alice, bob, carol and team-alpha under demo/mnt, links and metrics on loopback (Ctrl-C stops)
 #   make docs    regenerate README.md's flag reference from the command definitions
-#   make test    every test: unit tests with -race, the metadata tests again on etcd, FUSE/integration tests, a short fuzz budget
+#   make test    every test: unit tests with -race, the metadata tests again on etcd, FUSE/integration tests, a short fuzz budget (builds SeaweedFS once)
 #   make test-uring  the FUSE/integration tests again with views over FUSE io_uring (turns the fuse module's enable_uring on for the run, puts it back)
 #   make bench   native dir vs go-fuse loopback (no passthrough: the anchor) vs shedfs, medians, ratios and PASS/MISS per docs/design.md "Performance" target (cmd/shedfs-bench)
 #   make lint    gofmt, go vet, staticcheck
@@ -107,9 +107,15 @@ docs: build
 
 # test runs every test and reports every failure before failing: the pure
 # packages with -race, the FUSE and integration packages without, then each
-# fuzz target found in any *_test.go for FUZZTIME.
+# fuzz target found in any *_test.go for FUZZTIME. First it builds
+# SeaweedFS's weed, the S3 server of the object-store tests, once per
+# machine (.ci/seaweedfs: about 7 minutes the first time, then reused from
+# ~/.cache/shedfs) and passes its path in SHEDFS_WEED.
 test:
 	@rc=0; \
+	echo "==> SeaweedFS for the object-store tests (.ci/seaweedfs, built once per machine)"; \
+	if [ -z "$${SHEDFS_WEED:-}" ]; then SHEDFS_WEED="$$(GO=$(GO) .ci/seaweedfs)" || rc=1; fi; \
+	export SHEDFS_WEED; echo "SHEDFS_WEED=$$SHEDFS_WEED"; \
 	all="$$($(GO) list -e ./... | sort)"; \
 	norace="$$($(GO) list -e $(NORACE_PKGS) 2>/dev/null | sort)"; \
 	race="$$(comm -23 <(echo "$$all") <(echo "$$norace") | sed '/^$$/d')"; \

@@ -111,7 +111,13 @@ func (c *Core) acquireHere(n *shedfs.Inode, create bool) (_ *openFile, fresh boo
 				rec = cur
 			}
 		}
-		blob, err := c.blobs.OpenFile(n.Ino, !isGhost)
+		var blob *os.File
+		var err error
+		if create {
+			blob, err = c.blobs.OpenFresh(n.Ino)
+		} else {
+			blob, err = c.blobs.OpenFile(n.Ino, !isGhost)
+		}
 		if err != nil {
 			if create {
 				// Its create marked it open (Create): take that back
@@ -241,6 +247,7 @@ func (c *Core) closeOpen(oi *openFile) {
 		b.Close()
 	}
 	oi.mu.Unlock()
+	c.blobs.Closed(oi.ino)
 	c.reclaimIfIdle(oi.ino)
 }
 
@@ -411,6 +418,11 @@ func (v *View) truncate(at At, rec *shedfs.Inode, size uint64) ([]Version, sysca
 	oi.mu.Lock()
 	old := oi.size
 	e = v.resizeLocked(at, oi, acl.OpTruncate, size, 0, func() (uint64, error) {
+		done, err := c.blobs.Resizing(oi.ino, int64(size))
+		if err != nil {
+			return old, err
+		}
+		defer done()
 		if err := oi.blob.Truncate(int64(size)); err != nil {
 			return old, err
 		}
