@@ -53,6 +53,9 @@ type Dir struct {
 	// made remembers shard directories known to exist, so a create costs
 	// one open(2) and not a mkdir each time.
 	made sync.Map
+	// remote, when set, makes the directory the cache of a bucket
+	// (remote.go).
+	remote *Remote
 }
 
 var _ Store = (*Dir)(nil)
@@ -105,6 +108,12 @@ func (d *Dir) Open(ino uint64, create bool) (Blob, error) {
 // OpenFile is Open returning the concrete *os.File, for callers that need
 // its descriptor.
 func (d *Dir) OpenFile(ino uint64, create bool) (*os.File, error) {
+	if d.remote != nil {
+		if err := d.remote.opening(ino, create); err != nil {
+			return nil, err
+		}
+		create = false
+	}
 	flags := os.O_RDWR
 	if create {
 		flags |= os.O_CREATE
@@ -133,6 +142,9 @@ func (d *Dir) mkShard(ino uint64) error {
 
 // Remove implements Store.
 func (d *Dir) Remove(ino uint64) error {
+	if d.remote != nil {
+		return d.remote.remove(ino)
+	}
 	err := os.Remove(d.Path(ino))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove blob %d: %w", ino, err)
@@ -147,6 +159,11 @@ func (d *Dir) Truncate(ino uint64, size int64) error {
 		return err
 	}
 	defer f.Close()
+	done, err := d.Resizing(ino, size)
+	if err != nil {
+		return err
+	}
+	defer done()
 	if err := f.Truncate(size); err != nil {
 		return fmt.Errorf("truncate blob %d: %w", ino, err)
 	}
@@ -155,6 +172,9 @@ func (d *Dir) Truncate(ino uint64, size int64) error {
 
 // Size implements Store.
 func (d *Dir) Size(ino uint64) (int64, error) {
+	if d.remote != nil {
+		return d.remote.size(ino)
+	}
 	st, err := os.Stat(d.Path(ino))
 	if err != nil {
 		return 0, fmt.Errorf("stat blob %d: %w", ino, err)
@@ -165,6 +185,9 @@ func (d *Dir) Size(ino uint64) (int64, error) {
 // Each implements Store. Files whose names are not inode numbers are
 // skipped: only the daemon writes here.
 func (d *Dir) Each(fn func(ino uint64, size int64) error) error {
+	if d.remote != nil {
+		return d.remote.each(fn)
+	}
 	return filepath.WalkDir(d.root, func(path string, e fs.DirEntry, err error) error {
 		if err != nil {
 			return err

@@ -13,6 +13,9 @@ import (
 // blob goes only once the store names the new one. to must have no blob;
 // from having none (a file never written) links nothing.
 func (d *Dir) Link(from, to uint64) error {
+	if d.remote != nil {
+		return d.remote.link(from, to)
+	}
 	if err := d.mkShard(to); err != nil {
 		return err
 	}

@@ -9,6 +9,9 @@ import (
 // no copy: the trash keeps a file's old content under a new inode number
 // when the file is truncated. to must have no blob.
 func (d *Dir) Move(from, to uint64) error {
+	if d.remote != nil {
+		return d.remote.move(from, to)
+	}
 	if err := d.mkShard(to); err != nil {
 		return err
 	}

@@ -31,6 +31,9 @@ func (d *Dir) SnapPath(id string, ino uint64) string {
 // size it holds then; a file never written (no blob) links nothing and
 // holds 0 bytes.
 func (d *Dir) SnapLink(id string, ino uint64) (int64, error) {
+	if d.remote != nil {
+		return 0, fmt.Errorf("snapshot %s: %w", id, ErrRemote)
+	}
 	if err := os.MkdirAll(d.snapDir(id), 0o700); err != nil {
 		return 0, fmt.Errorf("snapshot directory: %w", err)
 	}
@@ -95,6 +98,9 @@ func (d *Dir) SnapIDs() ([]string, error) {
 // holds then; src missing (a file never written) links nothing and holds
 // 0 bytes. to must have no blob.
 func (d *Dir) LinkFrom(src string, to uint64) (int64, error) {
+	if d.remote != nil {
+		return 0, fmt.Errorf("link %s to blob %d: %w", src, to, ErrRemote)
+	}
 	if err := d.mkShard(to); err != nil {
 		return 0, err
 	}

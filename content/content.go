@@ -17,6 +17,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -348,7 +349,7 @@ func (s *Service) Digest(ino uint64) (string, error) {
 }
 
 func (s *Service) hashBlob(ino uint64) (string, error) {
-	f, err := openBlob(s.blobs, ino)
+	f, _, err := openBlob(s.blobs, ino)
 	if err != nil {
 		return "", err
 	}
@@ -360,17 +361,18 @@ func (s *Service) hashBlob(ino uint64) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// openBlob opens ino's content; a file that never had a byte written may
-// have no blob, and reads as empty.
-func openBlob(d *blobs.Dir, ino uint64) (*os.File, error) {
-	f, err := d.OpenFile(ino, false)
+// openBlob opens ino's content, through the cache of a bucket's blobs;
+// a file that never had a byte written may have no blob, and reads as
+// empty.
+func openBlob(d *blobs.Dir, ino uint64) (io.ReadCloser, int64, error) {
+	r, err := d.OpenReader(ino)
 	if errors.Is(err, fs.ErrNotExist) {
-		return os.Open(os.DevNull)
+		return io.NopCloser(strings.NewReader("")), 0, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open blob %d: %w", ino, err)
+		return nil, 0, fmt.Errorf("open blob %d: %w", ino, err)
 	}
-	return f, nil
+	return r, r.Size(), nil
 }
 
 // HashFile returns the SHA-256 of what r holds, in hex; fsck

@@ -40,7 +40,7 @@ func Verify(store *metadata.Store, blobDir *blobs.Dir, bad func(Mismatch)) (int,
 		if err != nil {
 			return checked, err
 		}
-		f, err := openBlob(blobDir, it.ino)
+		f, _, err := openBlob(blobDir, it.ino)
 		if err != nil {
 			return checked, err
 		}

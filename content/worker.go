@@ -209,16 +209,13 @@ func (s *Service) examineQueued(ctx context.Context, ino uint64) (metadata.Verdi
 		}
 		return metadata.Verdict{}, pending, outcomeDone
 	}
-	f, err := openBlob(s.blobs, ino)
+	f, blobSize, err := openBlob(s.blobs, ino)
 	if err != nil {
 		s.log.Error("content: open blob", "ino", ino, "err", err)
 		return metadata.Verdict{}, pending, outcomeDone
 	}
 	defer f.Close()
-	size := rec.Size
-	if st, err := f.Stat(); err == nil {
-		size = uint64(st.Size())
-	}
+	size := uint64(blobSize)
 	c, err := s.Examine(ctx, f, size, rec.Zone)
 	s.opts.Metrics.hashed(size)
 	if err != nil && !IsUnreachable(err) {

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/shedfs/shedfs/blobs"
 	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/vfs"
 )
@@ -261,6 +262,15 @@ type Status struct {
 	// and start of each), whichever was asked; none on an embedded
 	// store.
 	Daemons []string `json:"daemons,omitempty"`
+	// Bucket is the cache of a store whose contents are in a bucket:
+	// uploads pending, cache size and hits; nil for a blob directory.
+	Bucket *BucketStatus `json:"bucket,omitempty"`
+}
+
+// BucketStatus is the state of this host's cache of the store's bucket.
+type BucketStatus struct {
+	URL string `json:"url"`
+	blobs.Stats
 }
 
 // RequestRate is how many FUSE requests a daemon served lately.

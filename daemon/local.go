@@ -565,6 +565,9 @@ func (l *Local) Status(ctx context.Context) (*Status, error) {
 	for _, q := range st.Quotas {
 		st.Size.DataBytes += q.Used.Bytes
 	}
+	if r := l.st.Blobs.Remote(); r != nil {
+		st.Bucket = &BucketStatus{URL: l.st.Location().Bucket, Stats: r.Stats()}
+	}
 	if l.mount != nil {
 		l.mount.fillStatus(st)
 	}

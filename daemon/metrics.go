@@ -50,6 +50,11 @@ func (d *Daemon) ServeMetrics(addr string, reg *prometheus.Registry, maxHolders 
 	if err := d.registerSessionMetrics(reg); err != nil {
 		return nil, err
 	}
+	if r := d.local.st.Blobs.Remote(); r != nil {
+		if err := registerBucketMetrics(reg, r, d.local.st.BucketMetrics); err != nil {
+			return nil, err
+		}
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics listener: %w", err)

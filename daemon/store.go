@@ -16,6 +16,7 @@ import (
 
 	"github.com/shedfs/shedfs/blobs"
 	"github.com/shedfs/shedfs/metadata"
+	"github.com/shedfs/shedfs/objstore"
 	"github.com/shedfs/shedfs/space"
 )
 
@@ -28,6 +29,9 @@ type Store struct {
 	Where Location
 	Meta  *metadata.Store
 	Blobs *blobs.Dir
+	// BucketMetrics counts the traffic of the bucket that holds the
+	// contents; nil for a blob directory.
+	BucketMetrics *objstore.Metrics
 	// Space admits growth by the free space of the store's disk; nil when
 	// the store is open read-only.
 	Space *space.Guard
@@ -96,7 +100,7 @@ func Open(loc Location, opts OpenOptions) (*Store, error) {
 		return nil, &NoStoreError{Where: loc}
 	}
 	if opts.ReadOnly {
-		return openReadOnly(dir, log)
+		return openReadOnly(loc, dir, log)
 	}
 	// Before the metadata: opening it for writing needs room on the
 	// disk, which the guard makes by releasing the reserve.
@@ -114,12 +118,12 @@ func Open(loc Location, opts OpenOptions) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
-	bl, err := openBlobs(loc.BlobDir(), meta)
+	bl, bm, err := openBlobs(loc, loc.BlobDir(), meta, false, log)
 	if err != nil {
 		meta.Close()
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
-	s := &Store{Dir: dir, Where: loc, Meta: meta, Blobs: bl, Space: guard, Created: meta.Created()}
+	s := &Store{Dir: dir, Where: loc, Meta: meta, Blobs: bl, BucketMetrics: bm, Space: guard, Created: meta.Created()}
 	return s.recover(opts, log)
 }
 
@@ -140,12 +144,12 @@ func openEtcd(loc Location, opts OpenOptions, log *slog.Logger) (*Store, error) 
 			return nil, fmt.Errorf("store %s: blobs: %w", loc, err)
 		}
 	}
-	bl, err := openBlobs(loc.BlobDir(), meta)
+	bl, bm, err := openBlobs(loc, loc.BlobDir(), meta, opts.ReadOnly, log)
 	if err != nil {
 		meta.Close()
 		return nil, fmt.Errorf("store %s: %w", loc, err)
 	}
-	s := &Store{Where: loc, Meta: meta, Blobs: bl, Created: meta.Created()}
+	s := &Store{Where: loc, Meta: meta, Blobs: bl, BucketMetrics: bm, Created: meta.Created()}
 	if opts.ReadOnly {
 		return s, nil
 	}
@@ -214,7 +218,7 @@ func (e *NoStoreError) Error() string {
 func (e *NoStoreError) Unwrap() error { return metadata.ErrNoStore }
 
 // openReadOnly opens an existing store for inspection only.
-func openReadOnly(dir string, log *slog.Logger) (*Store, error) {
+func openReadOnly(loc Location, dir string, log *slog.Logger) (*Store, error) {
 	blobDir := filepath.Join(dir, "blobs")
 	if fi, err := os.Stat(blobDir); err != nil || !fi.IsDir() {
 		return nil, fmt.Errorf("store %s has no blobs directory", dir)
@@ -223,12 +227,12 @@ func openReadOnly(dir string, log *slog.Logger) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
-	bl, err := openBlobs(blobDir, meta)
+	bl, _, err := openBlobs(loc, blobDir, meta, true, log)
 	if err != nil {
 		meta.Close()
 		return nil, fmt.Errorf("store %s: %w", dir, err)
 	}
-	return &Store{Dir: dir, Where: Location{Dir: dir}, Meta: meta, Blobs: bl}, nil
+	return &Store{Dir: dir, Where: loc, Meta: meta, Blobs: bl}, nil
 }
 
 // Location is where the store's parts live (a Store made by hand with
@@ -244,6 +248,9 @@ func (s *Store) Location() Location {
 func (s *Store) Close() error {
 	if s.Space != nil {
 		s.Space.Close()
+	}
+	if r := s.Blobs.Remote(); r != nil {
+		r.Close()
 	}
 	if err := s.Meta.Close(); err != nil {
 		return fmt.Errorf("close store %s: %w", s.Location(), err)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
-	"golang.org/x/sys/unix"
 
 	"github.com/shedfs/shedfs/acl"
 	"github.com/shedfs/shedfs/vfs"
@@ -90,7 +89,7 @@ func (n *node) newHandle(vh *vfs.Handle, flags uint32) (fs.FileHandle, uint32, s
 	switch {
 	case write && c.passthrough > 0:
 		return nil, 0, n.deny(acl.OpWrite, "", acl.WriteOpen(c.passthrough))
-	case !write && n.v.fs.opts.Passthrough && c.cached == 0 && acl.Passthrough(n.v.actor(), vh.Entry()):
+	case !write && n.v.fs.opts.Passthrough && vh.Spliceable() && c.cached == 0 && acl.Passthrough(n.v.actor(), vh.Entry()):
 		c.passthrough++
 		h.mode = modePassthrough
 		return &ptHandle{h}, 0, 0
@@ -123,6 +122,14 @@ func (h *handle) closeHandle() {
 // Read implements fs.FileReader.
 func (h *handle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadResult, errno syscall.Errno) {
 	defer h.node.v.fs.track("read", h.node.zone, time.Now(), &errno)
+	if !h.vh.Spliceable() {
+		n, e := h.vh.Read(dest, off)
+		if e != 0 {
+			return nil, e
+		}
+		h.node.v.fs.countRead(h.node.zone, n)
+		return fuse.ReadResultData(dest[:n]), 0
+	}
 	fd, n, e := h.vh.ReadSpan(off, len(dest))
 	if e != 0 {
 		return nil, e
@@ -189,9 +196,6 @@ func (h *handle) Allocate(ctx context.Context, off, size uint64, mode uint32) (e
 // Lseek implements fs.FileLseeker for SEEK_DATA and SEEK_HOLE.
 func (h *handle) Lseek(ctx context.Context, off uint64, whence uint32) (_ uint64, errno syscall.Errno) {
 	defer h.node.v.fs.track("lseek", h.node.zone, time.Now(), &errno)
-	n, err := unix.Seek(int(h.vh.Fd()), int64(off), int(whence))
-	if err != nil {
-		return 0, h.node.v.fs.errno("lseek", err)
-	}
-	return uint64(n), 0
+	n, e := h.vh.SeekData(int64(off), int(whence))
+	return uint64(n), e
 }

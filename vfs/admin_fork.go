@@ -161,7 +161,7 @@ func (a *Admin) copyForked(src ForkSource, e metadata.SnapEntry, ino uint64) (in
 		return 0, fmt.Errorf("open %s: %w", e.Path, err)
 	}
 	defer in.Close()
-	out, err := a.c.blobs.OpenFile(ino, true)
+	out, err := a.c.blobs.OpenFresh(ino)
 	if err != nil {
 		return 0, err
 	}
@@ -173,5 +173,8 @@ func (a *Admin) copyForked(src ForkSource, e metadata.SnapEntry, ino uint64) (in
 	if err != nil {
 		return 0, err
 	}
-	return st.Size(), out.Sync()
+	if err := out.Sync(); err != nil {
+		return 0, err
+	}
+	return st.Size(), a.c.blobs.Durable(ino)
 }

@@ -273,7 +273,7 @@ func countLimit(n int64) string {
 // quota has left (plus what a replace frees), before it fills the disk.
 func (a *Admin) writeImport(ctx context.Context, ino uint64, body io.Reader, cl *Claim, what string) (int64, error) {
 	c := a.c
-	f, err := c.blobs.OpenFile(ino, true)
+	f, err := c.blobs.OpenFresh(ino)
 	if err != nil {
 		return 0, adminErr(err, what)
 	}
@@ -323,6 +323,9 @@ func (a *Admin) writeImport(ctx context.Context, ino uint64, body io.Reader, cl 
 	}
 	if err := c.blobs.SyncDir(ino); err != nil {
 		return 0, adminErr(err, what+": fsync")
+	}
+	if err := c.blobs.Durable(ino); err != nil {
+		return 0, adminErr(err, what+": upload")
 	}
 	return written, nil
 }

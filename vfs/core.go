@@ -62,6 +62,9 @@ type Core struct {
 	sessions sessionTable
 	// versions numbers content changes, for the kernels' page caches.
 	versions *contentVersions
+	// afterBlobOpen, when a test sets it, runs in a first open between
+	// the blob's open and the open state's entry in the table.
+	afterBlobOpen func(ino uint64)
 	// ft is the open-file table (files.go).
 	ft openTable
 	// content takes files whose content changed for their digest and

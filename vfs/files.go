@@ -36,6 +36,9 @@ type openTable struct {
 	// persists orders reads of records with persists of open files
 	// (hold.go).
 	persists persistClock
+	// closes counts the open states taken out of open, so that a first
+	// open can tell its record and blob may be older (acquireHere).
+	closes persistClock
 	// stop ends the sweepers (ServeFiles, CloseFiles).
 	stop    chan struct{}
 	serving bool

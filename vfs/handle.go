@@ -146,6 +146,32 @@ func (h *Handle) Fd() uintptr {
 	return h.of.blob.Fd()
 }
 
+// SeekData answers lseek(2) with SEEK_DATA or SEEK_HOLE from the blob's
+// holes. A bucket's cache has holes where it evicted or never fetched
+// data, so there the whole file is data, as on a filesystem without hole
+// reporting.
+func (h *Handle) SeekData(off int64, whence int) (int64, syscall.Errno) {
+	if h.Spliceable() {
+		n, err := unix.Seek(int(h.Fd()), off, whence)
+		if err != nil {
+			return 0, h.v.c.Errno("lseek", err)
+		}
+		return n, 0
+	}
+	h.of.mu.Lock()
+	size := int64(h.of.size)
+	h.of.mu.Unlock()
+	switch {
+	case off < 0 || off >= size:
+		return 0, syscall.ENXIO
+	case whence == unix.SEEK_DATA:
+		return off, 0
+	case whence == unix.SEEK_HOLE:
+		return size, 0
+	}
+	return 0, syscall.EINVAL
+}
+
 // ReadSpan decides a read of up to n bytes at off and returns the blob's
 // descriptor and how many bytes from off it holds, for a door that
 // splices them to its kernel without a copy (0: at or past the end).
@@ -166,12 +192,23 @@ func (h *Handle) ReadSpan(off int64, n int) (uintptr, int, syscall.Errno) {
 	return blob.Fd(), int(min(uint64(n), size-uint64(off))), 0
 }
 
+// Spliceable reports whether the door may read the descriptor ReadSpan
+// returns after the call, as a splice does: not on a store whose blobs
+// are a bucket's cache, which may evict what was read before the door
+// reads it (Read holds it).
+func (h *Handle) Spliceable() bool { return h.v.c.blobs.Remote() == nil }
+
 // Read reads into dest at off, for a door that copies the bytes.
 func (h *Handle) Read(dest []byte, off int64) (int, syscall.Errno) {
 	fd, n, e := h.ReadSpan(off, len(dest))
 	if e != 0 || n == 0 {
 		return 0, e
 	}
+	done, err := h.v.c.blobs.Reading(h.of.ino, off, int64(n))
+	if err != nil {
+		return 0, h.v.c.Errno("read blob", err)
+	}
+	defer done()
 	got, err := unix.Pread(int(fd), dest[:n], off)
 	if err != nil {
 		return 0, h.v.c.Errno("read", err)
@@ -199,6 +236,11 @@ func (h *Handle) Write(data []byte, off int64) (int, []Version, syscall.Errno) {
 	end := max(uint64(off)+uint64(len(data)), old)
 	var written int
 	e := h.v.resizeLocked(h.at, oi, acl.OpWrite, end, int64(len(data)), func() (uint64, error) {
+		done, err := c.blobs.Changing(oi.ino, off, int64(len(data)))
+		if err != nil {
+			return old, err
+		}
+		defer done()
 		n, err := oi.blob.WriteAt(data, off)
 		written = n
 		return max(uint64(off)+uint64(n), old), err
@@ -244,6 +286,11 @@ func (h *Handle) Allocate(off, size uint64, mode uint32) ([]Version, syscall.Err
 		blocks = int64(min(size, acl.MaxSize))
 	}
 	e := h.v.resizeLocked(h.at, oi, acl.OpTruncate, newSize, blocks, func() (uint64, error) {
+		done, err := c.blobs.Changing(oi.ino, int64(off), int64(size))
+		if err != nil {
+			return old, err
+		}
+		defer done()
 		if err := unix.Fallocate(int(oi.blob.Fd()), mode, int64(off), int64(size)); err != nil {
 			return old, err
 		}
@@ -275,6 +322,7 @@ func (h *Handle) Flush() syscall.Errno {
 			h.v.contentChanged(h.at, true, int64(oi.size), oi.known)
 		}
 	}
+	c.blobs.Flushed(oi.ino)
 	e := oi.writeErr
 	oi.writeErr = 0
 	return e
@@ -296,6 +344,9 @@ func (h *Handle) Fsync() syscall.Errno {
 			return c.Errno("fsync blob dir", err)
 		}
 		oi.newBlob = false
+	}
+	if err := c.blobs.Durable(oi.ino); err != nil {
+		return c.Errno("fsync blob upload", err)
 	}
 	if e := c.persistLocked(oi); e != 0 {
 		return e

@@ -73,10 +73,11 @@ func (c *Core) setSizeLocked(oi *openFile, size uint64) {
 // descriptor and shares the first's. create says n was just made by
 // Create for OpenNew (a new blob; marked open in a shared store).
 func (c *Core) acquire(n *shedfs.Inode, create bool) (*openFile, syscall.Errno) {
-	oi, e := c.acquireHere(n, create)
-	if e == 0 && c.store.Shared() && !create {
+	oi, fresh, e := c.acquireHere(n, create)
+	if e == 0 && !fresh && c.store.Shared() && !create {
 		// Another daemon may have written the file since this open
-		// state was made, or since n was read (close-to-open).
+		// state was made (close-to-open); a fresh one read the record
+		// itself.
 		oi.mu.Lock()
 		c.followStoreLocked(oi)
 		oi.mu.Unlock()
@@ -84,59 +85,91 @@ func (c *Core) acquire(n *shedfs.Inode, create bool) (*openFile, syscall.Errno) 
 	return oi, e
 }
 
-// acquireHere is acquire as this daemon's open-file table alone knows
-// the file.
-func (c *Core) acquireHere(n *shedfs.Inode, create bool) (*openFile, syscall.Errno) {
-	c.ft.mu.Lock()
-	if oi := c.ft.open[n.Ino]; oi != nil {
-		oi.refs++
-		c.ft.mu.Unlock()
-		return oi, 0
-	}
-	// A ghost's blob may be gone already; never make an empty one.
-	_, isGhost := c.ft.ghosts[n.Ino]
-	c.ft.mu.Unlock()
-	blob, err := c.blobs.OpenFile(n.Ino, !isGhost)
-	if err != nil {
-		if create {
-			// Its create marked it open (Create): take that back
-			// before uncreate frees it.
-			c.unhold(n.Ino)
-		}
-		return nil, c.Errno("open blob", err)
-	}
-	c.ft.mu.Lock()
-	defer c.ft.mu.Unlock()
-	if oi := c.ft.open[n.Ino]; oi != nil {
-		blob.Close()
-		oi.refs++
-		return oi, 0
-	}
-	oi := &openFile{
-		ino:       n.Ino,
-		holder:    shedfs.HolderOf(n.Zone),
-		blob:      blob,
-		refs:      1,
-		entry:     acl.EntryOf(n),
-		size:      n.Size,
-		persisted: n.Size,
-		mtime:     n.Mtime,
-		newBlob:   create,
-	}
-	if !create && sharedBlob(blob) {
-		// Under c.ft.mu, as Freeze links: a snapshot's link is
-		// either seen here or marks the open file itself.
-		oi.cow.Store(true)
-	}
-	c.ft.open[n.Ino] = oi
-	if c.store.Shared() && !create {
-		// Marked open in the store for the other daemons (remote.go),
-		// outside c.ft.mu; a file just created was marked by its create.
-		c.ft.mu.Unlock()
-		c.hold(n.Ino)
+// acquireHere is acquire in this daemon. A first open does not trust n:
+// the caller read it before, and meanwhile another open state of the file
+// may have come and gone (a writer's open, truncate, write and last
+// release between a reader's lookup and its acquire), leaving n's size and
+// the blob the caller would open behind. So a first open reads the record
+// again after noting the table's clock of closes, opens the blob, and
+// starts over when an open state of the same inode closed in between.
+// fresh reports a new open state.
+func (c *Core) acquireHere(n *shedfs.Inode, create bool) (_ *openFile, fresh bool, _ syscall.Errno) {
+	for {
 		c.ft.mu.Lock()
+		if oi := c.ft.open[n.Ino]; oi != nil {
+			oi.refs++
+			c.ft.mu.Unlock()
+			return oi, false, 0
+		}
+		// A ghost's blob may be gone already; never make an empty one.
+		_, isGhost := c.ft.ghosts[n.Ino]
+		since := c.ft.closes.now()
+		c.ft.mu.Unlock()
+		rec := n
+		if !create {
+			if cur, err := c.store.GetInode(n.Ino); err == nil && cur.IsRegular() {
+				rec = cur
+			}
+		}
+		var blob *os.File
+		var err error
+		if create {
+			blob, err = c.blobs.OpenFresh(n.Ino)
+		} else {
+			blob, err = c.blobs.OpenFile(n.Ino, !isGhost)
+		}
+		if err != nil {
+			if create {
+				// Its create marked it open (Create): take that back
+				// before uncreate frees it.
+				c.unhold(n.Ino)
+			}
+			return nil, false, c.Errno("open blob", err)
+		}
+		if c.afterBlobOpen != nil {
+			c.afterBlobOpen(n.Ino)
+		}
+		c.ft.mu.Lock()
+		if oi := c.ft.open[n.Ino]; oi != nil {
+			blob.Close()
+			oi.refs++
+			c.ft.mu.Unlock()
+			return oi, false, 0
+		}
+		if !create && c.ft.closes.persistedSince(n.Ino, since) {
+			// Closed meanwhile: rec or blob may be older than what
+			// that open state left.
+			c.ft.mu.Unlock()
+			blob.Close()
+			continue
+		}
+		oi := &openFile{
+			ino:       rec.Ino,
+			holder:    shedfs.HolderOf(rec.Zone),
+			blob:      blob,
+			refs:      1,
+			entry:     acl.EntryOf(rec),
+			size:      rec.Size,
+			persisted: rec.Size,
+			mtime:     rec.Mtime,
+			newBlob:   create,
+		}
+		if !create && sharedBlob(blob) {
+			// Under c.ft.mu, as Freeze links: a snapshot's link is
+			// either seen here or marks the open file itself.
+			oi.cow.Store(true)
+		}
+		c.ft.open[n.Ino] = oi
+		if c.store.Shared() && !create {
+			// Marked open in the store for the other daemons (remote.go),
+			// outside c.ft.mu; a file just created was marked by its create.
+			c.ft.mu.Unlock()
+			c.hold(n.Ino)
+			return oi, true, 0
+		}
+		c.ft.mu.Unlock()
+		return oi, true, 0
 	}
-	return oi, 0
 }
 
 // followStoreLocked takes the size and mtime the store has for oi when
@@ -187,6 +220,7 @@ func (c *Core) release(oi *openFile) {
 		return // opened again meanwhile, or closed by that opener
 	}
 	delete(c.ft.open, oi.ino)
+	c.ft.closes.tick(oi.ino)
 	c.ft.mu.Unlock()
 	c.closeOpen(oi)
 }
@@ -213,6 +247,7 @@ func (c *Core) closeOpen(oi *openFile) {
 		b.Close()
 	}
 	oi.mu.Unlock()
+	c.blobs.Closed(oi.ino)
 	c.reclaimIfIdle(oi.ino)
 }
 
@@ -383,6 +418,11 @@ func (v *View) truncate(at At, rec *shedfs.Inode, size uint64) ([]Version, sysca
 	oi.mu.Lock()
 	old := oi.size
 	e = v.resizeLocked(at, oi, acl.OpTruncate, size, 0, func() (uint64, error) {
+		done, err := c.blobs.Resizing(oi.ino, int64(size))
+		if err != nil {
+			return old, err
+		}
+		defer done()
 		if err := oi.blob.Truncate(int64(size)); err != nil {
 			return old, err
 		}

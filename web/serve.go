@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"mime"
 	"net/http"
-	"os"
 	"path"
 	"strings"
 	"syscall"
@@ -390,7 +389,7 @@ func (s *Service) file(w http.ResponseWriter, r *http.Request, t target, tag str
 	var content io.ReadSeeker = bytes.NewReader(nil)
 	size := int64(t.rec.Size)
 	if size > 0 {
-		f, err := os.Open(s.opts.Core.Blobs().Path(t.rec.Ino))
+		f, err := s.opts.Core.Blobs().OpenReader(t.rec.Ino)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			s.log.Error("open blob for a link", "ino", t.rec.Ino, "err", err)
 			s.fail(w, r, http.StatusInternalServerError)

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -19,7 +20,12 @@ func metaFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "meta", EnvVars: []string{"SHEDFS_META"},
 			Usage: "metadata on etcd instead of --store: etcd://host:2379[,host:2379...]/prefix"},
-		&cli.StringFlag{Name: "blobs", Usage: "blob directory (with --meta: shared by every host; default STORE/blobs)"},
+		&cli.StringFlag{Name: "blobs", EnvVars: []string{"SHEDFS_BLOBS"},
+			Usage: "blob directory (with --meta: shared by every host; default STORE/blobs), or a bucket: s3://BUCKET/PREFIX?endpoint=URL&region=R"},
+		&cli.StringFlag{Name: "cache", Usage: "with --blobs s3://...: this host's cache of the bucket (default STORE/blobs)"},
+		&cli.StringFlag{Name: "cache-size", Value: "10GiB", Usage: "with --blobs s3://...: how much the cache keeps; changes not uploaded yet are never evicted"},
+		&cli.DurationFlag{Name: "blob-timeout", Value: daemon.DefaultBlobTimeout,
+			Usage: "with --blobs s3://...: how long a read or a write waits for the bucket before failing with EIO"},
 		&cli.StringFlag{Name: "admin-socket", Usage: "admin socket path (default STORE/admin.sock; with --meta none unless given)"},
 		&cli.StringFlag{Name: "etcd-cacert", Usage: "CA certificate that signed the etcd members' (TLS)"},
 		&cli.StringFlag{Name: "etcd-cert", Usage: "client certificate for etcd (TLS)"},
@@ -55,6 +61,14 @@ func location(c *cli.Context) (daemon.Location, error) {
 		Meta:   c.String("meta"),
 		Blobs:  c.String("blobs"),
 		Socket: c.String("admin-socket"),
+	}
+	if strings.HasPrefix(loc.Blobs, "s3://") {
+		size, err := daemon.ParseSize(c.String("cache-size"))
+		if err != nil {
+			return loc, fmt.Errorf("--cache-size: %w", err)
+		}
+		loc.Bucket, loc.Blobs = loc.Blobs, ""
+		loc.Cache = daemon.Cache{Dir: c.String("cache"), Size: size, Timeout: c.Duration("blob-timeout")}
 	}
 	if loc.Meta != "" {
 		cfg, err := metadata.ParseMetaURL(loc.Meta)

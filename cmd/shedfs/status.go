@@ -110,6 +110,17 @@ func printStatus(w io.Writer, st *daemon.Status) error {
 			fmt.Fprintf(tw, "\t  %s\n", d)
 		}
 	}
+	if b := st.Bucket; b != nil {
+		ratio := "no reads yet"
+		if n := b.Hits + b.Misses; n > 0 {
+			ratio = fmt.Sprintf("%.0f%% hits", 100*float64(b.Hits)/float64(n))
+		}
+		fmt.Fprintf(tw, "contents:\t%s\n", b.URL)
+		fmt.Fprintf(tw, "uploads pending:\t%d files, %s\n", b.PendingUploads, daemon.FormatSize(b.PendingBytes))
+		fmt.Fprintf(tw, "cache:\t%s of %s, %s; %s up, %s down, %d upload and %d download errors\n",
+			daemon.FormatSize(b.CacheBytes), daemon.FormatSize(b.CacheSize), ratio,
+			daemon.FormatSize(b.UploadBytes), daemon.FormatSize(b.DownloadBytes), b.UploadErrors, b.DownloadErrors)
+	}
 	fmt.Fprintf(tw, "users:\t%d\n", st.Users)
 	fmt.Fprintf(tw, "groups:\t%d\n", st.Groups)
 	how := "estimated from quota usage"
