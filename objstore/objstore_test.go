@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -178,6 +181,27 @@ func TestBucket(t *testing.T) {
 		}
 	})
 
+	// A listing longer than one page (1000 keys) is followed to its end.
+	t.Run("ListPages", func(t *testing.T) {
+		const n = 1005
+		for i := range n {
+			put(t, b, fmt.Sprintf("many/%04d", i), nil)
+		}
+		var got int
+		last := ""
+		err := b.List(ctxFor(t), "many/", func(i objstore.Info) error {
+			if i.Key <= last {
+				t.Errorf("List: %q after %q, want key order", i.Key, last)
+			}
+			last = i.Key
+			got++
+			return nil
+		})
+		if err != nil || got != n {
+			t.Errorf("List(many/) gave %d keys (%v), want %d", got, err, n)
+		}
+	})
+
 	// SeaweedFS refuses it with XAmzContentSHA256Mismatch (the signed
 	// payload hash); it checks x-amz-checksum-sha256 too (BadDigest).
 	t.Run("ChecksumMismatchRefused", func(t *testing.T) {
@@ -227,6 +251,41 @@ func TestBucket(t *testing.T) {
 		}
 		if _, err := objstore.Open(ctx, s.URL("")+"&x=1", objstore.Options{}); err == nil {
 			t.Error("Open of a bad address succeeded")
+		}
+	})
+
+	// Without static keys Open takes the SDK's default chain: the
+	// environment variables first, then a profile of the shared
+	// credentials file.
+	t.Run("DefaultCredentialChain", func(t *testing.T) {
+		dir := t.TempDir()
+		t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "none"))
+		t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "none"))
+		t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
+		t.Setenv("AWS_PROFILE", "")
+		for _, kv := range s.Env() {
+			k, v, _ := strings.Cut(kv, "=")
+			t.Setenv(k, v)
+		}
+		if _, err := objstore.Open(ctxFor(t), s.URL("store1"), objstore.Options{Check: true}); err != nil {
+			t.Errorf("Open with the credentials in the environment: %v", err)
+		}
+		t.Setenv("AWS_ACCESS_KEY_ID", "")
+		t.Setenv("AWS_SECRET_ACCESS_KEY", "")
+		creds := filepath.Join(dir, "credentials")
+		conf := fmt.Sprintf("[other]\naws_access_key_id = %s\naws_secret_access_key = wrong\n[shedfs]\naws_access_key_id = %s\naws_secret_access_key = %s\n",
+			s.AccessKey, s.AccessKey, s.SecretKey)
+		if err := os.WriteFile(creds, []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("AWS_SHARED_CREDENTIALS_FILE", creds)
+		t.Setenv("AWS_PROFILE", "shedfs")
+		if _, err := objstore.Open(ctxFor(t), s.URL("store1"), objstore.Options{Check: true}); err != nil {
+			t.Errorf("Open with profile shedfs of the shared credentials file: %v", err)
+		}
+		t.Setenv("AWS_PROFILE", "other")
+		if _, err := objstore.Open(ctxFor(t), s.URL("store1"), objstore.Options{Check: true}); err == nil {
+			t.Error("Open with profile other (a wrong secret) succeeded")
 		}
 	})
 
