@@ -18,9 +18,49 @@ func openBlobs(loc Location, dir string, meta *metadata.Store, readOnly bool, lo
 	if err != nil {
 		return nil, nil, fmt.Errorf("blobs: %w", err)
 	}
+	if err := checkBucket(loc, meta, readOnly); err != nil {
+		return nil, nil, err
+	}
 	bl, err := blobs.OpenDirPlaced(dir, blobs.Placement{Order: order})
 	if err != nil {
 		return nil, nil, err
 	}
 	return openBucket(loc, bl, readOnly, log)
+}
+
+// checkBucket holds a store to where its contents are: a store made on a
+// bucket records it, and is opened only with that bucket, so that it is
+// never served from a cache alone (files the cache lacks would read as
+// empty, and writes would never be uploaded), nor a store of local blobs
+// from a bucket. Hosts may reach the bucket by other endpoints; the bucket
+// and prefix must be the recorded ones.
+func checkBucket(loc Location, meta *metadata.Store, readOnly bool) error {
+	recorded, err := meta.BlobBucket()
+	if err != nil {
+		return err
+	}
+	if loc.Bucket == "" {
+		if recorded != "" {
+			return fmt.Errorf("the store's file contents are in the bucket %s: give --blobs '%s' (or SHEDFS_BLOBS) and a --cache", recorded, recorded)
+		}
+		return nil
+	}
+	want, err := objstore.ParseURL(loc.Bucket)
+	if err != nil {
+		return err
+	}
+	if recorded == "" {
+		if meta.Created() && !readOnly {
+			return meta.SetBlobBucket(want.String())
+		}
+		return fmt.Errorf("the store keeps its file contents in a directory, not in a bucket: shedfs migrate --blobs-to '%s' moves them there", loc.Bucket)
+	}
+	have, err := objstore.ParseURL(recorded)
+	if err != nil {
+		return fmt.Errorf("the store's recorded bucket: %w", err)
+	}
+	if have.Bucket != want.Bucket || have.Prefix != want.Prefix {
+		return fmt.Errorf("the store's file contents are in the bucket %s, not in %s", recorded, loc.Bucket)
+	}
+	return nil
 }

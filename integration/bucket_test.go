@@ -376,3 +376,35 @@ func TestBucketTwoHosts(t *testing.T) {
 		t.Fatal("plan rewritten on B: A still reads its cached old version")
 	}
 }
+
+// TestBucketStoreRemembersBucket: a store made on a bucket records it and
+// is opened only with it; a store of local blobs is not opened on a
+// bucket. Each refusal is one line and a non-zero exit, and nothing is
+// changed (the store opens as before afterwards).
+func TestBucketStoreRemembersBucket(t *testing.T) {
+	s := s3test.Start(t)
+	b := newBucketStore(t, s)
+	local := newStore(t)
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"bucket store without --blobs", []string{"--store", b.dir}, "are in the bucket"},
+		{"bucket store, another prefix", []string{"--store", b.dir, "--blobs", s.URL("another")}, "not in"},
+		{"local store on a bucket", []string{"--store", local, "--blobs", s.URL("local")}, "in a directory, not in a bucket"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out, errOut, code := runCLIEnv(t, s.Env(), append([]string{"status"}, c.args...)...)
+			if code == 0 || !strings.Contains(errOut, c.want) {
+				t.Fatalf("status %v: exit %d, stdout %q, stderr %q; want a refusal saying %q", c.args, code, out, errOut, c.want)
+			}
+			checkOneLine(t, "the refusal", errOut)
+		})
+	}
+	// Both still open as they were made.
+	b.status(t)
+	if _, errOut, code := runCLI(t, "status", "--store", local); code != 0 {
+		t.Fatalf("the local store no longer opens: exit %d: %s", code, errOut)
+	}
+}

@@ -47,6 +47,8 @@ const (
 	stateInoKey    = "inokey"
 	// stateBlobLayout is the store's blob placement (placement.go).
 	stateBlobLayout = "bloblayout"
+	// stateBlobBucket is the bucket that holds the contents (bucket.go).
+	stateBlobBucket = "blobbucket"
 )
 
 func inoKey(prefix byte, ino uint64) []byte {
