@@ -36,6 +36,9 @@ type openTable struct {
 	// persists orders reads of records with persists of open files
 	// (hold.go).
 	persists persistClock
+	// released, when not nil, is closed when an open file leaves open,
+	// for whoever waits for a release (closing.go).
+	released chan struct{}
 	// stop ends the sweepers (ServeFiles, CloseFiles).
 	stop    chan struct{}
 	serving bool
