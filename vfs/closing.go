@@ -26,7 +26,7 @@ func (c *Core) flushed(h *Handle) {
 		return
 	}
 	c.ft.mu.Lock()
-	if !h.flushed.Load() && c.ft.open[h.of.ino] == h.of {
+	if !h.flushed.Load() && !h.released {
 		h.flushed.Store(true)
 		h.of.closing++
 	}

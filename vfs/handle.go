@@ -26,8 +26,10 @@ type Handle struct {
 	locks lockRefs
 	// flushed says the handle's descriptor was closed and nothing was
 	// written through it since (closing.go); changed under
-	// openTable.mu.
-	flushed atomic.Bool
+	// openTable.mu, as released is, which says the handle no longer
+	// counts among its file's.
+	flushed  atomic.Bool
+	released bool
 }
 
 // Open opens regular file at with flags (the access mode, O_TRUNC,

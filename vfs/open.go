@@ -175,6 +175,7 @@ func (c *Core) release(oi *openFile, h *Handle) {
 	oi.refs--
 	if h != nil {
 		c.unflushLocked(h)
+		h.released = true
 	}
 	last := oi.refs == 0
 	orphan := c.ft.orphans[oi.ino]
