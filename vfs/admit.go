@@ -84,6 +84,7 @@ func (c *Core) Admit(g Growth) (*Admission, acl.Decision, error) {
 	if held {
 		a.unlock = c.acct.Lock(g.Holder)
 	}
+	since := c.releaseSeq()
 	d, err := c.decide(g, decide, held)
 	for until := time.Now().Add(releaseWait); err == nil && d.Errno == syscall.EDQUOT; {
 		// A kept file being closed holds the room: wait for its
@@ -91,12 +92,13 @@ func (c *Core) Admit(g Growth) (*Admission, acl.Decision, error) {
 		if held {
 			a.Done()
 		}
-		if !c.awaitRelease(g.Holder, until) {
+		if !c.awaitRelease(g.Holder, since, until) {
 			break
 		}
 		if held {
 			a.unlock = c.acct.Lock(g.Holder)
 		}
+		since = c.releaseSeq()
 		d, err = c.decide(g, decide, held)
 	}
 	if err == nil && d.Allowed() && (g.Disk > 0 || g.DiskInodes > 0) {
@@ -192,6 +194,7 @@ func (c *Core) room(bytes, inodes int64) acl.Decision {
 func (c *Core) InTxn(h shedfs.Holder, bytes, inodes int64, txn func() (acl.Decision, error)) (acl.Decision, error) {
 	until := time.Now().Add(releaseWait)
 	for {
+		since := c.releaseSeq()
 		d, err := txn()
 		if d.Errno != syscall.EDQUOT {
 			return d, err
@@ -199,7 +202,7 @@ func (c *Core) InTxn(h shedfs.Holder, bytes, inodes int64, txn func() (acl.Decis
 		unlock := c.acct.Lock(h)
 		freed := c.makeRoom(h, bytes, inodes, d)
 		unlock()
-		if !(freed && time.Now().Before(until)) && !c.awaitRelease(h, until) {
+		if !(freed && time.Now().Before(until)) && !c.awaitRelease(h, since, until) {
 			return d, err
 		}
 	}

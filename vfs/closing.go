@@ -53,50 +53,73 @@ func (c *Core) unflushLocked(h *Handle) {
 	}
 }
 
-// releasedLocked wakes whoever waits for a release (awaitRelease): oi
-// just left the open-file table. c.ft.mu must be held.
-func (c *Core) releasedLocked() {
-	if c.ft.released != nil {
-		close(c.ft.released)
-		c.ft.released = nil
+// releaseLog tells who waits for a release (awaitRelease) of the open
+// files that left the table: their sequence number, the last one of each
+// account, and a channel closed at the next. Guarded by openTable.mu.
+type releaseLog struct {
+	seq  uint64
+	last map[shedfs.Holder]uint64
+	wake chan struct{}
+}
+
+// releasedLocked notes that oi just left the open-file table, and wakes
+// whoever waits for a release. c.ft.mu must be held.
+func (c *Core) releasedLocked(oi *openFile) {
+	r := &c.ft.releases
+	r.seq++
+	if r.last == nil {
+		r.last = make(map[shedfs.Holder]uint64)
+	}
+	r.last[accountOf(oi.holder)] = r.seq
+	if r.wake != nil {
+		close(r.wake)
+		r.wake = nil
 	}
 }
 
-// awaitRelease waits, until the deadline at most, for a file of h's
-// account (h, the holder h nests in, or one nested in it) that has no
-// link left and whose every handle is closing to leave the open-file
-// table, and reports whether one did: its trash may now be evicted.
-// Call it without any holder's lock, as a release persists under its
-// holder's.
-func (c *Core) awaitRelease(h shedfs.Holder, deadline time.Time) bool {
+// releaseSeq is the release log's reading, taken before a decision that
+// awaitRelease may have to take again.
+func (c *Core) releaseSeq() uint64 {
+	c.ft.mu.Lock()
+	defer c.ft.mu.Unlock()
+	return c.ft.releases.seq
+}
+
+// awaitRelease reports whether a file of h's account (h, the holder h
+// nests in, or one nested in it) left the open-file table since the
+// release log read since, waiting for one, until the deadline at most,
+// while such a file that has no link left is closing (every handle
+// flushed): its trash may then be evicted, and the refused growth is
+// decided again. Call it without any holder's lock, as a release
+// persists under its holder's.
+func (c *Core) awaitRelease(h shedfs.Holder, since uint64, deadline time.Time) bool {
 	account := accountOf(h)
-	var waited []*openFile
 	for {
 		c.ft.mu.Lock()
-		if c.departedLocked(waited) {
+		if c.ft.releases.last[account] > since {
 			c.ft.mu.Unlock()
 			return true
 		}
-		var closing []*openFile
+		var closing []uint64
 		for _, oi := range c.ft.open {
 			if oi.closing == oi.refs && accountOf(oi.holder) == account {
-				closing = append(closing, oi)
+				closing = append(closing, oi.ino)
 			}
 		}
 		c.ft.mu.Unlock()
 		// The store is read outside c.ft.mu (reclaimIfIdle).
-		if waited = c.unlinked(closing); len(waited) == 0 {
+		if !c.anyUnlinked(closing) {
 			return false
 		}
 		c.ft.mu.Lock()
-		if c.departedLocked(waited) {
+		if c.ft.releases.last[account] > since {
 			c.ft.mu.Unlock()
 			return true
 		}
-		if c.ft.released == nil {
-			c.ft.released = make(chan struct{})
+		if c.ft.releases.wake == nil {
+			c.ft.releases.wake = make(chan struct{})
 		}
-		wake := c.ft.released
+		wake := c.ft.releases.wake
 		c.ft.mu.Unlock()
 		t := time.NewTimer(time.Until(deadline))
 		select {
@@ -108,27 +131,15 @@ func (c *Core) awaitRelease(h shedfs.Holder, deadline time.Time) bool {
 	}
 }
 
-// departedLocked reports whether one of files left the open-file table.
-// c.ft.mu must be held.
-func (c *Core) departedLocked(files []*openFile) bool {
-	for _, oi := range files {
-		if c.ft.open[oi.ino] != oi {
+// anyUnlinked reports whether one of inos has no link left (kept in the
+// trash, or an orphan): only such a file's release frees a charge.
+func (c *Core) anyUnlinked(inos []uint64) bool {
+	for _, ino := range inos {
+		if rec, err := c.store.GetInode(ino); err == nil && rec.Nlink == 0 {
 			return true
 		}
 	}
 	return false
-}
-
-// unlinked keeps the open files whose inode has no link left (kept in
-// the trash, or an orphan): only their release frees a charge.
-func (c *Core) unlinked(files []*openFile) []*openFile {
-	out := files[:0]
-	for _, oi := range files {
-		if rec, err := c.store.GetInode(oi.ino); err == nil && rec.Nlink == 0 {
-			out = append(out, oi)
-		}
-	}
-	return out
 }
 
 // accountOf is the holder whose limit a charge to h counts against at

@@ -93,3 +93,39 @@ func flush(t *testing.T, h *Handle) {
 		t.Fatalf("flush: %v", e)
 	}
 }
+
+// TestAwaitReleaseSinceDecision: a kept file released after a refused
+// growth read the release log (and so after its eviction skipped the
+// file) but before the growth looks for files being closed is no longer
+// open, yet counts: the growth is decided again. One released before the
+// reading does not, nor does another account's.
+func TestAwaitReleaseSinceDecision(t *testing.T) {
+	f := newFixture(t, nil)
+	v, err := f.core.NewView(DoorFUSE, "alice", nil, ViewOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := f.file(t, "f", 600<<10)
+	h, _, e := v.Open(context.Background(), At{Ino: n.Ino, Zone: n.Zone, Paths: paths("/f")}, syscall.O_RDWR)
+	if e != 0 {
+		t.Fatalf("open: %v", e)
+	}
+	flush(t, h)
+	f.trash(t, "f")
+	since := f.core.releaseSeq()
+	h.Release()
+	deadline := time.Now().Add(releaseWait)
+	if !f.core.awaitRelease(alice, since, deadline) {
+		t.Error("a release after the reading: not seen")
+	}
+	if f.core.awaitRelease(shedfs.UserHolder("bob"), since, deadline) {
+		t.Error("alice's release seen for bob")
+	}
+	start := time.Now()
+	if f.core.awaitRelease(alice, f.core.releaseSeq(), deadline) {
+		t.Error("a release before the reading: seen")
+	}
+	if took := time.Since(start); took > releaseWait/2 {
+		t.Errorf("with nothing being closed, waited %v", took)
+	}
+}

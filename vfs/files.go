@@ -36,9 +36,9 @@ type openTable struct {
 	// persists orders reads of records with persists of open files
 	// (hold.go).
 	persists persistClock
-	// released, when not nil, is closed when an open file leaves open,
-	// for whoever waits for a release (closing.go).
-	released chan struct{}
+	// releases tells of open files leaving open, for whoever waits for
+	// a release (closing.go).
+	releases releaseLog
 	// stop ends the sweepers (ServeFiles, CloseFiles).
 	stop    chan struct{}
 	serving bool

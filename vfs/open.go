@@ -196,7 +196,7 @@ func (c *Core) release(oi *openFile, h *Handle) {
 		return // opened again meanwhile, or closed by that opener
 	}
 	delete(c.ft.open, oi.ino)
-	c.releasedLocked()
+	c.releasedLocked(oi)
 	c.ft.mu.Unlock()
 	c.closeOpen(oi)
 }
