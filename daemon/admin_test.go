@@ -654,3 +654,68 @@ func checkResponse(t *testing.T, rec *recorder, body []byte) {
 		}
 	}
 }
+
+// TestDialBusyDaemon: a daemon whose accept queue is full for a moment
+// (a loaded machine) refuses nothing: its socket answers EAGAIN, and the
+// dial tries again until the daemon takes the connection, instead of
+// failing or taking the socket for a dead daemon's (after which a command
+// would open the store the daemon holds). Nor does a new server take
+// that socket over.
+func TestDialBusyDaemon(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "admin.sock")
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: path}); err != nil {
+		t.Fatal(err)
+	}
+	// A backlog of 0 holds one connection not yet accepted.
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	first, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatalf("first connection: %v", err)
+	}
+	defer first.Close()
+	if c, err := net.Dial("unix", path); !errors.Is(err, syscall.EAGAIN) {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("a connection to a full accept queue: %v, want EAGAIN", err)
+	}
+	const busy = 300 * time.Millisecond
+	go func() {
+		time.Sleep(busy)
+		for {
+			nfd, _, err := syscall.Accept(fd)
+			if err != nil {
+				return // closed at the end of the test
+			}
+			syscall.Close(nfd)
+		}
+	}()
+	st := openTestStore(t)
+	listened := make(chan error, 1)
+	go func() {
+		srv, err := Listen(path, NewLocal(st, nil), nil)
+		if err == nil {
+			srv.Shutdown(context.Background())
+		}
+		listened <- err
+	}()
+	start := time.Now()
+	cl, err := DialSocket(path)
+	if err != nil {
+		t.Fatalf("dial of a daemon busy for %v: %v, want a client", busy, err)
+	}
+	cl.Close()
+	if took := time.Since(start); took < busy/2 {
+		t.Errorf("dial answered in %v, before the daemon accepted anything", took)
+	}
+	if err := <-listened; err == nil || !strings.Contains(err.Error(), "another daemon is answering") {
+		t.Errorf("Listen on a busy daemon's socket: %v, want it left to that daemon", err)
+	}
+}

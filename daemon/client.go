@@ -36,8 +36,20 @@ func Dial(dir string) (*Client, error) {
 	return DialSocket(SocketPath(dir))
 }
 
+// dialPatience is how long DialSocket keeps trying a socket that exists
+// but does not take the connection (a daemon whose accept queue is full,
+// or that the machine's load keeps from running): it is not a dead
+// daemon's, so its store is not to be opened instead.
+const dialPatience = 10 * time.Second
+
+// refusedTries is how many times a refused connection is tried, a
+// little apart, before the socket counts as a dead daemon's.
+const refusedTries = 3
+
 // DialSocket is Dial for an admin socket at path (a store on etcd has no
-// directory to find it in); "" means no daemon.
+// directory to find it in); "" means no daemon. A socket that refuses
+// the connection (left by a daemon that died) is no daemon; one that
+// fails otherwise is tried again for a while, then is an error.
 func DialSocket(path string) (*Client, error) {
 	if path == "" {
 		return nil, ErrNoDaemon
@@ -45,15 +57,23 @@ func DialSocket(path string) (*Client, error) {
 	if _, err := os.Lstat(path); err != nil {
 		return nil, ErrNoDaemon
 	}
-	c, err := net.DialTimeout("unix", path, 2*time.Second)
-	if err != nil {
-		if isConnRefused(err) {
-			return nil, ErrNoDaemon
+	deadline := time.Now().Add(dialPatience)
+	refused := 0
+	for {
+		c, err := net.DialTimeout("unix", path, 2*time.Second)
+		if err == nil {
+			c.Close()
+			return NewClient(path), nil
 		}
-		return nil, fmt.Errorf("admin socket %s: %w", path, err)
+		if isConnRefused(err) {
+			if refused++; refused >= refusedTries {
+				return nil, ErrNoDaemon
+			}
+		} else if time.Now().After(deadline) {
+			return nil, fmt.Errorf("admin socket %s: no answer for %v: %w", path, dialPatience, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	c.Close()
-	return NewClient(path), nil
 }
 
 // PeerPID is the pid of the process that serves the admin socket at path

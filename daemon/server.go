@@ -65,11 +65,16 @@ func Listen(path string, admin Admin, log *slog.Logger, doors ...Route) (*Server
 	if len(path) >= len(unix.RawSockaddrUnix{}.Path) {
 		return nil, fmt.Errorf("admin socket path %s is too long for a Unix socket (%d bytes, limit %d)", path, len(path), len(unix.RawSockaddrUnix{}.Path)-1)
 	}
+	switch c, err := DialSocket(path); {
+	case err == nil:
+		c.Close()
+		return nil, fmt.Errorf("admin socket %s: another daemon is answering on it", path)
+	case !errors.Is(err, ErrNoDaemon):
+		// A daemon may be there, too busy to answer: its socket
+		// is not taken from it.
+		return nil, err
+	}
 	if _, err := os.Lstat(path); err == nil {
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			c.Close()
-			return nil, fmt.Errorf("admin socket %s: another daemon is answering on it", path)
-		}
 		if err := os.Remove(path); err != nil {
 			return nil, fmt.Errorf("remove stale admin socket: %w", err)
 		}

@@ -167,35 +167,34 @@ func TestEtcdTrashOpenAcrossHosts(t *testing.T) {
 		// open on B; it returns the bytes and blobs it added that stay.
 		act func(t *testing.T, name string) (int64, int)
 		// kept says the file still holds its charge and blob after
-		// B's close (in the trash, or restored).
+		// B's close (in the trash, or restored). A's open mark (A
+		// wrote the file) goes with A's rm, so it never holds the
+		// file past B's close (vfs/marks.go).
 		kept bool
-		// lingers says A's open mark (A wrote the file) may hold it
-		// past B's close, up to markIdle (30 s, vfs/marks.go).
-		lingers bool
 	}{
 		{"trash purge on A", func(t *testing.T, name string) (int64, int) {
 			adminOK(t, append([]string{"trash", "purge", "--all", "--admin-socket", sockA}, s.args...)...)
 			return 0, 0
-		}, false, false},
+		}, false},
 		{"trash purge on B, the host that holds it open", func(t *testing.T, name string) (int64, int) {
 			adminOK(t, append([]string{"trash", "purge", "--all", "--admin-socket", sockB}, s.args...)...)
 			return 0, 0
-		}, false, true},
+		}, false},
 		{"rm in trash/ on A", func(t *testing.T, name string) (int64, int) {
 			wantOK(t, "rm the kept file on A", os.Remove(keptOnA(t, name)))
 			return 0, 0
-		}, false, false},
+		}, false},
 		{"quota eviction on A: a write that needs its room is refused", func(t *testing.T, name string) (int64, int) {
 			n, err := writeUpTo(ga("new-"+name), 4*mib)
 			if !errors.Is(err, syscall.EDQUOT) {
 				t.Errorf("4 MiB more into 6 MiB beside a 4 MiB kept file B reads: %d bytes, %v; want EDQUOT", n, err)
 			}
 			return n, 1
-		}, true, false},
+		}, true},
 		{"restored on A (mv out of trash/)", func(t *testing.T, name string) (int64, int) {
 			wantOK(t, "mv the kept file back on A", os.Rename(keptOnA(t, name), ga(name)))
 			return 0, 0
-		}, true, false},
+		}, true},
 	}
 	used, blobs := groupUsed(t, s, sockA), len(blobFiles(t, blobDir))
 	for i, tc := range cases {
@@ -251,11 +250,7 @@ func TestEtcdTrashOpenAcrossHosts(t *testing.T) {
 				wantUsed, wantBlobs = used+int64(len(data)), blobs+1
 				time.Sleep(time.Second) // what goes at the close would go now
 			}
-			settle := 10 * time.Second
-			if tc.lingers {
-				settle = 45 * time.Second
-			}
-			if took, ok := within(settle, func() bool {
+			if took, ok := within(10*time.Second, func() bool {
 				return groupUsed(t, s, sockA) == wantUsed && len(blobFiles(t, blobDir)) == wantBlobs
 			}); !ok {
 				t.Errorf("after B's close: the group uses %d bytes and %d blobs, want %d and %d",

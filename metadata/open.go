@@ -88,10 +88,11 @@ func (o *op) heldOpen(ino uint64, others bool) (bool, error) {
 	return false, nil
 }
 
-// holdWriter is a transaction that can put an open marker of this daemon
-// (etcdTxn; writeTxn forwards it).
+// holdWriter is a transaction that can put or delete an open marker of
+// this daemon (etcdTxn; writeTxn forwards it).
 type holdWriter interface {
 	putHold(ino uint64)
+	dropHold(ino uint64)
 }
 
 // putHold buffers this daemon's open marker of ino, under its lease.
@@ -106,6 +107,29 @@ func (t *etcdTxn) putHold(ino uint64) {
 func (t *writeTxn) putHold(ino uint64) {
 	if h, ok := t.tx.(holdWriter); ok {
 		h.putHold(ino)
+	}
+}
+
+// dropHold buffers the delete of this daemon's open marker of ino, read
+// or not: deleting a marker that is not there changes nothing.
+func (t *etcdTxn) dropHold(ino uint64) {
+	if t.e.lease == 0 {
+		return
+	}
+	t.writes[etcdOpenPrefix(string(t.e.prefix), ino)+t.e.id] = etcdWrite{del: true}
+}
+
+func (t *writeTxn) dropHold(ino uint64) {
+	if h, ok := t.tx.(holdWriter); ok {
+		h.dropHold(ino)
+	}
+}
+
+// unholdOwn takes back this daemon's open marker of ino, on a shared
+// store, in the transaction's commit; nothing on an embedded one.
+func (o *op) unholdOwn(ino uint64) {
+	if h, ok := o.tx.(holdWriter); ok {
+		h.dropHold(ino)
 	}
 }
 

@@ -296,6 +296,17 @@ func (s *Store) TrashEntryOf(ino uint64) (TrashEntry, error) {
 // leaving an orphan or freeing it; kept tells that it did. A nil note
 // keeps nothing.
 func (s *Store) UnlinkTrash(parent uint64, name string, dir bool, unused func(ino uint64) bool, note *TrashNote) (n *shedfs.Inode, freed, kept bool, err error) {
+	return s.UnlinkTrashUnhold(parent, name, dir, unused, note, 0)
+}
+
+// UnlinkTrashUnhold is UnlinkTrash that also takes back, in the same
+// transaction, this daemon's open marker of inode unhold (0: none) on a
+// store other daemons share: one kept after the last close here
+// (vfs/marks.go) that the caller knows nothing here needs any more. It
+// costs no request of its own, and a kept file that another daemon still
+// reads then goes at that daemon's last close, not once the marker here
+// would have gone idle.
+func (s *Store) UnlinkTrashUnhold(parent uint64, name string, dir bool, unused func(ino uint64) bool, note *TrashNote, unhold uint64) (n *shedfs.Inode, freed, kept bool, err error) {
 	if err := lookupName(name); err != nil {
 		return nil, false, false, err
 	}
@@ -304,6 +315,9 @@ func (s *Store) UnlinkTrash(parent uint64, name string, dir bool, unused func(in
 		freed, kept = false, false
 		var e error
 		n, freed, kept, e = o.unlink(parent, name, dir, unused, note)
+		if e == nil && unhold != 0 {
+			o.unholdOwn(unhold)
+		}
 		return e
 	})
 	if err != nil {

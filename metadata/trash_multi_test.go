@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -81,5 +82,51 @@ func TestEtcdTrashRespectsOtherDaemons(t *testing.T) {
 	rep := must[*Report](t)(a.Check(nil, false, nil))
 	if len(rep.Problems) != 0 {
 		t.Fatalf("check: %+v", rep.Problems)
+	}
+}
+
+// TestEtcdUnlinkTrashUnhold: a daemon's rm of a file it no longer holds
+// open but whose open marker it kept (a lingering one) takes the marker
+// back in the unlink's own transaction, so that when another daemon that
+// holds the kept file open purges it and lets go, it reclaims it at
+// once; a plain UnlinkTrash leaves the marker, and the reclaim is refused
+// while it stands.
+func TestEtcdUnlinkTrashUnhold(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		unhold bool
+	}{{"the marker goes with the unlink", true}, {"a plain unlink leaves it", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := openPair(t)
+			root := a.ShareRoot()
+			n := must[*shedfs.Inode](t)(a.Create(root, "f", file(0o644), nil))
+			size(t, a, n.Ino, 2*uint64(shedfs.ChargeUnit))
+			for _, s := range []*Store{a, b} {
+				if err := s.Hold(n.Ino); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var unhold uint64
+			if tc.unhold {
+				unhold = n.Ino
+			}
+			always := func(uint64) bool { return true }
+			if _, _, kept, err := a.UnlinkTrashUnhold(root, "f", false, always, &TrashNote{Why: TrashUnlink, Path: "f"}, unhold); err != nil || !kept {
+				t.Fatalf("unlink into the trash: kept %v, %v", kept, err)
+			}
+			if _, freed, err := b.PurgeTrash(n.Ino, func(uint64) bool { return false }); err != nil || freed {
+				t.Fatalf("purge on b, which holds it open: freed %v, %v", freed, err)
+			}
+			if orphan, err := b.Unhold(n.Ino); err != nil || !orphan {
+				t.Fatalf("b lets go: orphan %v, %v", orphan, err)
+			}
+			_, err := b.ReclaimIdle(n.Ino)
+			if tc.unhold && err != nil {
+				t.Errorf("b's reclaim after a's unlink took a's marker: %v, want it reclaimed", err)
+			}
+			if !tc.unhold && !errors.Is(err, ErrHeld) {
+				t.Errorf("b's reclaim with a's marker standing: %v, want ErrHeld", err)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package vfs
 import (
 	"fmt"
 	"syscall"
+	"time"
 
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/acl"
@@ -61,7 +62,8 @@ func (a *Admission) Done() {
 // Admit is the one admission of growth, for every door: it asks acl with
 // the holder's quota; a refusal for the quota evicts the holder's oldest
 // kept files, under the holder's lock, and asks again (the trash never
-// causes EDQUOT); then the store's disk must have room (evicting the
+// causes EDQUOT), after the releases on their way of kept files being
+// closed if need be (closing.go); then the store's disk must have room (evicting the
 // oldest kept files of anyone when it has not); then, for pending bytes,
 // this daemon's allotment of a shared store must cover them. A refusal is
 // acl's decision (or the disk's), with nothing held; an admission of
@@ -82,7 +84,23 @@ func (c *Core) Admit(g Growth) (*Admission, acl.Decision, error) {
 	if held {
 		a.unlock = c.acct.Lock(g.Holder)
 	}
+	since := c.releaseSeq()
 	d, err := c.decide(g, decide, held)
+	for until := time.Now().Add(releaseWait); err == nil && d.Errno == syscall.EDQUOT; {
+		// A kept file being closed holds the room: wait for its
+		// release, without the lock its persist needs.
+		if held {
+			a.Done()
+		}
+		if !c.awaitRelease(g.Holder, since, until) {
+			break
+		}
+		if held {
+			a.unlock = c.acct.Lock(g.Holder)
+		}
+		since = c.releaseSeq()
+		d, err = c.decide(g, decide, held)
+	}
 	if err == nil && d.Allowed() && (g.Disk > 0 || g.DiskInodes > 0) {
 		d = c.room(g.Disk, g.DiskInodes)
 	}
@@ -169,19 +187,22 @@ func (c *Core) room(bytes, inodes int64) acl.Decision {
 // charge inside with acl (a create's inode, a restore), and runs it once
 // more after evicting h's trash when it refused for the quota: the
 // exact check of a charge is the transaction's, and the trash never
-// causes EDQUOT there either. txn returns the decision its admission
+// causes EDQUOT there either (kept files being closed are waited for, as
+// in Admit). txn returns the decision its admission
 // made (the zero Decision when it admitted or never decided). Call it
 // without h's lock.
 func (c *Core) InTxn(h shedfs.Holder, bytes, inodes int64, txn func() (acl.Decision, error)) (acl.Decision, error) {
-	for try := 0; ; try++ {
+	until := time.Now().Add(releaseWait)
+	for {
+		since := c.releaseSeq()
 		d, err := txn()
-		if try > 0 || d.Errno != syscall.EDQUOT {
+		if d.Errno != syscall.EDQUOT {
 			return d, err
 		}
 		unlock := c.acct.Lock(h)
 		freed := c.makeRoom(h, bytes, inodes, d)
 		unlock()
-		if !freed {
+		if !(freed && time.Now().Before(until)) && !c.awaitRelease(h, since, until) {
 			return d, err
 		}
 	}

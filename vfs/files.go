@@ -39,6 +39,9 @@ type openTable struct {
 	// closes counts the open states taken out of open, so that a first
 	// open can tell its record and blob may be older (acquireHere).
 	closes persistClock
+	// releases tells of open files leaving open, for whoever waits for
+	// a release (closing.go).
+	releases releaseLog
 	// stop ends the sweepers (ServeFiles, CloseFiles).
 	stop    chan struct{}
 	serving bool

@@ -2,6 +2,7 @@ package vfs
 
 import (
 	"context"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -23,6 +24,12 @@ type Handle struct {
 	// locks are the lock owners that acted through this handle
 	// (filelocks.go).
 	locks lockRefs
+	// flushed says the handle's descriptor was closed and nothing was
+	// written through it since (closing.go); changed under
+	// openTable.mu, as released is, which says the handle no longer
+	// counts among its file's.
+	flushed  atomic.Bool
+	released bool
 }
 
 // Open opens regular file at with flags (the access mode, O_TRUNC,
@@ -222,6 +229,7 @@ func (h *Handle) Read(dest []byte, off int64) (int, syscall.Errno) {
 func (h *Handle) Write(data []byte, off int64) (int, []Version, syscall.Errno) {
 	c := h.v.c
 	oi := h.of
+	c.used(h)
 	if e := h.lockLost(acl.OpWrite, false); e != 0 {
 		return 0, nil, e
 	}
@@ -268,6 +276,7 @@ func (h *Handle) Write(data []byte, off int64) (int, []Version, syscall.Errno) {
 func (h *Handle) Allocate(off, size uint64, mode uint32) ([]Version, syscall.Errno) {
 	c := h.v.c
 	oi := h.of
+	c.used(h)
 	if e := h.lockLost(acl.OpTruncate, false); e != 0 {
 		return nil, e
 	}
@@ -308,9 +317,11 @@ func (h *Handle) Allocate(off, size uint64, mode uint32) ([]Version, syscall.Err
 // Flush is a close of one descriptor: the size is seen by every view,
 // held in the open state for the last release to persist (hold.go), or
 // persisted now. It reports the first write error since the last flush.
+// The handle counts as closing from then on (closing.go).
 func (h *Handle) Flush() syscall.Errno {
 	c := h.v.c
 	oi := h.of
+	defer c.flushed(h)
 	oi.mu.Lock()
 	defer oi.mu.Unlock()
 	if !h.flushHeldLocked(oi) {
@@ -364,7 +375,7 @@ func (h *Handle) Fsync() syscall.Errno {
 func (h *Handle) Release() {
 	h.releaseLocks()
 	if h.v.forget(h) {
-		h.v.c.release(h.of)
+		h.v.c.release(h.of, h)
 	}
 }
 
@@ -375,7 +386,7 @@ func (v *View) keep(h *Handle) syscall.Errno {
 	o.mu.Lock()
 	if o.closed {
 		o.mu.Unlock()
-		v.c.release(h.of)
+		v.c.release(h.of, h)
 		return syscall.ENOTCONN
 	}
 	if o.files == nil {
@@ -441,7 +452,7 @@ func (v *View) Close() {
 	o.files, o.dirs = nil, nil
 	o.mu.Unlock()
 	for h := range files {
-		v.c.release(h.of)
+		v.c.release(h.of, h)
 	}
 	for ino, n := range dirs {
 		for range n {

@@ -29,10 +29,11 @@ import (
 // release, or from the change feed after another daemon's unlink), the
 // mark is taken back at once. This daemon's own unlink or reclaim of an
 // inode no handle here holds does not count its own mark and deletes it
-// with the inode (metadata's held). Its own unlink into the trash keeps
-// the mark lingering (taking each back would cost a request per few
-// unlinks, TestEtcdRoundTrips): a kept file purged on another daemon that
-// holds it open then goes at most markIdle after that daemon's close.
+// with the inode (metadata's held); its own rm of a file whose mark
+// lingers takes the mark back in the unlink's transaction (unholding),
+// so that a kept file purged on another daemon that holds it open goes
+// at that daemon's close, and no request is spent on it
+// (TestEtcdRoundTrips).
 
 const (
 	// markIdle is how long a mark stays after the last release.
@@ -285,6 +286,32 @@ func (c *Core) unhold(ino uint64) {
 		c.ft.orphans[ino] = true
 		c.ft.mu.Unlock()
 	}
+}
+
+// unholding runs unlink, a store change that may take rec's last link,
+// and gives it rec's number when this daemon's open mark of rec lingers,
+// for its transaction to take the mark back (metadata's
+// UnlinkTrashUnhold): at no request of its own, and a kept file that
+// another daemon still reads goes at that daemon's last close rather
+// than once the mark here went idle. It runs under rec's stripe of
+// holdMu, so that an open meanwhile puts a mark of its own after the
+// transaction; if unlink fails, nothing was committed and the mark
+// lingers on.
+func (c *Core) unholding(rec *shedfs.Inode, unlink func(unhold uint64) error) error {
+	if !c.store.Shared() || rec.IsDir() || rec.Nlink > 1 {
+		return unlink(0)
+	}
+	mu := &c.ft.holdMu[rec.Ino%holdStripes]
+	mu.Lock()
+	defer mu.Unlock()
+	if !c.ft.marks.reuse(rec.Ino) {
+		return unlink(0) // open here, or no mark left
+	}
+	err := unlink(rec.Ino)
+	if err != nil {
+		c.ft.marks.keep(rec.Ino, false)
+	}
+	return err
 }
 
 // heldElsewhere reports a reclaim refused because another daemon holds

@@ -22,6 +22,10 @@ type openFile struct {
 	mu   sync.Mutex
 	blob *os.File
 	refs int // handles, guarded by openTable.mu
+	// closing counts the handles whose descriptor was closed (flushed)
+	// and not written through since: when it equals refs, the file's
+	// RELEASE is likely on its way (closing.go). Guarded by openTable.mu.
+	closing int
 	// entry is what acl needs to decide a write; ownership changes made
 	// while the file is open update it.
 	entry acl.Entry
@@ -196,11 +200,16 @@ func (c *Core) lookupOpen(ino uint64) *openFile {
 	return c.ft.open[ino]
 }
 
-// release drops one handle; the last one persists, closes the blob and
-// reclaims the inode if it was unlinked and nothing else holds it.
-func (c *Core) release(oi *openFile) {
+// release drops one handle of oi: h, or one the core took itself (nil).
+// The last one persists, closes the blob and reclaims the inode if it
+// was unlinked and nothing else holds it.
+func (c *Core) release(oi *openFile, h *Handle) {
 	c.ft.mu.Lock()
 	oi.refs--
+	if h != nil {
+		c.unflushLocked(h)
+		h.released = true
+	}
 	last := oi.refs == 0
 	orphan := c.ft.orphans[oi.ino]
 	c.ft.mu.Unlock()
@@ -221,6 +230,7 @@ func (c *Core) release(oi *openFile) {
 	}
 	delete(c.ft.open, oi.ino)
 	c.ft.closes.tick(oi.ino)
+	c.releasedLocked(oi)
 	c.ft.mu.Unlock()
 	c.closeOpen(oi)
 }
@@ -414,7 +424,7 @@ func (v *View) truncate(at At, rec *shedfs.Inode, size uint64) ([]Version, sysca
 	if e != 0 {
 		return nil, e
 	}
-	defer c.release(oi)
+	defer c.release(oi, nil)
 	oi.mu.Lock()
 	old := oi.size
 	e = v.resizeLocked(at, oi, acl.OpTruncate, size, 0, func() (uint64, error) {

@@ -537,7 +537,12 @@ func (v *View) Remove(dir At, op acl.Op, name string) ([]Version, syscall.Errno)
 	c.Settle(rec.Ino)
 	c.AddGhost(rec)
 	p := dir.pathOf(name) // for the trash and the audit trail
-	out, freed, kept, err := c.store.UnlinkTrash(dir.Ino, name, op == acl.OpRmdir, c.Unused, v.trashNoteAt(metadata.TrashUnlink, p))
+	var out *shedfs.Inode
+	var freed, kept bool
+	err := c.unholding(rec, func(unhold uint64) (err error) {
+		out, freed, kept, err = c.store.UnlinkTrashUnhold(dir.Ino, name, op == acl.OpRmdir, c.Unused, v.trashNoteAt(metadata.TrashUnlink, p), unhold)
+		return err
+	})
 	if !freed {
 		c.DropGhost(rec.Ino)
 	}

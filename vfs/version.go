@@ -30,7 +30,7 @@ func (v *View) keepVersion(at At, rec *shedfs.Inode) bool {
 	if e != 0 {
 		return false
 	}
-	defer c.release(oi)
+	defer c.release(oi, nil)
 	oi.mu.Lock()
 	defer oi.mu.Unlock()
 	if oi.size == 0 || c.persistLocked(oi) != 0 {

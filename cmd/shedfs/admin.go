@@ -10,11 +10,13 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/shedfs/shedfs"
 	"github.com/shedfs/shedfs/daemon"
+	"github.com/shedfs/shedfs/metadata"
 	"github.com/shedfs/shedfs/space"
 )
 
@@ -58,31 +60,64 @@ func adminOn(c *cli.Context, readOK bool, fn func(ctx context.Context, a daemon.
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	cl, err := daemon.DialSocket(loc.SocketPath())
-	switch {
-	case err == nil:
-		defer cl.Close()
-		return fn(ctx, cl)
-	case !errors.Is(err, daemon.ErrNoDaemon):
-		return err
-	}
 	log, err := quietLogger(c)
 	if err != nil {
 		return err
 	}
-	st, err := daemon.Open(loc, daemon.OpenOptions{Logger: log})
-	if readOK && errors.Is(err, space.ErrFull) {
-		log.Warn("opening the store read-only", "why", err)
-		st, err = daemon.Open(loc, daemon.OpenOptions{ReadOnly: true, Logger: log})
-	}
+	cl, st, err := reach(loc, readOK, log)
 	if err != nil {
 		return err
+	}
+	if cl != nil {
+		defer cl.Close()
+		return fn(ctx, cl)
 	}
 	ferr := fn(ctx, daemon.NewLocal(st, log))
 	if err := st.Close(); err != nil && ferr == nil {
 		return err
 	}
 	return ferr
+}
+
+// lockedPatience is how long a command keeps trying a store another
+// process holds: a daemon that holds it answers on its socket once it
+// listens, another command lets go when it is done.
+const lockedPatience = 10 * time.Second
+
+// reach finds what serves the store at loc: the daemon answering on its
+// admin socket (cl), or else the store opened here (st, read-only when
+// readOK and its disk is too full to write). A store locked by another
+// process is no reason to give up at once: the daemon that holds it may
+// not have answered in time (a loaded machine), or a command holds it
+// for a moment; both are asked again until lockedPatience is over, and
+// then the error says what was tried.
+func reach(loc daemon.Location, readOK bool, log *slog.Logger) (*daemon.Client, *daemon.Store, error) {
+	deadline := time.Now().Add(lockedPatience)
+	for {
+		cl, err := daemon.DialSocket(loc.SocketPath())
+		if err == nil {
+			return cl, nil, nil
+		}
+		if !errors.Is(err, daemon.ErrNoDaemon) {
+			return nil, nil, err
+		}
+		st, err := daemon.Open(loc, daemon.OpenOptions{Logger: log})
+		if readOK && errors.Is(err, space.ErrFull) {
+			log.Warn("opening the store read-only", "why", err)
+			st, err = daemon.Open(loc, daemon.OpenOptions{ReadOnly: true, Logger: log})
+		}
+		if !errors.Is(err, metadata.ErrLocked) {
+			return nil, st, err
+		}
+		if time.Now().After(deadline) {
+			sock := loc.SocketPath()
+			if sock == "" {
+				return nil, nil, fmt.Errorf("%w (for %v; no admin socket given)", err, lockedPatience)
+			}
+			return nil, nil, fmt.Errorf("%w, and no daemon answered on %s for %v: another shedfs command may hold it, or a daemon that does not answer (see its log)", err, sock, lockedPatience)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // quietLogger is the logger of one-shot commands: warnings and worse only

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -345,7 +347,57 @@ func TestCLIBothWays(t *testing.T) {
 	if err := srv.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	fails(t, "locked", "user", "list", "--store", served)
+	fails(t, "locked by another process, and no daemon answered on "+daemon.SocketPath(served), "user", "list", "--store", served)
+}
+
+// TestCommandWaitsForHolder: a command that finds the store locked by
+// another process does not fail at once: the holder may be a daemon that
+// answers on its socket a moment later (a loaded machine, or one still
+// starting), or another command that lets go; either way the command
+// gets through. (Held for good, it fails with a line that says what was
+// tried: TestCLIBothWays.)
+func TestCommandWaitsForHolder(t *testing.T) {
+	const late = 400 * time.Millisecond
+	for _, tc := range []struct {
+		name string
+		// after is what the holder does once late is over.
+		after func(t *testing.T, dir string, st *daemon.Store)
+	}{
+		{"a daemon answers late", func(t *testing.T, dir string, st *daemon.Store) {
+			srv, err := daemon.Listen(daemon.SocketPath(dir), daemon.NewLocal(st, nil), nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			t.Cleanup(func() { srv.Shutdown(context.Background()) })
+		}},
+		{"another command lets go", func(t *testing.T, dir string, st *daemon.Store) {
+			if err := st.Close(); err != nil {
+				t.Error(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := newStoreDir(t)
+			st, err := daemon.OpenStore(dir, daemon.OpenOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				time.Sleep(late)
+				tc.after(t, dir, st)
+			}()
+			start := time.Now()
+			ok(t, "user", "add", "alice", "--store", dir)
+			if took := time.Since(start); took < late/2 {
+				t.Errorf("the command got through in %v, before the holder acted", took)
+			}
+			<-done
+		})
+	}
 }
 
 func TestFlagsFirst(t *testing.T) {
