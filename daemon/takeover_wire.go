@@ -32,7 +32,7 @@ import (
 // with the handover it made.
 
 // maxHandedViews is how many descriptors one message can carry
-// (SCM_MAX_FD).
+// (SCM_MAX_FD); more go in batches.
 const maxHandedViews = 253
 
 // TakeoverSocketPath is where a daemon whose admin socket is admin waits
@@ -106,25 +106,40 @@ func (t *TakeoverConn) Refuse(reason error) error {
 	return t.Send("R" + reason.Error())
 }
 
-// SendHandover writes the handover: a byte carrying the descriptors, the
-// length of the JSON document, the document.
+// SendHandover writes the handover: a byte carrying the first
+// descriptors, the length of the JSON document, the document, then a
+// byte per further batch of descriptors (one message carries at most
+// maxHandedViews).
 func (t *TakeoverConn) SendHandover(h *Handover, fds []int) error {
-	if len(fds) > maxHandedViews {
-		return fmt.Errorf("takeover: %d views, at most %d can be handed over", len(fds), maxHandedViews)
-	}
 	b, err := json.Marshal(h)
 	if err != nil {
 		return fmt.Errorf("takeover: %w", err)
 	}
+	first := fds[:min(len(fds), maxHandedViews)]
+	if err := t.sendRights('H', first); err != nil {
+		return err
+	}
+	msg := binary.BigEndian.AppendUint64(nil, uint64(len(b)))
+	if _, err := t.c.Write(append(msg, b...)); err != nil {
+		return fmt.Errorf("takeover: send the handover: %w", err)
+	}
+	for rest := fds[len(first):]; len(rest) > 0; {
+		batch := rest[:min(len(rest), maxHandedViews)]
+		if err := t.sendRights('F', batch); err != nil {
+			return err
+		}
+		rest = rest[len(batch):]
+	}
+	return nil
+}
+
+// sendRights writes the byte kind carrying fds.
+func (t *TakeoverConn) sendRights(kind byte, fds []int) error {
 	var oob []byte
 	if len(fds) > 0 {
 		oob = unix.UnixRights(fds...)
 	}
-	if _, _, err := t.c.WriteMsgUnix([]byte{'H'}, oob, nil); err != nil {
-		return fmt.Errorf("takeover: send the handover: %w", err)
-	}
-	msg := binary.BigEndian.AppendUint64(nil, uint64(len(b)))
-	if _, err := t.c.Write(append(msg, b...)); err != nil {
+	if _, _, err := t.c.WriteMsgUnix([]byte{kind}, oob, nil); err != nil {
 		return fmt.Errorf("takeover: send the handover: %w", err)
 	}
 	return nil
@@ -133,22 +148,13 @@ func (t *TakeoverConn) SendHandover(h *Handover, fds []int) error {
 // ReceiveHandover reads what SendHandover wrote, or the old daemon's
 // refusal. Nothing may have been read through the line reader before.
 func (t *TakeoverConn) ReceiveHandover() (*Handover, []int, error) {
-	kind := make([]byte, 1)
-	oob := make([]byte, unix.CmsgSpace(4*maxHandedViews))
-	n, oobn, _, _, err := t.c.ReadMsgUnix(kind, oob)
+	kind, fds, err := t.receiveRights()
 	if err != nil {
-		return nil, nil, fmt.Errorf("takeover: %w", err)
+		return nil, fds, err
 	}
-	if n == 0 {
-		return nil, nil, fmt.Errorf("takeover: the running daemon went away: %w", io.ErrUnexpectedEOF)
-	}
-	if kind[0] == 'R' {
+	if kind == 'R' {
 		reason, _ := t.Line()
 		return nil, nil, fmt.Errorf("takeover refused by the running daemon: %s", reason)
-	}
-	fds, err := parseRights(oob[:oobn])
-	if err != nil {
-		return nil, nil, err
 	}
 	hdr := make([]byte, 8)
 	if _, err := io.ReadFull(t.c, hdr); err != nil {
@@ -162,7 +168,35 @@ func (t *TakeoverConn) ReceiveHandover() (*Handover, []int, error) {
 	if err := json.Unmarshal(b, &h); err != nil {
 		return nil, fds, fmt.Errorf("takeover: %w", err)
 	}
+	for len(fds) < len(h.Views) {
+		kind, more, err := t.receiveRights()
+		fds = append(fds, more...)
+		if err == nil && (kind != 'F' || len(more) == 0) {
+			err = fmt.Errorf("takeover: %d views but %d descriptors", len(h.Views), len(fds))
+		}
+		if err != nil {
+			return nil, fds, err
+		}
+	}
 	return &h, fds, nil
+}
+
+// receiveRights reads one byte and the descriptors it carries.
+func (t *TakeoverConn) receiveRights() (byte, []int, error) {
+	kind := make([]byte, 1)
+	oob := make([]byte, unix.CmsgSpace(4*maxHandedViews))
+	n, oobn, flags, _, err := t.c.ReadMsgUnix(kind, oob)
+	if err != nil {
+		return 0, nil, fmt.Errorf("takeover: %w", err)
+	}
+	if n == 0 {
+		return 0, nil, fmt.Errorf("takeover: the running daemon went away: %w", io.ErrUnexpectedEOF)
+	}
+	fds, err := parseRights(oob[:oobn])
+	if err == nil && flags&unix.MSG_CTRUNC != 0 {
+		err = errors.New("takeover: descriptors lost (control message truncated)")
+	}
+	return kind[0], fds, err
 }
 
 // parseRights returns the descriptors of a control message.

@@ -101,6 +101,20 @@ func (v *View) snapshot(name string) (*snapTree, syscall.Errno) {
 	return t, 0
 }
 
+// snapshotByID is snapshot for the view's snapshot numbered id.
+func (v *View) snapshotByID(id string) (*snapTree, syscall.Errno) {
+	sns, err := v.fs.store.ListSnapshots(v.user)
+	if err != nil {
+		return nil, v.fs.errno("read snapshots", err)
+	}
+	for _, sn := range sns {
+		if sn.ID == id {
+			return v.snapshot(sn.Name)
+		}
+	}
+	return nil, syscall.ENOENT
+}
+
 // expired reports whether sn's time is up: it is shown no more, and the
 // next snapshot command deletes it.
 func expired(sn *metadata.Snapshot) bool {

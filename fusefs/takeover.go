@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -35,6 +36,10 @@ type Handover struct {
 	// TrashDirs are the numbers the view gave the directories of its
 	// trash/ (which have no store inode), by path.
 	TrashDirs map[string]uint64 `json:"trash_dirs,omitempty"`
+	// SnapEntries are the numbers the view gave the entries of its
+	// snapshots/ (which have no store inode either), by snapshot id NUL
+	// path.
+	SnapEntries map[string]uint64 `json:"snap_entries,omitempty"`
 }
 
 // HandedLock is one lock held through a view, and the handles its owner
@@ -110,7 +115,10 @@ func (v *View) HandOver() (Handover, int, error) {
 	v.trash.mu.Lock()
 	trashDirs := maps.Clone(v.trash.inos)
 	v.trash.mu.Unlock()
-	return Handover{Settings: settings, Answer: answer, Held: held, Locks: v.handedLocks(held), TrashDirs: trashDirs}, dev, stopErr
+	v.snaps.mu.Lock()
+	snaps := maps.Clone(v.snaps.inos)
+	v.snaps.mu.Unlock()
+	return Handover{Settings: settings, Answer: answer, Held: held, Locks: v.handedLocks(held), TrashDirs: trashDirs, SnapEntries: snaps}, dev, stopErr
 }
 
 // AdoptView serves the view of user (of session ss when not nil) mounted
@@ -134,6 +142,7 @@ func (f *FS) AdoptView(user string, ss *metadata.Session, mountpoint string, opt
 	}
 	v.server, v.adopted = server, true
 	v.adoptTrashDirs(h.TrashDirs)
+	v.adoptSnapEntries(h.SnapEntries)
 	v.restoring.Store(true)
 	err = fusehandover.Restore(raw, h.Held)
 	if err == nil {
@@ -179,6 +188,13 @@ func (n *node) LookupNode(ctx context.Context, id uint64, out *fuse.EntryOut) (*
 	if p, ok := v.trashDirOf(id); ok {
 		return v.trashDirNode(ctx, &v.root.Inode, p, out), 0
 	}
+	if snap, p, ok := v.snapEntryOf(id); ok {
+		t, errno := v.snapshotByID(snap)
+		if errno != 0 {
+			return nil, syscall.ESTALE
+		}
+		return v.snapNode(ctx, &v.root.Inode, t, p, out), 0
+	}
 	rec, err := v.fs.store.GetInode(id)
 	if err != nil {
 		return nil, syscall.ESTALE
@@ -198,6 +214,33 @@ func (v *View) adoptTrashDirs(dirs map[string]uint64) {
 	for _, ino := range dirs {
 		v.trash.next = max(v.trash.next, ino)
 	}
+}
+
+// adoptSnapEntries numbers the snapshots/ entries as the old daemon did.
+func (v *View) adoptSnapEntries(inos map[string]uint64) {
+	if len(inos) == 0 {
+		return
+	}
+	v.snaps.mu.Lock()
+	defer v.snaps.mu.Unlock()
+	v.snaps.inos = maps.Clone(inos)
+	for _, ino := range inos {
+		v.snaps.next = max(v.snaps.next, ino-vfs.SnapshotsIno)
+	}
+}
+
+// snapEntryOf returns the snapshot id and path of the snapshots/ entry
+// numbered ino.
+func (v *View) snapEntryOf(ino uint64) (string, string, bool) {
+	v.snaps.mu.Lock()
+	defer v.snaps.mu.Unlock()
+	for k, i := range v.snaps.inos {
+		if i == ino {
+			id, p, _ := strings.Cut(k, "\x00")
+			return id, p, true
+		}
+	}
+	return "", "", false
 }
 
 // trashDirOf returns the trash/ directory numbered ino.

@@ -241,6 +241,16 @@ func launchView(t testing.TB, mnt string, env []string, args []string) *View {
 	if shedfsBin == "" {
 		t.Fatal("no shedfs binary: TestMain did not build one")
 	}
+	cmd := exec.Command(shedfsBin, append(append([]string{}, args...), mnt)...)
+	cmd.Env = childEnv(env)
+	return launchCmd(t, mnt, cmd)
+}
+
+// launchCmd is launchView with the command made by the caller (its
+// environment included), which runs shedfs with mnt as its last
+// argument, in the end.
+func launchCmd(t testing.TB, mnt string, cmd *exec.Cmd) *View {
+	t.Helper()
 	v := &View{
 		Dir:    mnt,
 		t:      t,
@@ -249,9 +259,7 @@ func launchView(t testing.TB, mnt string, env []string, args []string) *View {
 		done:   make(chan struct{}),
 		devMin: -1,
 	}
-	full := append(append([]string{}, args...), mnt)
-	v.cmd = exec.Command(shedfsBin, full...)
-	v.cmd.Env = childEnv(env)
+	v.cmd = cmd
 	v.cmd.Stdout = v.stdout
 	v.cmd.Stderr = v.stderr
 	v.cmd.WaitDelay = 2 * time.Second
@@ -263,7 +271,7 @@ func launchView(t testing.TB, mnt string, env []string, args []string) *View {
 	if err := v.cmd.Start(); err != nil {
 		v.err = err
 		close(v.done)
-		t.Fatalf("starting %s %s: %v", shedfsBin, strings.Join(full, " "), err)
+		t.Fatalf("starting %s: %v", strings.Join(cmd.Args, " "), err)
 	}
 	go func() {
 		v.err = v.cmd.Wait()

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -53,9 +54,14 @@ func runServe(c *cli.Context) error {
 	if c.Duration("stop-timeout") <= 0 {
 		return errors.New("--stop-timeout must be positive")
 	}
+	// From the first moment: a restart during the start parks the views
+	// once they are served (unhandled, the signal would end the process).
+	restart := make(chan os.Signal, 1)
+	signal.Notify(restart, parkSignal)
+	defer signal.Stop(restart)
 	// A takeover's views come first: the old daemon closes the store
 	// before it hands them over.
-	tk, err := receiveTakeover(c)
+	tk, err := receiveTakeover(c, log)
 	if err != nil {
 		return err
 	}
@@ -99,7 +105,14 @@ func runServe(c *cli.Context) error {
 	if err := daemon.Notify(fmt.Sprintf("READY=1\nSTATUS=serving %d views", views)); err != nil {
 		log.Warn("systemd readiness not sent", "err", err)
 	}
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-restart:
+		stopOffer()
+		if parked, err := s.park(func() { stopCSI(driver) }); parked || err != nil {
+			return err
+		}
+	}
 	stopSignals()
 	if err := daemon.Notify("STOPPING=1\nSTATUS=stopping: unmounting every view"); err != nil {
 		log.Warn("systemd stop not sent", "err", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -25,20 +26,38 @@ const takeoverReadyTimeout = 2 * time.Minute
 
 // takeover is the new daemon's side of a takeover (daemon/takeover.go):
 // the views it was handed, and the connection to the old daemon, nil for
-// a restart in place.
+// a restart in place and for views parked in systemd's file descriptor
+// store (parked, emptied once they are adopted).
 type takeover struct {
-	conn *daemon.TakeoverConn
-	h    *daemon.Handover
-	fds  []int
+	conn   *daemon.TakeoverConn
+	h      *daemon.Handover
+	fds    []int
+	parked *daemon.Parked
 }
 
 // receiveTakeover gets the views of the daemon serving the store: from
-// that daemon (--takeover), or inherited by a restart in place. nil when
-// neither.
-func receiveTakeover(c *cli.Context) (*takeover, error) {
+// that daemon (--takeover), inherited by a restart in place, or parked by
+// the daemon before it in the service manager's file descriptor store
+// (a `systemctl restart`). nil when none.
+func receiveTakeover(c *cli.Context, log *slog.Logger) (*takeover, error) {
 	h, fds, err := daemon.InheritedHandover()
 	if err != nil || h != nil {
 		return &takeover{h: h, fds: fds}, err
+	}
+	p, err := daemon.ParkedViews()
+	if err != nil {
+		return nil, err
+	}
+	if p != nil {
+		for _, d := range p.Dropped {
+			log.Warn("restart: not taken from the file descriptor store; mounted afresh", "what", d)
+		}
+		if p.Handover != nil {
+			return &takeover{h: p.Handover, fds: p.Fds, parked: p}, nil
+		}
+		if err := p.Unpark(); err != nil {
+			log.Warn("restart: the file descriptor store not emptied", "err", err)
+		}
 	}
 	if !c.Bool("takeover") {
 		return nil, nil
@@ -70,6 +89,13 @@ func (t *takeover) adopt(s *serving) error {
 	// Restarted in place, no other daemon can take the views back.
 	if err := s.d.Adopt(t.h, t.fds, t.conn == nil); err != nil {
 		return err
+	}
+	if t.parked != nil {
+		// Before anything is served: until then, the parked state is
+		// still exact for a start after a crash here.
+		if err := t.parked.Unpark(); err != nil {
+			s.log.Warn("restart: the file descriptor store not emptied", "err", err)
+		}
 	}
 	if t.conn != nil {
 		if err := t.conn.Send("ready"); err != nil {
@@ -238,4 +264,47 @@ func (s *serving) startSuccessor() error {
 	// Reaped if it ends while this daemon still runs.
 	go cmd.Wait()
 	return nil
+}
+
+// parkSignal stops the daemon for a restart that keeps the views: the
+// unit's RestartKillSignal= (deploy/systemd/shedfs.service), which
+// systemd sends on `systemctl restart` where `systemctl stop` sends
+// SIGTERM.
+const parkSignal = syscall.SIGUSR1
+
+// park ends the daemon for a restart by the service manager without
+// unmounting a view: it parks every view in systemd's file descriptor
+// store (daemon/fdstore.go), for the next start to adopt. It returns
+// false, with nothing changed, when the views cannot be parked (no
+// service manager, a store too small, a view that cannot be handed
+// over): the caller then stops as for SIGTERM, draining the views.
+func (s *serving) park(stopDoors func()) (bool, error) {
+	if err := s.d.CanHandOver(); err != nil {
+		s.log.Warn("restart: the views cannot be kept; stopping as for SIGTERM", "err", err)
+		return false, nil
+	}
+	if err := daemon.FDStoreRoom(len(s.d.Views())); err != nil {
+		s.log.Warn("restart: the views cannot be parked in the file descriptor store; stopping as for SIGTERM", "err", err)
+		return false, nil
+	}
+	if err := daemon.Notify("STOPPING=1\nSTATUS=restarting: parking every view in the file descriptor store"); err != nil {
+		s.log.Warn("systemd stop not sent", "err", err)
+	}
+	s.log.Info("restart: parking every view in the service manager's file descriptor store")
+	stopDoors()
+	ctx, cancel := context.WithTimeout(context.Background(), s.stopTimeout)
+	defer cancel()
+	h, fds, err := s.d.HandOver(ctx)
+	if err != nil {
+		// What h holds is parked all the same (HandOver).
+		s.log.Error("restart: not every view could be handed over", "err", err)
+	}
+	if cerr := s.close(); cerr != nil {
+		s.log.Error("restart: close the store", "err", cerr)
+	}
+	if err := daemon.ParkInFDStore(h, fds); err != nil {
+		return false, fmt.Errorf("restart: the views are lost: %w", err)
+	}
+	s.log.Info("restart: every view parked; exiting", "views", len(h.Views))
+	return true, nil
 }
