@@ -711,12 +711,23 @@ func TestTakeoverSnapshots(t *testing.T) {
 	adminOK(t, "snapshot", "create", "--store", store, "--user", "alice", "--path", "proj", "s1")
 	mustWrite(t, s.In("alice", "proj", "sub", "f.txt"), []byte("changed"), 0o644)
 
-	// Looked up (the kernel holds its node) but not kept open: a file
-	// of a snapshot kept open across a takeover is read through FUSE
-	// passthrough, and a second open after the takeover would bring a
-	// backing file of its own (EIO; see docs/design.md, Takeover).
-	if got := string(mustRead(t, s.In("alice", "snapshots", "s1", "sub", "f.txt"))); got != "frozen" {
-		t.Fatalf("the snapshot's file reads %q", got)
+	// A file of the snapshot kept open across the takeovers: it reads on,
+	// and a second open after them reads too (with FUSE passthrough the
+	// kernel kept the old daemon's backing file and refused it with EIO).
+	kept, err := os.Open(s.In("alice", "snapshots", "s1", "sub", "f.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kept.Close()
+	if got, err := io.ReadAll(kept); err != nil || string(got) != "frozen" {
+		t.Fatalf("the snapshot's file reads %q, %v", got, err)
+	}
+	// fstat of the open file shows the snapshot entry, as stat does.
+	byPath, err1 := os.Stat(kept.Name())
+	byFd, err2 := kept.Stat()
+	if err1 != nil || err2 != nil || byPath.Mode() != byFd.Mode() || !byPath.ModTime().Equal(byFd.ModTime()) ||
+		byPath.Sys().(*syscall.Stat_t).Uid != byFd.Sys().(*syscall.Stat_t).Uid || byPath.Sys().(*syscall.Stat_t).Ino != byFd.Sys().(*syscall.Stat_t).Ino {
+		t.Errorf("fstat of a snapshot's open file gives %v %v, stat of its path %v %v (%v, %v)", byFd.Mode(), byFd.Sys(), byPath.Mode(), byPath.Sys(), err1, err2)
 	}
 	shell := exec.Command("sh", "-c", `cd snapshots/s1/sub && echo ready && read go && ls && cat f.txt && echo && (echo x >g.txt) 2>&1`)
 	shell.Dir = s.In("alice")
@@ -743,6 +754,14 @@ func TestTakeoverSnapshots(t *testing.T) {
 	for range 2 {
 		cur = takeOver(t, store, s.Root, cur)
 	}
+	if n, err := kept.ReadAt(make([]byte, 6), 0); err != nil || n != 6 {
+		t.Errorf("the snapshot's file kept open reads %d bytes after the takeovers: %v", n, err)
+	}
+	for i := range 3 {
+		if got, err := os.ReadFile(s.In("alice", "snapshots", "s1", "sub", "f.txt")); err != nil || string(got) != "frozen" {
+			t.Errorf("open %d of the snapshot's file after the takeovers reads %q, %v", i+1, got, err)
+		}
+	}
 	io.WriteString(shellIn, "go\n")
 	var said []string
 	for lines.Scan() {
@@ -752,5 +771,6 @@ func TestTakeoverSnapshots(t *testing.T) {
 	if len(said) != 3 || said[0] != "f.txt" || said[1] != "frozen" || !strings.Contains(said[2], "Read-only") {
 		t.Errorf("the shell in the snapshot said %q after the takeovers, want f.txt, frozen and a read-only refusal", said)
 	}
+	kept.Close() // the view is in use while it is open: the stop would wait for it
 	cur.Stop()
 }
