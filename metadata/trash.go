@@ -330,9 +330,20 @@ func (s *Store) UnlinkTrashUnhold(parent uint64, name string, dir bool, unused f
 // loses its last link (see UnlinkTrash); kept tells that it did, and the
 // caller then has nothing to reclaim.
 func (s *Store) RenameTrash(oldParent uint64, oldName string, newParent uint64, newName string, flags uint32, note *TrashNote, journal *RenameNote) (replaced *shedfs.Inode, kept bool, err error) {
+	return s.RenameTrashUnhold(oldParent, oldName, newParent, newName, flags, note, journal, 0)
+}
+
+// RenameTrashUnhold is RenameTrash that also takes back, in the same
+// transaction, this daemon's open marker of inode unhold (0: none) when
+// the rename takes that inode's last link: UnlinkTrashUnhold for a file
+// replaced by a rename.
+func (s *Store) RenameTrashUnhold(oldParent uint64, oldName string, newParent uint64, newName string, flags uint32, note *TrashNote, journal *RenameNote, unhold uint64) (replaced *shedfs.Inode, kept bool, err error) {
 	note = s.stamped(note)
 	journal = s.stampedJournal(journal) // after the replaced file left
 	replaced, err = s.rename(oldParent, oldName, newParent, newName, flags, func(o *op, dst *shedfs.Inode) (bool, error) {
+		if unhold != 0 && dst.Ino == unhold && dst.Nlink == 0 {
+			o.unholdOwn(unhold)
+		}
 		if note == nil || dst.Nlink != 0 || !Keepable(dst) {
 			return false, o.journalRemoved(dst, note)
 		}

@@ -130,3 +130,46 @@ func TestEtcdUnlinkTrashUnhold(t *testing.T) {
 		})
 	}
 }
+
+// TestEtcdRenameTrashUnhold: a rename that replaces a file, kept in the
+// trash, takes back this daemon's marker of it in its transaction when
+// asked, as an rm does (TestEtcdUnlinkTrashUnhold).
+func TestEtcdRenameTrashUnhold(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		unhold bool
+	}{{"the marker goes with the rename", true}, {"a plain rename leaves it", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := openPair(t)
+			root := a.ShareRoot()
+			n := must[*shedfs.Inode](t)(a.Create(root, "f", file(0o644), nil))
+			size(t, a, n.Ino, 2*uint64(shedfs.ChargeUnit))
+			must[*shedfs.Inode](t)(a.Create(root, "g", file(0o644), nil))
+			for _, s := range []*Store{a, b} {
+				if err := s.Hold(n.Ino); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var unhold uint64
+			if tc.unhold {
+				unhold = n.Ino
+			}
+			if _, kept, err := a.RenameTrashUnhold(root, "g", root, "f", 0, &TrashNote{Why: TrashRenameOver, Path: "f"}, nil, unhold); err != nil || !kept {
+				t.Fatalf("rename over f: kept %v, %v", kept, err)
+			}
+			if _, freed, err := b.PurgeTrash(n.Ino, func(uint64) bool { return false }); err != nil || freed {
+				t.Fatalf("purge on b, which holds it open: freed %v, %v", freed, err)
+			}
+			if orphan, err := b.Unhold(n.Ino); err != nil || !orphan {
+				t.Fatalf("b lets go: orphan %v, %v", orphan, err)
+			}
+			_, err := b.ReclaimIdle(n.Ino)
+			if tc.unhold && err != nil {
+				t.Errorf("b's reclaim after a's rename took a's marker: %v, want it reclaimed", err)
+			}
+			if !tc.unhold && !errors.Is(err, ErrHeld) {
+				t.Errorf("b's reclaim with a's marker standing: %v, want ErrHeld", err)
+			}
+		})
+	}
+}

@@ -613,7 +613,20 @@ func (v *View) Rename(dir At, name string, to At, newName string, flags uint32) 
 	if dst != nil {
 		c.Settle(dstRec.Ino)
 	}
-	replaced, kept, err := c.store.RenameTrash(dir.Ino, name, to.Ino, newName, flags, v.trashNote(to, metadata.TrashRenameOver, newName), v.renameNote(dir, name, to, newName))
+	var replaced *shedfs.Inode
+	var kept bool
+	rename := func(unhold uint64) (err error) {
+		replaced, kept, err = c.store.RenameTrashUnhold(dir.Ino, name, to.Ino, newName, flags, v.trashNote(to, metadata.TrashRenameOver, newName), v.renameNote(dir, name, to, newName), unhold)
+		return err
+	}
+	var err error
+	if dst != nil && flags&metadata.RenameExchange == 0 {
+		// The replaced file's lingering open mark goes with its last
+		// link, as an rm's does (Core.unholding).
+		err = c.unholding(dstRec, rename)
+	} else {
+		err = rename(0)
+	}
 	if err != nil {
 		return nil, c.Errno("rename", err)
 	}
