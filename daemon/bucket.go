@@ -2,9 +2,13 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -75,4 +79,46 @@ func registerBucketMetrics(reg prometheus.Registerer, r *blobs.Remote, m *objsto
 		}
 	}
 	return nil
+}
+
+// bucketFile, in an embedded store's directory, holds the URL of the
+// bucket its contents were migrated to (shedfs migrate --blobs-to): from
+// then on the blob directory is only a cache, which an open without that
+// bucket would serve as the contents, stale.
+const bucketFile = "bucket"
+
+// RecordBucket writes down that the contents of the embedded store in
+// dir are in the bucket at url now.
+func RecordBucket(dir, url string) error {
+	p := filepath.Join(dir, bucketFile)
+	if err := os.WriteFile(p+".tmp", []byte(url+"\n"), 0o600); err != nil {
+		return fmt.Errorf("record bucket: %w", err)
+	}
+	if err := os.Rename(p+".tmp", p); err != nil {
+		return fmt.Errorf("record bucket: %w", err)
+	}
+	return nil
+}
+
+// RecordedBucket returns the bucket the embedded store in dir was
+// migrated to, "" if none.
+func RecordedBucket(dir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, bucketFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("store %s: %w", dir, err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// checkBucket refuses to open the embedded store in dir without the
+// bucket its contents were migrated to.
+func checkBucket(loc Location) error {
+	url, err := RecordedBucket(loc.Dir)
+	if err != nil || url == "" || loc.Bucket != "" {
+		return err
+	}
+	return fmt.Errorf("store %s keeps its file contents in %s (shedfs migrate --blobs-to): give --blobs '%s'", loc.Dir, url, url)
 }

@@ -99,6 +99,9 @@ func Open(loc Location, opts OpenOptions) (*Store, error) {
 	if _, err := os.Stat(metaDir); errors.Is(err, fs.ErrNotExist) && !opts.Create {
 		return nil, &NoStoreError{Where: loc}
 	}
+	if err := checkBucket(loc); err != nil {
+		return nil, err
+	}
 	if opts.ReadOnly {
 		return openReadOnly(loc, dir, log)
 	}
