@@ -113,12 +113,34 @@ func RecordedBucket(dir string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// checkBucket refuses to open the embedded store in dir without the
-// bucket its contents were migrated to.
-func checkBucket(loc Location) error {
-	url, err := RecordedBucket(loc.Dir)
-	if err != nil || url == "" || loc.Bucket != "" {
+// checkBucket refuses to open the embedded store in dir with contents
+// elsewhere than where they are: without the bucket they were migrated
+// to (or created in), with another bucket, or with a bucket when they
+// are in the store's own blob directory (a bucket's cache drops every
+// blob it has no journal of). fresh says the store is being created with
+// loc: a bucket is recorded then.
+func checkBucket(loc Location, fresh bool) error {
+	rec, err := RecordedBucket(loc.Dir)
+	switch {
+	case err != nil:
 		return err
+	case rec == "" && loc.Bucket == "":
+		return nil
+	case rec == "" && fresh:
+		return RecordBucket(loc.Dir, loc.Bucket)
+	case rec == "":
+		return fmt.Errorf("store %s keeps its file contents in %s, not in a bucket: move them with shedfs migrate --from %s --blobs-to '%s'",
+			loc.Dir, filepath.Join(loc.Dir, "blobs"), loc.Dir, loc.Bucket)
+	case loc.Bucket == "":
+		return fmt.Errorf("store %s keeps its file contents in %s: give --blobs '%s'", loc.Dir, rec, rec)
 	}
-	return fmt.Errorf("store %s keeps its file contents in %s (shedfs migrate --blobs-to): give --blobs '%s'", loc.Dir, url, url)
+	a, errA := objstore.ParseURL(rec)
+	b, errB := objstore.ParseURL(loc.Bucket)
+	if err := errors.Join(errA, errB); err != nil {
+		return fmt.Errorf("store %s: %w", loc.Dir, err)
+	}
+	if a.Bucket != b.Bucket || a.Prefix != b.Prefix || a.Endpoint != b.Endpoint {
+		return fmt.Errorf("store %s keeps its file contents in %s, not %s", loc.Dir, rec, loc.Bucket)
+	}
+	return nil
 }

@@ -33,6 +33,11 @@ func TestBucketMigrate(t *testing.T) {
 	want := sha256Hex(big)
 	waitXattr(t, v.Path("big"), "user.shedfs.sha256", 30*time.Second, func(s string) bool { return s == want })
 
+	// Served from the bucket before it has the contents: the cache would
+	// drop them.
+	if out, errOut, code := runCLIEnv(t, s.Env(), "fsck", "--dry-run", "--store", store, "--blobs", url); code == 0 || !strings.Contains(errOut, "migrate --from") {
+		t.Errorf("a local store opened with --blobs s3://...: exit %d, want a refusal pointing at migrate\n%s%s", code, out, errOut)
+	}
 	out, errOut, code := runCLIEnv(t, s.Env(), migrate...)
 	if code == 0 || !strings.Contains(errOut, "served by the shedfs daemon") {
 		t.Errorf("migrate while served: exit %d, want a refusal\n%s%s", code, out, errOut)
@@ -60,6 +65,9 @@ func TestBucketMigrate(t *testing.T) {
 
 	if out, errOut, code := runCLI(t, "fsck", "--dry-run", "--store", store); code == 0 || !strings.Contains(errOut, url) {
 		t.Errorf("fsck without the bucket: exit %d, want a refusal naming %s\n%s%s", code, url, out, errOut)
+	}
+	if out, errOut, code := runCLIEnv(t, s.Env(), "fsck", "--dry-run", "--store", store, "--blobs", s.URL("other")); code == 0 || !strings.Contains(errOut, "not "+s.URL("other")) {
+		t.Errorf("fsck with another bucket: exit %d, want a refusal\n%s%s", code, out, errOut)
 	}
 	// A new host's view: nothing cached.
 	if err := os.RemoveAll(filepath.Join(store, "blobs")); err != nil {
