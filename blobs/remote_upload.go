@@ -106,10 +106,16 @@ func (r *Remote) uploadChunks(ctx context.Context, ino uint64, base *manifest, f
 
 // put stores b at key, with its SHA-256 for the bucket to verify.
 func (r *Remote) put(ctx context.Context, key string, b []byte) error {
-	sum := sha256.Sum256(b)
 	return r.try(ctx, &r.stats.uploadErrors, func(ctx context.Context) error {
-		return r.b.Put(ctx, key, bytes.NewReader(b), int64(len(b)), sum[:])
+		return putVerified(ctx, r.b, key, b)
 	})
+}
+
+// putVerified stores p at key in b once, with its SHA-256 for the bucket
+// to verify.
+func putVerified(ctx context.Context, b objstore.Bucket, key string, p []byte) error {
+	sum := sha256.Sum256(p)
+	return b.Put(ctx, key, bytes.NewReader(p), int64(len(p)), sum[:])
 }
 
 // uploaded makes m e's base: the chunks it took are clean now unless

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand"
 	"os"
@@ -339,7 +340,9 @@ func cacheUsage(t *testing.T, b *bucketStore) int64 {
 // TestBucketTwoHosts: two daemons share only an etcd cluster and a
 // bucket, each with a cache of its own: what alice writes on A, bob reads
 // on B after her close, and the reverse, the second time through a
-// cached copy of the old version (close-to-open).
+// cached copy of the old version (close-to-open); a 5 MiB quota filled
+// from both hosts at once is never exceeded, and refuses no write that
+// fitted.
 func TestBucketTwoHosts(t *testing.T) {
 	c := etcdtest.Start(t, 1)
 	s3 := s3test.Start(t)
@@ -374,6 +377,48 @@ func TestBucketTwoHosts(t *testing.T) {
 	mustWrite(t, gb("plan"), v2, 0o644)
 	if _, ok := within(10*time.Second, func() bool { got, _ := os.ReadFile(ga("plan")); return bytes.Equal(got, v2) }); !ok {
 		t.Fatal("plan rewritten on B: A still reads its cached old version")
+	}
+
+	// The quota is exact across the hosts: alice writes 512 KiB files
+	// from both at once until each is refused; what she has never
+	// exceeds 5 MiB, and no write that fitted was refused.
+	const limit, piece = 5 << 20, 512 << 10
+	admin.cli(t, "quota", "set", "user:alice", "--bytes", "5MiB")
+	fill := func(v *serveDaemon, name string, seed int64) error {
+		for i := 0; ; i++ {
+			err := os.WriteFile(v.In("alice", fmt.Sprintf("%s-%d", name, i)), randomData(piece, seed+int64(i)), 0o644)
+			if err != nil {
+				return err
+			}
+		}
+	}
+	errs := make(chan error, 2)
+	go func() { errs <- fill(a, "a", 100) }()
+	go func() { errs <- fill(b, "b", 200) }()
+	for range 2 {
+		if err := <-errs; !errors.Is(err, syscall.EDQUOT) {
+			t.Errorf("a write past the quota failed with %v, want EDQUOT", err)
+		}
+	}
+	var total int64
+	ents, err := os.ReadDir(a.In("alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() {
+			total += info.Size()
+		}
+	}
+	if total > limit || total <= limit-piece {
+		t.Errorf("alice's files on A total %d bytes after both hosts filled a %d-byte quota: want at most the limit and within one %d-byte write of it", total, limit, piece)
+	}
+	var qs []qInfo
+	if out := admin.cli(t, "quota", "show", "user:alice", "--json"); json.Unmarshal([]byte(out), &qs) != nil || len(qs) != 1 {
+		t.Fatalf("quota show --json: %s", out)
+	}
+	if used := qs[0].Used.Bytes; used != total {
+		t.Errorf("quota show: alice uses %d bytes, her files on A total %d", used, total)
 	}
 }
 
