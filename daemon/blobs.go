@@ -51,16 +51,20 @@ func checkBucket(loc Location, meta *metadata.Store, readOnly bool) error {
 	}
 	if recorded == "" {
 		if meta.Created() && !readOnly {
-			return meta.SetBlobBucket(want.String())
+			return meta.SetBlobBucket(loc.Bucket)
 		}
-		return fmt.Errorf("the store keeps its file contents in a directory, not in a bucket: shedfs migrate --blobs-to '%s' moves them there", loc.Bucket)
+		dir := loc.Dir
+		if dir == "" {
+			dir = "STORE"
+		}
+		return fmt.Errorf("the store keeps its file contents in a directory, not in a bucket: move them there with shedfs migrate --from %s --blobs-to '%s'", dir, loc.Bucket)
 	}
 	have, err := objstore.ParseURL(recorded)
 	if err != nil {
 		return fmt.Errorf("the store's recorded bucket: %w", err)
 	}
 	if have.Bucket != want.Bucket || have.Prefix != want.Prefix {
-		return fmt.Errorf("the store's file contents are in the bucket %s, not in %s", recorded, loc.Bucket)
+		return fmt.Errorf("the store's file contents are in the bucket %s, not %s", recorded, loc.Bucket)
 	}
 	return nil
 }

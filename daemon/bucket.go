@@ -2,13 +2,9 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -77,70 +73,6 @@ func registerBucketMetrics(reg prometheus.Registerer, r *blobs.Remote, m *objsto
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("bucket metrics: %w", err)
 		}
-	}
-	return nil
-}
-
-// bucketFile, in an embedded store's directory, holds the URL of the
-// bucket its contents were migrated to (shedfs migrate --blobs-to): from
-// then on the blob directory is only a cache, which an open without that
-// bucket would serve as the contents, stale.
-const bucketFile = "bucket"
-
-// RecordBucket writes down that the contents of the embedded store in
-// dir are in the bucket at url now.
-func RecordBucket(dir, url string) error {
-	p := filepath.Join(dir, bucketFile)
-	if err := os.WriteFile(p+".tmp", []byte(url+"\n"), 0o600); err != nil {
-		return fmt.Errorf("record bucket: %w", err)
-	}
-	if err := os.Rename(p+".tmp", p); err != nil {
-		return fmt.Errorf("record bucket: %w", err)
-	}
-	return nil
-}
-
-// RecordedBucket returns the bucket the embedded store in dir was
-// migrated to, "" if none.
-func RecordedBucket(dir string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dir, bucketFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("store %s: %w", dir, err)
-	}
-	return strings.TrimSpace(string(b)), nil
-}
-
-// checkBucket refuses to open the embedded store in dir with contents
-// elsewhere than where they are: without the bucket they were migrated
-// to (or created in), with another bucket, or with a bucket when they
-// are in the store's own blob directory (a bucket's cache drops every
-// blob it has no journal of). fresh says the store is being created with
-// loc: a bucket is recorded then.
-func checkBucket(loc Location, fresh bool) error {
-	rec, err := RecordedBucket(loc.Dir)
-	switch {
-	case err != nil:
-		return err
-	case rec == "" && loc.Bucket == "":
-		return nil
-	case rec == "" && fresh:
-		return RecordBucket(loc.Dir, loc.Bucket)
-	case rec == "":
-		return fmt.Errorf("store %s keeps its file contents in %s, not in a bucket: move them with shedfs migrate --from %s --blobs-to '%s'",
-			loc.Dir, filepath.Join(loc.Dir, "blobs"), loc.Dir, loc.Bucket)
-	case loc.Bucket == "":
-		return fmt.Errorf("store %s keeps its file contents in %s: give --blobs '%s'", loc.Dir, rec, rec)
-	}
-	a, errA := objstore.ParseURL(rec)
-	b, errB := objstore.ParseURL(loc.Bucket)
-	if err := errors.Join(errA, errB); err != nil {
-		return fmt.Errorf("store %s: %w", loc.Dir, err)
-	}
-	if a.Bucket != b.Bucket || a.Prefix != b.Prefix || a.Endpoint != b.Endpoint {
-		return fmt.Errorf("store %s keeps its file contents in %s, not %s", loc.Dir, rec, loc.Bucket)
 	}
 	return nil
 }

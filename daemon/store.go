@@ -96,13 +96,8 @@ func Open(loc Location, opts OpenOptions) (*Store, error) {
 	metaDir := filepath.Join(dir, "meta")
 	// Before anything is written (the disk guard's reserve file, badger's
 	// files): a directory without meta/ holds no store.
-	_, err = os.Stat(metaDir)
-	fresh := errors.Is(err, fs.ErrNotExist)
-	if fresh && !opts.Create {
+	if _, err := os.Stat(metaDir); errors.Is(err, fs.ErrNotExist) && !opts.Create {
 		return nil, &NoStoreError{Where: loc}
-	}
-	if err := checkBucket(loc, fresh); err != nil {
-		return nil, err
 	}
 	if opts.ReadOnly {
 		return openReadOnly(loc, dir, log)

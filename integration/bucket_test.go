@@ -436,7 +436,7 @@ func TestBucketStoreRemembersBucket(t *testing.T) {
 		want string
 	}{
 		{"bucket store without --blobs", []string{"--store", b.dir}, "are in the bucket"},
-		{"bucket store, another prefix", []string{"--store", b.dir, "--blobs", s.URL("another")}, "not in"},
+		{"bucket store, another prefix", []string{"--store", b.dir, "--blobs", s.URL("another")}, "not " + s.URL("another")},
 		{"local store on a bucket", []string{"--store", local, "--blobs", s.URL("local")}, "in a directory, not in a bucket"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -114,7 +114,7 @@ func migrateBlobs(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w (run the same command again to continue)", err)
 	}
-	if err := daemon.RecordBucket(from, url); err != nil {
+	if err := st.Meta.SetBlobBucket(url); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.App.Writer, "migrated %d blobs to %s (%d uploaded now, %.1f MiB; the others were there already)\n", ms.Blobs, url, ms.Uploaded, float64(ms.Bytes)/(1<<20))
