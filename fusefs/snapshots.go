@@ -298,7 +298,44 @@ func (n *snapNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint3
 	if err != nil {
 		return nil, 0, n.v.fs.errno("open snapshot file", err)
 	}
-	return fs.NewLoopbackFileFromOS(f), fuse.FOPEN_KEEP_CACHE, 0
+	return &snapFile{f: f}, fuse.FOPEN_KEEP_CACHE, 0
+}
+
+// snapFile is an open file of a snapshot, read through the daemon and
+// the kernel's page cache, never through FUSE passthrough: a passthrough
+// open gives the kernel's inode a backing file of this daemon's, which a
+// daemon taking the view over cannot name, so every later open of the
+// file would fail with EIO while a process kept it open across a
+// takeover. Its attributes are the snapshot entry's (snapNode.Getattr),
+// not the link's.
+type snapFile struct {
+	f *os.File
+}
+
+var (
+	_ fs.FileReader   = (*snapFile)(nil)
+	_ fs.FileReleaser = (*snapFile)(nil)
+	_ fs.FileLseeker  = (*snapFile)(nil)
+)
+
+// Read implements fs.FileReader: the bytes are spliced from the link.
+func (h *snapFile) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	return fuse.ReadResultFd(h.f.Fd(), off, len(dest)), 0
+}
+
+// Release implements fs.FileReleaser.
+func (h *snapFile) Release(ctx context.Context) syscall.Errno {
+	h.f.Close()
+	return 0
+}
+
+// Lseek implements fs.FileLseeker (SEEK_DATA and SEEK_HOLE).
+func (h *snapFile) Lseek(ctx context.Context, off uint64, whence uint32) (uint64, syscall.Errno) {
+	n, err := h.f.Seek(int64(off), int(whence))
+	if err != nil {
+		return 0, fs.ToErrno(err)
+	}
+	return uint64(n), 0
 }
 
 // Setattr implements fs.NodeSetattrer.
